@@ -1,0 +1,1 @@
+"""engram's running services: thin wiring of ``shared`` to the outside world."""

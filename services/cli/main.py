@@ -1,0 +1,59 @@
+"""``engram`` entry point: a thin dispatcher over one module per command.
+
+Stays on the standard library and imports a command's module only when that command
+runs, so ``engram hook`` starts as fast as a bare interpreter allows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module under services.cli, one-line help). Each module defines
+# ``add_arguments(parser)`` and ``run(args) -> int``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("serve", "run the HTTP API (gunicorn) on 127.0.0.1:37800"),
+    "migrate": ("migrate", "apply database migrations"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="engram", description="Local-first persistent memory for AI coding agents."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd.set_defaults(_module=module)
+        _load(module).add_arguments(cmd)
+    return parser
+
+
+def _load(module: str):  # type: ignore[no-untyped-def]
+    return importlib.import_module(f"services.cli.{module}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "hook":
+        # Fast path: the hook forwarder must not pay for building every parser.
+        from services.cli import hook
+
+        return hook.main(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return int(_load(args._module).run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a one-line error, never a traceback, for known failures
+        from shared.config import ConfigError
+
+        if isinstance(exc, ConfigError):
+            print(f"engram: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

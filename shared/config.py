@@ -1,0 +1,194 @@
+"""Typed settings for every engram process, read once from ``ENGRAM_*`` variables.
+
+``Settings.from_env()`` is the only place the environment is read. Tests build a
+``Settings`` directly (``Settings(home=tmp_path)``) instead of poking ``os.environ``.
+A bad value raises ``ConfigError`` whose message names the variable, and the CLI prints
+that one line and exits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A setting has a value engram cannot use; the message names the variable."""
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {raw!r}") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"expected an integer from {lo} to {hi}, got {value}")
+        return value
+
+    return parse
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _optional_str(raw: str) -> str | None:
+    return raw.strip() or None
+
+
+def _path(raw: str) -> Path:
+    if not raw.strip():
+        raise ValueError("expected a path, got an empty value")
+    return Path(raw).expanduser()
+
+
+def _optional_path(raw: str) -> Path | None:
+    return Path(raw).expanduser() if raw.strip() else None
+
+
+def _database_url(raw: str) -> str | None:
+    value = raw.strip()
+    if not value:
+        return None
+    if not value.startswith(("postgresql://", "postgres://")):
+        raise ValueError("expected empty (SQLite) or a postgresql:// URL")
+    return value
+
+
+def _redis_url(raw: str) -> str | None:
+    value = raw.strip()
+    if not value:
+        return None
+    if not value.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError("expected empty (in-process jobs) or a redis:// URL")
+    return value
+
+
+def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
+    return field(default=default, metadata={"parse": parse, "doc": doc})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting engram reads; field ``foo`` comes from ``ENGRAM_FOO``."""
+
+    home: Path = _setting(
+        Path("~/.engram").expanduser(),
+        _path,
+        "Data directory (database, token, logs, model); created 0700.",
+    )
+    database_url: str | None = _setting(
+        None, _database_url, "Unset: SQLite at $ENGRAM_HOME/engram.db. postgresql://... : Postgres."
+    )
+    redis_url: str | None = _setting(
+        None, _redis_url, "Unset: in-process jobs. redis://... : Celery jobs and cache epochs."
+    )
+    host: str = _setting("127.0.0.1", str, "Address the API binds to.")
+    port: int = _setting(37800, _int(1, 65535), "Port the API binds to.")
+    token: str | None = _setting(
+        None, _optional_str, "API bearer token; unset: read or create $ENGRAM_HOME/token."
+    )
+    workers: int = _setting(2, _int(1, 64), "gunicorn worker processes for `engram serve`.")
+    retrieval_budget_ms: int = _setting(
+        500, _int(10, 60_000), "Deadline for one search; past it the result is empty."
+    )
+    context_max_bytes: int = _setting(
+        8192, _int(256, 9500), "Default byte budget of the session-start index."
+    )
+    fusion: str = _setting(
+        "rrf", _choice("rrf", "tuned"), "Rank fusion: plain RRF (k=60) or the tuned variant."
+    )
+    embedder: str = _setting(
+        "onnx", _choice("onnx", "off"), "Embedding runtime; `off` runs lexical-only search."
+    )
+    model_path: Path | None = _setting(
+        None, _optional_path, "ONNX model file; unset: $ENGRAM_HOME/models/all-MiniLM-L6-v2.onnx."
+    )
+    turn_idle_s: int = _setting(
+        600, _int(1, 86_400), "A turn idle this long is closed and extracted."
+    )
+    sweep_interval_s: int = _setting(
+        60, _int(1, 86_400), "How often beat (or the in-process executor) runs the sweep."
+    )
+    task_time_limit_s: int = _setting(
+        300, _int(5, 86_400), "Hard time limit of one job; the soft limit is 80 % of it."
+    )
+    merge: str = _setting(
+        "off", _choice("off", "conservative"), "Merge new records into near-identical old ones."
+    )
+    llm_base_url: str | None = _setting(
+        None, _optional_str, "OpenAI-compatible endpoint for the LLM extractor (opt-in)."
+    )
+    llm_model: str | None = _setting(None, _optional_str, "Model name for the LLM extractor.")
+    llm_api_key: str | None = _setting(None, _optional_str, "API key for the LLM endpoint.")
+    llm_daily_tokens: int = _setting(
+        200_000, _int(0, 1_000_000_000), "Hard daily token budget of the LLM extractor."
+    )
+    llm_timeout_s: int = _setting(30, _int(1, 600), "Timeout of one LLM call.")
+    log_level: str = _setting(
+        "info", _choice("debug", "info", "warning", "error"), "Log level of every process."
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            name = env_name(f.name)
+            if name not in env:
+                continue
+            try:
+                values[f.name] = f.metadata["parse"](env[name])
+            except ValueError as exc:
+                raise ConfigError(f"{name}: {exc}") from None
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def backend(self) -> str:
+        return "postgres" if self.database_url else "sqlite"
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.home / "engram.db"
+
+    @property
+    def token_path(self) -> Path:
+        return self.home / "token"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def onnx_model_path(self) -> Path:
+        return self.model_path or self.home / "models" / "all-MiniLM-L6-v2.onnx"
+
+
+def env_name(field_name: str) -> str:
+    return "ENGRAM_" + field_name.upper()
+
+
+def documented_settings() -> list[tuple[str, str]]:
+    """(variable, description) for every setting: the docs test checks the README."""
+    return [(env_name(f.name), f.metadata["doc"]) for f in dataclasses.fields(Settings)]
+
+
+def prepare_home(settings: Settings) -> Path:
+    """Create the data directory (0700) if needed and return it."""
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(settings.home, 0o700)
+    return settings.home

@@ -1,0 +1,156 @@
+"""The two things engram stores: events (what an agent did) and memory records.
+
+Events are the wire format posted by hooks; unknown fields are rejected so a typo in a
+client is an error, not silently lost data. Records are what extraction produces and
+retrieval returns; their embedding lives beside them in storage, never on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from ulid import ULID
+
+NAMESPACE_PATTERN = r"^/actor/[^/]+/project/[^/]+/$"
+NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
+NAMESPACE_MAX = 500
+ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+RECORD_ID_PATTERN = r"^mr_[0-9A-HJKMNP-TV-Z]{26}$"
+MAX_BODY_BYTES = 1024 * 1024
+MAX_REQUEST_BYTES = 2 * 1024 * 1024
+MAX_BATCH = 500
+EMBEDDING_DIM = 384
+
+EventKind = Literal["prompt", "tool_use", "session_summary", "note"]
+ObservationType = Literal[
+    "decision", "bugfix", "feature", "refactor", "discovery", "change", "note", "session_summary"
+]
+OBSERVATION_TYPES: tuple[str, ...] = ObservationType.__args__  # type: ignore[attr-defined]
+Strategy = Literal["deterministic", "llm", "manual", "merged"]
+Quality = Literal["full", "fallback"]
+
+Namespace = Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_PATTERN)]
+UlidStr = Annotated[str, Field(pattern=ULID_PATTERN)]
+RecordId = Annotated[str, Field(pattern=RECORD_ID_PATTERN)]
+ShortStr = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def new_ulid() -> str:
+    return str(ULID())
+
+
+def new_record_id() -> str:
+    return "mr_" + new_ulid()
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def is_namespace_prefix(value: str) -> bool:
+    """A full namespace or an actor prefix (``/actor/x/``) usable for prefix matching."""
+    return (
+        len(value) <= NAMESPACE_MAX
+        and value.startswith("/actor/")
+        and value.endswith("/")
+        and "//" not in value
+    )
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TextBody(_Strict):
+    type: Literal["text"]
+    content: str
+
+
+class MessageTurn(_Strict):
+    role: str = Field(min_length=1, max_length=50)
+    content: str
+
+
+class MessageBody(_Strict):
+    type: Literal["message"]
+    turns: list[MessageTurn] = Field(min_length=1)
+
+
+class JsonBody(_Strict):
+    type: Literal["json"]
+    data: dict[str, Any]
+
+
+Body = Annotated[TextBody | MessageBody | JsonBody, Field(discriminator="type")]
+
+
+class Source(_Strict):
+    surface: str = Field(min_length=1, max_length=100)
+    version: str | None = Field(default=None, max_length=100)
+    project_path: str | None = Field(default=None, max_length=4096)
+
+
+class Event(_Strict):
+    event_id: UlidStr
+    parent_event_id: UlidStr | None = None
+    session_id: ShortStr
+    actor_id: ShortStr
+    namespace: Namespace
+    kind: EventKind
+    body: Body
+    valid_time: AwareDatetime
+    source: Source
+    schema_version: Literal[1] = 1
+
+    @field_validator("body")
+    @classmethod
+    def _body_size(cls, body: BaseModel) -> BaseModel:
+        if len(body.model_dump_json().encode()) > MAX_BODY_BYTES:
+            raise ValueError(f"serialized body exceeds {MAX_BODY_BYTES} bytes")
+        return body
+
+    def body_json(self) -> str:
+        return self.body.model_dump_json()
+
+
+class StoredEvent(Event):
+    """An event as read back from storage."""
+
+    transaction_time: datetime
+    turn_id: str | None = None
+
+
+def body_from_json(raw: str | bytes) -> TextBody | MessageBody | JsonBody:
+    data = json.loads(raw)
+    kind = data.get("type")
+    model = {"text": TextBody, "message": MessageBody, "json": JsonBody}[kind]
+    return model.model_validate(data)
+
+
+class MemoryRecord(_Strict):
+    record_id: RecordId = Field(default_factory=new_record_id)
+    namespace: Namespace
+    title: str = Field(min_length=1, max_length=200)
+    summary: str = Field(default="", max_length=4000)
+    facts: list[Annotated[str, Field(max_length=2000)]] = Field(default_factory=list, max_length=100)
+    concepts: list[Annotated[str, Field(max_length=100)]] = Field(
+        default_factory=list, max_length=50
+    )
+    files_touched: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list, max_length=200
+    )
+    observation_type: ObservationType = "note"
+    source_event_ids: list[UlidStr] = Field(default_factory=list, max_length=1000)
+    strategy: Strategy = "deterministic"
+    quality: Quality = "full"
+    pinned: bool = False
+    created_at: AwareDatetime = Field(default_factory=utcnow)
+
+    def embedding_text(self, cap: int = 10_000) -> str:
+        """What gets embedded: title, summary, facts, concepts — capped."""
+        parts = [self.title, self.summary, *self.facts, " ".join(self.concepts)]
+        return "\n".join(p for p in parts if p)[:cap]

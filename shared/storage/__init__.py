@@ -1,0 +1,71 @@
+"""Storage: one interface (``base``), two backends, one factory.
+
+Only ``open_storage`` knows that ``sqlite/`` and ``postgres/`` exist (a guard test keeps
+every other module away from them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shared.config import Settings
+from shared.storage.base import (
+    DuplicateRecordError,
+    EmbeddingDecodeError,
+    EmbeddingRow,
+    LexicalHit,
+    MigrationDriftError,
+    NotFoundError,
+    Page,
+    PutEventResult,
+    Storage,
+    StorageError,
+    TransientStorageError,
+    Turn,
+    Tx,
+)
+
+ChangeHook = Callable[[set[str]], None]
+"""Called after a commit that wrote embeddings or deleted records, with the namespaces
+touched; the cache layer bumps their epochs from it."""
+
+__all__ = [
+    "ChangeHook",
+    "DuplicateRecordError",
+    "EmbeddingDecodeError",
+    "EmbeddingRow",
+    "LexicalHit",
+    "MigrationDriftError",
+    "NotFoundError",
+    "Page",
+    "PutEventResult",
+    "Storage",
+    "StorageError",
+    "TransientStorageError",
+    "Turn",
+    "Tx",
+    "migrate",
+    "open_storage",
+]
+
+
+def open_storage(settings: Settings, on_change: ChangeHook | None = None) -> Storage:
+    """The backend the settings name; migrations must have run (``migrate``)."""
+    if settings.database_url:
+        from shared.storage.postgres import PostgresStorage
+
+        return PostgresStorage(settings.database_url, on_change=on_change)
+    from shared.storage.sqlite import SqliteStorage
+
+    return SqliteStorage(settings.sqlite_path, on_change=on_change)
+
+
+def migrate(settings: Settings) -> list[str]:
+    """Apply pending migrations of the configured backend; returns the names applied."""
+    if settings.database_url:
+        from shared.storage.postgres import migrate_postgres
+
+        return migrate_postgres(settings.database_url)
+    from shared.storage.sqlite import migrate_sqlite
+
+    return migrate_sqlite(settings.sqlite_path)

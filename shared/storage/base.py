@@ -1,0 +1,236 @@
+"""The storage interface every backend implements, with its contracts.
+
+Both backends (``sqlite/`` and ``postgres/``) pass one conformance suite
+(``tests/storage/test_conformance.py``). Callers only ever see this module's types.
+
+Namespaces: every ``namespace`` argument of a read method may be a full namespace
+(``/actor/a/project/p/``) or an actor prefix (``/actor/a/``). Matching is an escaped
+``LIKE prefix%`` (``%``, ``_`` and ``\\`` escaped) and the argument must end in ``/``,
+so ``/actor/a/project/ab/`` never matches ``/actor/a/project/abc/``.
+
+Turns: ``put_events`` assigns each event to a turn of its session. A ``prompt`` closes
+the session's open turn and opens a new one; ``tool_use`` joins the open turn (opening
+one if there is none); ``session_summary`` joins the open turn and closes it; a ``note``
+is a turn of its own, closed at once. A turn is pending extraction until
+``mark_turn_extracted`` commits together with its records.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from shared.models import Event, MemoryRecord, StoredEvent
+
+
+class StorageError(Exception):
+    """Base class of storage errors."""
+
+
+class DuplicateRecordError(StorageError):
+    """``put_memory_record`` was given a ``record_id`` that already exists."""
+
+
+class NotFoundError(StorageError):
+    """The named row does not exist."""
+
+
+class EmbeddingDecodeError(StorageError):
+    """A stored embedding has the wrong size; the message names the record."""
+
+
+class MigrationDriftError(StorageError):
+    """A migration recorded in ``_migrations`` differs from the one in the code."""
+
+
+class TransientStorageError(StorageError):
+    """A connection-level failure worth retrying (database down, restarting)."""
+
+
+@dataclass(frozen=True)
+class PutEventResult:
+    event_id: str
+    stored: bool
+    turn_id: str | None
+    closed_turns: tuple[str, ...] = ()  # turns this event closed: extraction may start
+
+
+@dataclass(frozen=True)
+class LexicalHit:
+    record: MemoryRecord
+    rank: int  # 0-based position in the lexical ranking
+
+
+@dataclass(frozen=True)
+class EmbeddingRow:
+    record_id: str
+    created_at: datetime
+    observation_type: str
+    vector: np.ndarray  # float32, shape (384,)
+
+
+@dataclass(frozen=True)
+class Turn:
+    turn_id: str
+    namespace: str
+    session_id: str
+    closed: bool
+    extracted: bool
+    events: list[StoredEvent] = field(default_factory=list)  # in valid_time order
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Any]
+    total: int
+    limit: int
+    offset: int
+
+
+class Tx(abc.ABC):
+    """A write transaction: all of its calls commit together or none do."""
+
+    @abc.abstractmethod
+    def put_memory_record(self, record: MemoryRecord) -> None: ...
+
+    @abc.abstractmethod
+    def put_embedding(self, record_id: str, vector: np.ndarray) -> None: ...
+
+    @abc.abstractmethod
+    def delete_memory_records(self, record_ids: Sequence[str]) -> list[str]:
+        """Cascade delete; returns the ids that existed (each namespace's epoch bumps)."""
+
+    @abc.abstractmethod
+    def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
+        """Mark the turn extracted; False (and nothing changes) if it already was."""
+
+
+class Storage(abc.ABC):
+    backend: str  # "sqlite" | "postgres"
+
+    # --- events and turns -------------------------------------------------------------
+    @abc.abstractmethod
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        """Store events in one transaction (all or none). Idempotent per ``event_id``: a
+        repeat keeps the first row and ``transaction_time`` and reports stored=False."""
+
+    def put_event(self, event: Event) -> PutEventResult:
+        return self.put_events([event])[0]
+
+    @abc.abstractmethod
+    def get_event(self, event_id: str) -> StoredEvent | None: ...
+
+    @abc.abstractmethod
+    def list_events(
+        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[StoredEvent]:
+        """Newest first (transaction_time desc, event_id desc)."""
+
+    @abc.abstractmethod
+    def get_turn(self, turn_id: str) -> Turn | None: ...
+
+    @abc.abstractmethod
+    def close_idle_turns(self, idle_before: datetime) -> list[str]:
+        """Close open turns whose last event was recorded before ``idle_before``."""
+
+    @abc.abstractmethod
+    def pending_turns(self, limit: int = 1000) -> list[str]:
+        """Closed turns not yet extracted, oldest first."""
+
+    # --- memory records -----------------------------------------------------------------
+    @abc.abstractmethod
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]: ...
+
+    def put_memory_record(self, record: MemoryRecord) -> None:
+        with self.transaction() as tx:
+            tx.put_memory_record(record)
+
+    def put_embedding(self, record_id: str, vector: np.ndarray) -> None:
+        with self.transaction() as tx:
+            tx.put_embedding(record_id, vector)
+
+    def delete_memory_records(self, record_ids: Sequence[str]) -> list[str]:
+        with self.transaction() as tx:
+            return tx.delete_memory_records(record_ids)
+
+    @abc.abstractmethod
+    def get_memory_record(self, record_id: str) -> MemoryRecord | None: ...
+
+    @abc.abstractmethod
+    def get_memory_records(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        """Records in the order of ``record_ids``; unknown ids are skipped."""
+
+    @abc.abstractmethod
+    def list_memory_records(
+        self,
+        namespace: str,
+        limit: int = 50,
+        offset: int = 0,
+        pinned_first: bool = False,
+    ) -> Page:
+        """Newest first (created_at desc, record_id desc); pinned ones first if asked."""
+
+    @abc.abstractmethod
+    def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
+        """Raises NotFoundError for an unknown id."""
+
+    @abc.abstractmethod
+    def timeline(self, record_id: str, before: int, after: int) -> list[MemoryRecord]:
+        """The record and its neighbours in its namespace, in source-turn order
+        (created_at, record_id). Raises NotFoundError for an unknown id."""
+
+    @abc.abstractmethod
+    def has_embedding(self, record_id: str) -> bool: ...
+
+    # --- search -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def search_lexical(
+        self,
+        namespace: str,
+        query: str,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[LexicalHit]:
+        """Never raises on user text: sanitized full-text first (best rank first); if the
+        engine refuses the query, escaped substring match ordered by recency."""
+
+    @abc.abstractmethod
+    def list_embeddings(self, namespace: str) -> list[EmbeddingRow]:
+        """Every embedded record under the namespace (prefix)."""
+
+    @abc.abstractmethod
+    def records_missing_embedding(
+        self, limit: int, namespace: str | None = None
+    ) -> list[MemoryRecord]:
+        """Oldest first."""
+
+    @abc.abstractmethod
+    def clear_embeddings(self, namespace: str | None = None) -> int:
+        """Set embeddings to NULL (``engram backfill --rebuild``); returns the count."""
+
+    # --- stats --------------------------------------------------------------------------
+    @abc.abstractmethod
+    def stats(self, namespace: str | None = None) -> dict[str, int]:
+        """``events``, ``memories``, ``embedded``, ``pending_extraction`` (events in
+        unextracted turns), ``pending_embedding`` (records with NULL embedding)."""
+
+    @abc.abstractmethod
+    def projects(self) -> list[dict[str, Any]]:
+        """``[{namespace, project_id, display_name, event_count, memory_count,
+        last_activity}]``; display_name is the basename of the last project_path seen."""
+
+    @abc.abstractmethod
+    def ping(self) -> None:
+        """Raise if the database cannot be reached."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Idempotent."""

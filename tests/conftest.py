@@ -1,0 +1,116 @@
+"""Shared fixtures: settings in a temp home, real SQLite and real Postgres/Redis.
+
+Postgres and Redis tests skip with a reason when the service is not reachable, unless
+``ENGRAM_REQUIRE_SERVICES=1`` (CI), where an unreachable service is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from shared.config import Settings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REQUIRE_SERVICES = os.environ.get("ENGRAM_REQUIRE_SERVICES") == "1"
+TEST_DATABASE_URL = os.environ.get(
+    "ENGRAM_TEST_DATABASE_URL", "postgresql://engram@127.0.0.1:5432/engram_test"
+)
+TEST_REDIS_URL = os.environ.get("ENGRAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _unavailable(what: str, exc: BaseException) -> None:
+    reason = f"{what} not reachable ({exc.__class__.__name__}: {exc})"
+    if REQUIRE_SERVICES:
+        pytest.fail(f"ENGRAM_REQUIRE_SERVICES=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Embedded-mode settings in a fresh home; the embedder is off unless a test asks."""
+    return Settings(home=tmp_path / "home", embedder="off")
+
+
+@pytest.fixture(scope="session")
+def pg_base_url() -> str:
+    try:
+        import psycopg
+
+        with psycopg.connect(TEST_DATABASE_URL, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+            has_vector = conn.execute(
+                "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+        if not has_vector:
+            raise RuntimeError("extension vector is not installed in the test database")
+    except Exception as exc:
+        _unavailable("Postgres+pgvector at ENGRAM_TEST_DATABASE_URL", exc)
+    return TEST_DATABASE_URL
+
+
+@pytest.fixture
+def pg_url(pg_base_url: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema (then public, for the extensions)."""
+    import psycopg
+
+    schema = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(pg_base_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in pg_base_url else "?"
+    yield f"{pg_base_url}{sep}options={quote(f'-csearch_path={schema},public')}"
+    with psycopg.connect(pg_base_url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def redis_base_url() -> str:
+    try:
+        import redis
+
+        redis.Redis.from_url(TEST_REDIS_URL, socket_connect_timeout=3).ping()
+    except Exception as exc:
+        _unavailable("Redis at ENGRAM_TEST_REDIS_URL", exc)
+    return TEST_REDIS_URL
+
+
+@pytest.fixture
+def redis_url(redis_base_url: str) -> Iterator[str]:
+    """The test Redis database, flushed before and after the test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_base_url)
+    client.flushdb()
+    yield redis_base_url
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """Settings for each backend in turn, migrations applied."""
+    from shared.storage import migrate
+    from shared.config import prepare_home
+
+    if request.param == "postgres":
+        settings = settings.replace(database_url=request.getfixturevalue("pg_url"))
+    else:
+        prepare_home(settings)
+    migrate(settings)
+    return settings
+
+
+@pytest.fixture
+def storage(backend_settings: Settings):  # type: ignore[no-untyped-def]
+    """A migrated storage of each backend; closed after the test."""
+    from shared.storage import open_storage
+
+    store = open_storage(backend_settings)
+    yield store
+    store.close()
