@@ -14,7 +14,7 @@ PG_MAJOR="${PG_MAJOR:-15}"
 PG_HOST=127.0.0.1
 PG_PORT=5432
 PG_SUPERUSER=postgres
-REDIS_PORT=6379
+REDIS_PORT="${CI_REDIS_PORT:-6379}"
 DB_ROLE=engram
 DB_NAME=engram_test
 REDIS_DB=15
@@ -67,6 +67,7 @@ SQL
 
 # vector is not a trusted extension, so it must be created by a superuser.
 psql_su -d "$DB_NAME" >&2 <<SQL
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS vector;
 ALTER EXTENSION vector UPDATE;
 CREATE EXTENSION IF NOT EXISTS unaccent;

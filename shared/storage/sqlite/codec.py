@@ -1,0 +1,120 @@
+"""Conversions between Python values and SQLite columns (times, JSON lists, vectors)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from shared.models import EMBEDDING_DIM, MemoryRecord, StoredEvent, body_from_json
+from shared.storage.base import EmbeddingDecodeError
+
+EMBEDDING_BYTES = EMBEDDING_DIM * 4
+_F32_LE = np.dtype("<f4")
+
+
+def ts(value: datetime) -> str:
+    """UTC with fixed-width microseconds, so text order is time order."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def from_ts(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def encode_embedding(vector: np.ndarray) -> bytes:
+    # astype keeps float32 bits as they are (NaN payloads included); wider inputs round.
+    array = np.asarray(vector).astype(_F32_LE, copy=False).reshape(-1)
+    if array.shape != (EMBEDDING_DIM,):
+        raise ValueError(f"embedding must have {EMBEDDING_DIM} values, got {array.size}")
+    return array.tobytes()
+
+
+def decode_embedding(blob: bytes, record_id: str) -> np.ndarray:
+    if len(blob) != EMBEDDING_BYTES:
+        raise EmbeddingDecodeError(
+            f"embedding of {record_id} has {len(blob)} bytes, expected {EMBEDDING_BYTES}"
+        )
+    return np.frombuffer(blob, dtype=_F32_LE).astype(np.float32)
+
+
+def record_params(record: MemoryRecord) -> dict[str, Any]:
+    return {
+        "record_id": record.record_id,
+        "namespace": record.namespace,
+        "title": record.title,
+        "summary": record.summary,
+        "facts": _json(record.facts),
+        "facts_text": "\n".join(record.facts),
+        "concepts": _json(record.concepts),
+        "files_touched": _json(record.files_touched),
+        "observation_type": record.observation_type,
+        "source_event_ids": _json(record.source_event_ids),
+        "strategy": record.strategy,
+        "quality": record.quality,
+        "pinned": int(record.pinned),
+        "created_at": ts(record.created_at),
+    }
+
+
+def to_record(row: sqlite3.Row) -> MemoryRecord:
+    return MemoryRecord.model_construct(
+        record_id=row["record_id"],
+        namespace=row["namespace"],
+        title=row["title"],
+        summary=row["summary"],
+        facts=json.loads(row["facts"]),
+        concepts=json.loads(row["concepts"]),
+        files_touched=json.loads(row["files_touched"]),
+        observation_type=row["observation_type"],
+        source_event_ids=json.loads(row["source_event_ids"]),
+        strategy=row["strategy"],
+        quality=row["quality"],
+        pinned=bool(row["pinned"]),
+        created_at=from_ts(row["created_at"]),
+    )
+
+
+def event_params(event: Any, turn_id: str, now: datetime) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "parent_event_id": event.parent_event_id,
+        "session_id": event.session_id,
+        "actor_id": event.actor_id,
+        "namespace": event.namespace,
+        "kind": event.kind,
+        "body": event.body_json(),
+        "valid_time": ts(event.valid_time),
+        "source": event.source.model_dump_json(),
+        "schema_version": event.schema_version,
+        "transaction_time": ts(now),
+        "turn_id": turn_id,
+    }
+
+
+def to_event(row: sqlite3.Row) -> StoredEvent:
+    return StoredEvent.model_validate(
+        {
+            "event_id": row["event_id"],
+            "parent_event_id": row["parent_event_id"],
+            "session_id": row["session_id"],
+            "actor_id": row["actor_id"],
+            "namespace": row["namespace"],
+            "kind": row["kind"],
+            "body": body_from_json(row["body"]),
+            "valid_time": from_ts(row["valid_time"]),
+            "source": json.loads(row["source"]),
+            "schema_version": row["schema_version"],
+            "transaction_time": from_ts(row["transaction_time"]),
+            "turn_id": row["turn_id"],
+        }
+    )
+
+
+def _json(values: list[str]) -> str:
+    return json.dumps(values, ensure_ascii=False)

@@ -1,0 +1,142 @@
+"""Every SQL statement of the SQLite backend, as named constants with bound parameters."""
+
+# Namespace arguments are escaped LIKE patterns built by shared.storage.lexical.
+_NS = "namespace LIKE :ns ESCAPE '\\'"
+
+# --- events and turns -----------------------------------------------------------------
+EVENT_TURN = "SELECT turn_id FROM events WHERE event_id = ?"
+INSERT_EVENT = """
+INSERT INTO events (event_id, parent_event_id, session_id, actor_id, namespace, kind, body,
+                    valid_time, source, schema_version, transaction_time, turn_id)
+VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, :body,
+        :valid_time, :source, :schema_version, :transaction_time, :turn_id)
+"""
+GET_EVENT = "SELECT * FROM events WHERE event_id = ?"
+LIST_EVENTS = f"""
+SELECT * FROM events
+WHERE {_NS} AND (:session_id IS NULL OR session_id = :session_id)
+ORDER BY transaction_time DESC, event_id DESC LIMIT :limit
+"""
+OPEN_TURN = "SELECT turn_id FROM turns WHERE namespace = ? AND session_id = ? AND closed_at IS NULL"
+INSERT_TURN = """
+INSERT INTO turns (turn_id, namespace, session_id, opened_at, last_event_at, closed_at)
+VALUES (:turn_id, :namespace, :session_id, :now, :now, :closed_at)
+"""
+TOUCH_TURN = "UPDATE turns SET last_event_at = :now WHERE turn_id = :turn_id"
+CLOSE_TURN = "UPDATE turns SET closed_at = :now WHERE turn_id = :turn_id AND closed_at IS NULL"
+GET_TURN = "SELECT * FROM turns WHERE turn_id = ?"
+TURN_EVENTS = "SELECT * FROM events WHERE turn_id = ? ORDER BY valid_time, event_id"
+CLOSE_IDLE_TURNS = """
+UPDATE turns SET closed_at = :now WHERE closed_at IS NULL AND last_event_at < :before
+RETURNING turn_id
+"""
+PENDING_TURNS = """
+SELECT turn_id FROM turns WHERE closed_at IS NOT NULL AND extracted_at IS NULL
+ORDER BY closed_at, turn_id LIMIT ?
+"""
+# Conditional: of two workers racing on one turn, exactly one sees rowcount 1. Extracting
+# also closes the turn, so no later event can join a turn whose records are written.
+MARK_TURN_EXTRACTED = """
+UPDATE turns SET extracted_at = :now, record_ids = :record_ids,
+                 closed_at = coalesce(closed_at, :now)
+WHERE turn_id = :turn_id AND extracted_at IS NULL
+"""
+
+# --- memory records -------------------------------------------------------------------
+INSERT_RECORD = """
+INSERT INTO memory_records (record_id, namespace, title, summary, facts, facts_text, concepts,
+    files_touched, observation_type, source_event_ids, strategy, quality, pinned, created_at)
+VALUES (:record_id, :namespace, :title, :summary, :facts, :facts_text, :concepts,
+    :files_touched, :observation_type, :source_event_ids, :strategy, :quality, :pinned,
+    :created_at)
+"""
+RECORD_EXISTS = "SELECT 1 FROM memory_records WHERE record_id = ?"
+SET_EMBEDDING = "UPDATE memory_records SET embedding = ? WHERE record_id = ? RETURNING namespace"
+DELETE_RECORDS = """
+DELETE FROM memory_records WHERE record_id IN (SELECT value FROM json_each(?))
+RETURNING record_id, namespace
+"""
+GET_RECORD = "SELECT * FROM memory_records WHERE record_id = ?"
+GET_RECORDS = "SELECT * FROM memory_records WHERE record_id IN (SELECT value FROM json_each(?))"
+COUNT_RECORDS = f"SELECT count(*) FROM memory_records WHERE {_NS}"
+LIST_RECORDS = f"""
+SELECT * FROM memory_records WHERE {_NS}
+ORDER BY created_at DESC, record_id DESC LIMIT :limit OFFSET :offset
+"""
+LIST_RECORDS_PINNED_FIRST = f"""
+SELECT * FROM memory_records WHERE {_NS}
+ORDER BY pinned DESC, created_at DESC, record_id DESC LIMIT :limit OFFSET :offset
+"""
+SET_PINNED = "UPDATE memory_records SET pinned = ? WHERE record_id = ? RETURNING *"
+TIMELINE_BEFORE = """
+SELECT * FROM memory_records
+WHERE namespace = :namespace AND (created_at, record_id) < (:created_at, :record_id)
+ORDER BY created_at DESC, record_id DESC LIMIT :n
+"""
+TIMELINE_AFTER = """
+SELECT * FROM memory_records
+WHERE namespace = :namespace AND (created_at, record_id) > (:created_at, :record_id)
+ORDER BY created_at, record_id LIMIT :n
+"""
+HAS_EMBEDDING = "SELECT embedding IS NOT NULL FROM memory_records WHERE record_id = ?"
+LIST_EMBEDDINGS = f"""
+SELECT record_id, created_at, observation_type, embedding FROM memory_records
+WHERE {_NS} AND embedding IS NOT NULL ORDER BY created_at, record_id
+"""
+MISSING_EMBEDDING = f"""
+SELECT * FROM memory_records WHERE embedding IS NULL AND {_NS}
+ORDER BY created_at, record_id LIMIT :limit
+"""
+CLEAR_EMBEDDINGS = f"""
+UPDATE memory_records SET embedding = NULL WHERE embedding IS NOT NULL AND {_NS}
+RETURNING namespace
+"""
+
+# --- search ---------------------------------------------------------------------------
+_FILTERS = """
+AND (:observation_type IS NULL OR r.observation_type = :observation_type)
+AND (:since IS NULL OR r.created_at >= :since)
+"""
+# bm25 is lower-is-better; column weights put title above summary above facts.
+SEARCH_FTS = f"""
+SELECT r.* FROM memory_fts JOIN memory_records r ON r.id = memory_fts.rowid
+WHERE memory_fts MATCH :match AND r.{_NS} {_FILTERS}
+ORDER BY bm25(memory_fts, 4.0, 2.0, 1.0), r.created_at DESC, r.record_id ASC
+LIMIT :limit
+"""
+SEARCH_SUBSTRING = f"""
+SELECT r.* FROM memory_records r
+WHERE r.{_NS} {_FILTERS}
+  AND (r.title LIKE :pattern ESCAPE '\\' OR r.summary LIKE :pattern ESCAPE '\\'
+       OR r.facts_text LIKE :pattern ESCAPE '\\')
+ORDER BY r.created_at DESC, r.record_id ASC
+LIMIT :limit
+"""
+DOC_FREQ = "SELECT term, doc FROM memory_fts_vocab WHERE term IN (SELECT value FROM json_each(?))"
+
+# --- stats ----------------------------------------------------------------------------
+STATS = f"""
+SELECT
+  (SELECT count(*) FROM events WHERE {_NS}) AS events,
+  (SELECT count(*) FROM memory_records WHERE {_NS}) AS memories,
+  (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NOT NULL) AS embedded,
+  (SELECT count(*) FROM events e JOIN turns t ON t.turn_id = e.turn_id
+    WHERE e.{_NS} AND t.extracted_at IS NULL) AS pending_extraction,
+  (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NULL) AS pending_embedding
+"""
+PROJECTS = """
+WITH names AS (SELECT namespace FROM events UNION SELECT namespace FROM memory_records)
+SELECT n.namespace,
+  (SELECT count(*) FROM events e WHERE e.namespace = n.namespace) AS event_count,
+  (SELECT count(*) FROM memory_records r WHERE r.namespace = n.namespace) AS memory_count,
+  (SELECT max(t) FROM (
+      SELECT max(transaction_time) AS t FROM events e WHERE e.namespace = n.namespace
+      UNION ALL
+      SELECT max(created_at) FROM memory_records r WHERE r.namespace = n.namespace
+  )) AS last_activity,
+  (SELECT json_extract(e.source, '$.project_path') FROM events e
+    WHERE e.namespace = n.namespace AND json_extract(e.source, '$.project_path') IS NOT NULL
+    ORDER BY e.transaction_time DESC, e.event_id DESC LIMIT 1) AS project_path
+FROM names n ORDER BY last_activity DESC, n.namespace
+"""
+PING = "SELECT 1"

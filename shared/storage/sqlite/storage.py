@@ -1,0 +1,339 @@
+"""``SqliteStorage``: the embedded backend (one file, WAL, per-thread connections)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+import numpy as np
+
+from shared.models import Event, MemoryRecord, StoredEvent, new_ulid, utcnow
+from shared.storage import lexical
+from shared.storage.base import (
+    DuplicateRecordError,
+    EmbeddingRow,
+    LexicalHit,
+    NotFoundError,
+    Page,
+    PutEventResult,
+    Storage,
+    Turn,
+    Tx,
+)
+from shared.storage.sqlite import codec
+from shared.storage.sqlite import queries as q
+from shared.storage.sqlite.connection import Connections, immediate
+
+log = logging.getLogger(__name__)
+
+
+class SqliteTx(Tx):
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.changed: set[str] = set()  # namespaces whose embeddings changed
+
+    def put_memory_record(self, record: MemoryRecord) -> None:
+        try:
+            self.conn.execute(q.INSERT_RECORD, codec.record_params(record))
+        except sqlite3.IntegrityError as exc:
+            if self.conn.execute(q.RECORD_EXISTS, (record.record_id,)).fetchone():
+                raise DuplicateRecordError(f"record {record.record_id} already exists") from exc
+            raise
+
+    def put_embedding(self, record_id: str, vector: np.ndarray) -> None:
+        row = self.conn.execute(
+            q.SET_EMBEDDING, (codec.encode_embedding(vector), record_id)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory record {record_id}")
+        self.changed.add(row["namespace"])
+
+    def delete_memory_records(self, record_ids: Sequence[str]) -> list[str]:
+        rows = self.conn.execute(q.DELETE_RECORDS, (json.dumps(list(record_ids)),)).fetchall()
+        self.changed.update(r["namespace"] for r in rows)
+        deleted = {r["record_id"] for r in rows}
+        return [rid for rid in dict.fromkeys(record_ids) if rid in deleted]
+
+    def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
+        params = {
+            "turn_id": turn_id,
+            "record_ids": json.dumps(list(record_ids)),
+            "now": codec.ts(utcnow()),
+        }
+        return self.conn.execute(q.MARK_TURN_EXTRACTED, params).rowcount == 1
+
+
+class SqliteStorage(Storage):
+    backend = "sqlite"
+
+    def __init__(
+        self, path: Path | str, on_change: Callable[[set[str]], None] | None = None
+    ) -> None:
+        self.path = Path(path)
+        self._conns = Connections(self.path)
+        self._on_change = on_change
+
+    def _read(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        return self._conns.get().execute(sql, params).fetchall()
+
+    # --- events and turns -------------------------------------------------------------
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        now = utcnow()
+        with immediate(self._conns.get()) as conn:
+            return [self._put_event(conn, event, now) for event in events]
+
+    def _put_event(self, conn: sqlite3.Connection, event: Event, now: datetime) -> PutEventResult:
+        seen = conn.execute(q.EVENT_TURN, (event.event_id,)).fetchone()
+        if seen is not None:
+            return PutEventResult(event.event_id, stored=False, turn_id=seen["turn_id"])
+        turn_id, closed = self._assign_turn(conn, event, codec.ts(now))
+        conn.execute(q.INSERT_EVENT, codec.event_params(event, turn_id, now))
+        return PutEventResult(event.event_id, True, turn_id, tuple(closed))
+
+    def _assign_turn(
+        self, conn: sqlite3.Connection, event: Event, now: str
+    ) -> tuple[str, list[str]]:
+        """The turn rules of ``shared.storage.base``; returns (turn, turns closed)."""
+        if event.kind == "note":
+            turn_id = self._new_turn(conn, event, now, closed=True)
+            return turn_id, [turn_id]
+        row = conn.execute(q.OPEN_TURN, (event.namespace, event.session_id)).fetchone()
+        current = row["turn_id"] if row else None
+        closed: list[str] = []
+        if event.kind == "prompt" and current is not None:
+            conn.execute(q.CLOSE_TURN, {"turn_id": current, "now": now})
+            closed.append(current)
+            current = None
+        if current is None:
+            current = self._new_turn(conn, event, now, closed=False)
+        else:
+            conn.execute(q.TOUCH_TURN, {"turn_id": current, "now": now})
+        if event.kind == "session_summary":
+            conn.execute(q.CLOSE_TURN, {"turn_id": current, "now": now})
+            closed.append(current)
+        return current, closed
+
+    @staticmethod
+    def _new_turn(conn: sqlite3.Connection, event: Event, now: str, closed: bool) -> str:
+        turn_id = new_ulid()
+        conn.execute(
+            q.INSERT_TURN,
+            {
+                "turn_id": turn_id,
+                "namespace": event.namespace,
+                "session_id": event.session_id,
+                "now": now,
+                "closed_at": now if closed else None,
+            },
+        )
+        return turn_id
+
+    def get_event(self, event_id: str) -> StoredEvent | None:
+        rows = self._read(q.GET_EVENT, (event_id,))
+        return codec.to_event(rows[0]) if rows else None
+
+    def list_events(
+        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[StoredEvent]:
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "session_id": session_id,
+            "limit": limit,
+        }
+        return [codec.to_event(r) for r in self._read(q.LIST_EVENTS, params)]
+
+    def get_turn(self, turn_id: str) -> Turn | None:
+        rows = self._read(q.GET_TURN, (turn_id,))
+        if not rows:
+            return None
+        row = rows[0]
+        return Turn(
+            turn_id=row["turn_id"],
+            namespace=row["namespace"],
+            session_id=row["session_id"],
+            closed=row["closed_at"] is not None,
+            extracted=row["extracted_at"] is not None,
+            events=[codec.to_event(r) for r in self._read(q.TURN_EVENTS, (turn_id,))],
+        )
+
+    def close_idle_turns(self, idle_before: datetime) -> list[str]:
+        params = {"now": codec.ts(utcnow()), "before": codec.ts(idle_before)}
+        with immediate(self._conns.get()) as conn:
+            return [r["turn_id"] for r in conn.execute(q.CLOSE_IDLE_TURNS, params).fetchall()]
+
+    def pending_turns(self, limit: int = 1000) -> list[str]:
+        return [r["turn_id"] for r in self._read(q.PENDING_TURNS, (limit,))]
+
+    # --- memory records ---------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        with immediate(self._conns.get()) as conn:
+            tx = SqliteTx(conn)
+            yield tx
+        # Reached only after COMMIT: readers told to drop caches will see the new rows.
+        self._notify(tx.changed)
+
+    def _notify(self, namespaces: set[str]) -> None:
+        if not namespaces or self._on_change is None:
+            return
+        try:
+            self._on_change(set(namespaces))
+        except Exception:
+            # The write is committed; failing the caller now would invite a retry of
+            # work already done. A missed bump only delays cache refresh.
+            log.exception("on_change hook failed for %s", sorted(namespaces))
+
+    def get_memory_record(self, record_id: str) -> MemoryRecord | None:
+        rows = self._read(q.GET_RECORD, (record_id,))
+        return codec.to_record(rows[0]) if rows else None
+
+    def get_memory_records(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        rows = self._read(q.GET_RECORDS, (json.dumps(list(record_ids)),))
+        by_id = {r["record_id"]: codec.to_record(r) for r in rows}
+        return [by_id[rid] for rid in record_ids if rid in by_id]
+
+    def list_memory_records(
+        self, namespace: str, limit: int = 50, offset: int = 0, pinned_first: bool = False
+    ) -> Page:
+        ns = lexical.namespace_pattern(namespace)
+        sql = q.LIST_RECORDS_PINNED_FIRST if pinned_first else q.LIST_RECORDS
+        conn = self._conns.get()
+        with _snapshot(conn):  # the page and its total from one snapshot
+            rows = conn.execute(sql, {"ns": ns, "limit": limit, "offset": offset}).fetchall()
+            total = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()[0]
+        return Page([codec.to_record(r) for r in rows], total, limit, offset)
+
+    def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
+        with immediate(self._conns.get()) as conn:
+            row = conn.execute(q.SET_PINNED, (int(pinned), record_id)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory record {record_id}")
+        return codec.to_record(row)
+
+    def timeline(self, record_id: str, before: int, after: int) -> list[MemoryRecord]:
+        record = self.get_memory_record(record_id)
+        if record is None:
+            raise NotFoundError(f"no memory record {record_id}")
+        params = {
+            "namespace": record.namespace,
+            "created_at": codec.ts(record.created_at),
+            "record_id": record_id,
+        }
+        older = self._read(q.TIMELINE_BEFORE, {**params, "n": max(before, 0)})
+        newer = self._read(q.TIMELINE_AFTER, {**params, "n": max(after, 0)})
+        return [
+            *(codec.to_record(r) for r in reversed(older)),
+            record,
+            *(codec.to_record(r) for r in newer),
+        ]
+
+    def has_embedding(self, record_id: str) -> bool:
+        rows = self._read(q.HAS_EMBEDDING, (record_id,))
+        return bool(rows and rows[0][0])
+
+    # --- search -----------------------------------------------------------------------
+    def search_lexical(
+        self,
+        namespace: str,
+        query: str,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[LexicalHit]:
+        params: dict[str, Any] = {
+            "ns": lexical.namespace_pattern(namespace),
+            "observation_type": observation_type,
+            "since": codec.ts(since) if since else None,
+            "limit": limit,
+        }
+        rows: list[sqlite3.Row] | None = None
+        terms = lexical.select_terms(lexical.tokenize(query), self._doc_freq)
+        if terms:
+            try:
+                rows = self._read(q.SEARCH_FTS, {**params, "match": lexical.or_query(terms)})
+            except sqlite3.OperationalError:
+                rows = None  # the engine refused the query: fall through to substring
+        if rows is None:
+            pattern = lexical.substring_pattern(query)
+            rows = self._read(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}) if pattern else []
+        return [LexicalHit(codec.to_record(r), rank) for rank, r in enumerate(rows)]
+
+    def _doc_freq(self, terms: Sequence[str]) -> dict[str, int]:
+        return {r["term"]: r["doc"] for r in self._read(q.DOC_FREQ, (json.dumps(list(terms)),))}
+
+    def list_embeddings(self, namespace: str) -> list[EmbeddingRow]:
+        rows = self._read(q.LIST_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)})
+        return [
+            EmbeddingRow(
+                record_id=r["record_id"],
+                created_at=codec.from_ts(r["created_at"]),
+                observation_type=r["observation_type"],
+                vector=codec.decode_embedding(r["embedding"], r["record_id"]),
+            )
+            for r in rows
+        ]
+
+    def records_missing_embedding(
+        self, limit: int, namespace: str | None = None
+    ) -> list[MemoryRecord]:
+        params = {"ns": lexical.namespace_pattern(namespace), "limit": limit}
+        return [codec.to_record(r) for r in self._read(q.MISSING_EMBEDDING, params)]
+
+    def clear_embeddings(self, namespace: str | None = None) -> int:
+        with immediate(self._conns.get()) as conn:
+            rows = conn.execute(
+                q.CLEAR_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)}
+            ).fetchall()
+        self._notify({r["namespace"] for r in rows})
+        return len(rows)
+
+    # --- stats ------------------------------------------------------------------------
+    def stats(self, namespace: str | None = None) -> dict[str, int]:
+        row = self._read(q.STATS, {"ns": lexical.namespace_pattern(namespace)})[0]
+        return {key: int(row[key]) for key in row.keys()}  # noqa: SIM118 - Row has no iter
+
+    def projects(self) -> list[dict[str, Any]]:
+        return [_project(r) for r in self._read(q.PROJECTS)]
+
+    def ping(self) -> None:
+        self._read(q.PING)
+
+    def close(self) -> None:
+        self._conns.close()
+
+
+@contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    if conn.in_transaction:  # already inside this thread's transaction: same snapshot
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def _project(row: sqlite3.Row) -> dict[str, Any]:
+    namespace: str = row["namespace"]
+    project_id = namespace.rstrip("/").rsplit("/", 1)[-1]
+    path: str | None = row["project_path"]
+    name = None
+    if path:
+        # Hooks on Windows send backslash paths; either separator ends a component.
+        pure = PureWindowsPath(path) if "\\" in path else PurePosixPath(path)
+        name = pure.name or None
+    return {
+        "namespace": namespace,
+        "project_id": project_id,
+        "display_name": name or project_id,
+        "event_count": row["event_count"],
+        "memory_count": row["memory_count"],
+        "last_activity": codec.from_ts(row["last_activity"]) if row["last_activity"] else None,
+    }

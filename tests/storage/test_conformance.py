@@ -1,0 +1,653 @@
+"""The storage contract: every test runs on each backend through the ``storage`` fixture."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from shared.models import Event, MemoryRecord, new_record_id, new_ulid
+from shared.storage import (
+    DuplicateRecordError,
+    NotFoundError,
+    Storage,
+    open_storage,
+)
+
+NS = "/actor/a/project/a/"
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def event(kind: str = "prompt", text: str = "hello", session: str = "s1", ns: str = NS,
+          at: datetime | None = None, **extra: Any) -> Event:  # fmt: skip
+    return Event(
+        event_id=new_ulid(),
+        session_id=session,
+        actor_id=ns.split("/")[2],
+        namespace=ns,
+        kind=kind,
+        body={"type": "text", "content": text},
+        valid_time=at or datetime.now(UTC),
+        source={"surface": "test", "project_path": extra.pop("project_path", None)},
+        **extra,
+    )
+
+
+def record(title: str = "a memory", ns: str = NS, minutes: int = 0, **extra: Any) -> MemoryRecord:
+    return MemoryRecord(
+        namespace=ns, title=title, created_at=T0 + timedelta(minutes=minutes), **extra
+    )
+
+
+def vec(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(384).astype(np.float32)
+
+
+# --- events ---------------------------------------------------------------------------
+
+
+def test_put_event_is_idempotent_and_keeps_the_first_row(storage: Storage) -> None:
+    first = event(text="original")
+    result = storage.put_event(first)
+    assert result.stored and result.event_id == first.event_id
+    stored = storage.get_event(first.event_id)
+    assert stored is not None and stored.transaction_time is not None
+
+    again = storage.put_event(first.model_copy(update={"body": {"type": "text", "content": "x"}}))
+    assert not again.stored and again.turn_id == result.turn_id and again.closed_turns == ()
+    repeat = storage.get_event(first.event_id)
+    assert repeat is not None
+    assert repeat.transaction_time == stored.transaction_time
+    assert repeat.body.model_dump() == {"type": "text", "content": "original"}
+    assert storage.stats()["events"] == 1
+
+
+def test_event_round_trips(storage: Storage) -> None:
+    original = event("tool_use", text="ran pytest", at=T0, project_path="/src/engram")
+    result = storage.put_event(original)
+    got = storage.get_event(original.event_id)
+    assert got is not None
+    assert got.model_dump(exclude={"transaction_time", "turn_id"}) == original.model_dump()
+    assert got.turn_id == result.turn_id
+
+
+def test_get_event_miss_is_none(storage: Storage) -> None:
+    assert storage.get_event(new_ulid()) is None
+
+
+def test_list_events_newest_first_with_filters(storage: Storage) -> None:
+    a = storage.put_event(event(session="s1")).event_id
+    b = storage.put_event(event(session="s2")).event_id
+    c = storage.put_event(event(session="s1", ns="/actor/b/project/x/")).event_id
+    assert [e.event_id for e in storage.list_events()] == [c, b, a]
+    assert [e.event_id for e in storage.list_events(namespace=NS)] == [b, a]
+    assert [e.event_id for e in storage.list_events(session_id="s1")] == [c, a]
+    assert [e.event_id for e in storage.list_events(limit=1)] == [c]
+
+
+def test_batch_put_events_is_all_or_nothing(storage: Storage) -> None:
+    good = event(text="good")
+    # A row the database itself refuses (no namespace) after a valid one in the same batch.
+    bad = Event.model_construct(**{**event("tool_use").__dict__, "namespace": None})
+    with pytest.raises(Exception):  # noqa: B017 - the driver's own error type differs
+        storage.put_events([good, bad])
+    assert storage.get_event(good.event_id) is None
+    assert storage.stats()["events"] == 0
+    assert storage.stats()["pending_extraction"] == 0
+    assert storage.put_event(good).stored
+
+
+def test_batch_put_events_stores_each_once(storage: Storage) -> None:
+    a, b = event(text="a"), event("tool_use", text="b")
+    results = storage.put_events([a, b, a])
+    assert [r.stored for r in results] == [True, True, False]
+    assert results[0].turn_id == results[1].turn_id == results[2].turn_id
+
+
+# --- turns ----------------------------------------------------------------------------
+
+
+def test_turn_lifecycle(storage: Storage) -> None:
+    p1 = storage.put_event(event("prompt", at=T0))
+    assert p1.turn_id and p1.closed_turns == ()
+    tool = storage.put_event(event("tool_use", at=T0 + timedelta(seconds=2)))
+    assert tool.turn_id == p1.turn_id and tool.closed_turns == ()
+
+    p2 = storage.put_event(event("prompt", at=T0 + timedelta(seconds=3)))
+    assert p2.turn_id != p1.turn_id and p2.closed_turns == (p1.turn_id,)
+    summary = storage.put_event(event("session_summary", at=T0 + timedelta(seconds=4)))
+    assert summary.turn_id == p2.turn_id and summary.closed_turns == (p2.turn_id,)
+
+    orphan = storage.put_event(event("tool_use", at=T0 + timedelta(seconds=5)))
+    assert orphan.turn_id not in (p1.turn_id, p2.turn_id) and orphan.closed_turns == ()
+    note = storage.put_event(event("note", at=T0 + timedelta(seconds=6)))
+    assert note.turn_id not in (orphan.turn_id, None) and note.closed_turns == (note.turn_id,)
+    # The note did not close the open turn: the next tool use still joins it.
+    assert storage.put_event(event("tool_use")).turn_id == orphan.turn_id
+
+    turn = storage.get_turn(p1.turn_id)
+    assert turn is not None and turn.closed and not turn.extracted
+    assert turn.namespace == NS and turn.session_id == "s1"
+    assert [e.event_id for e in turn.events] == [p1.event_id, tool.event_id]
+    assert storage.get_turn(new_ulid()) is None
+    assert storage.pending_turns() == [p1.turn_id, p2.turn_id, note.turn_id]
+
+
+def test_sessions_have_separate_turns(storage: Storage) -> None:
+    a = storage.put_event(event("prompt", session="s1"))
+    b = storage.put_event(event("prompt", session="s2"))
+    assert a.turn_id != b.turn_id and b.closed_turns == ()
+    assert storage.put_event(event("tool_use", session="s1")).turn_id == a.turn_id
+
+
+def test_repeated_prompt_closes_nothing(storage: Storage) -> None:
+    p = event("prompt")
+    first = storage.put_event(p)
+    again = storage.put_event(p)
+    assert not again.stored and again.closed_turns == () and again.turn_id == first.turn_id
+    turn = storage.get_turn(first.turn_id or "")
+    assert turn is not None and not turn.closed
+
+
+def test_close_idle_turns(storage: Storage) -> None:
+    open_turn = storage.put_event(event("prompt")).turn_id
+    assert storage.close_idle_turns(datetime.now(UTC) - timedelta(hours=1)) == []
+    assert storage.pending_turns() == []
+    assert storage.close_idle_turns(datetime.now(UTC) + timedelta(seconds=1)) == [open_turn]
+    assert storage.pending_turns() == [open_turn]
+    assert storage.close_idle_turns(datetime.now(UTC) + timedelta(seconds=1)) == []
+
+
+def test_mark_turn_extracted_only_once(storage: Storage) -> None:
+    turn_id = storage.put_event(event("note")).turn_id
+    assert turn_id is not None
+    rec = record()
+    with storage.transaction() as tx:
+        tx.put_memory_record(rec)
+        assert tx.mark_turn_extracted(turn_id, [rec.record_id])
+    with storage.transaction() as tx:
+        assert not tx.mark_turn_extracted(turn_id, [])
+    turn = storage.get_turn(turn_id)
+    assert turn is not None and turn.extracted
+    assert storage.pending_turns() == []
+
+
+# --- memory records -------------------------------------------------------------------
+
+
+def test_record_round_trips(storage: Storage) -> None:
+    rec = record(
+        "Switched to WAL", summary="because readers block", facts=["busy_timeout 5000"],
+        concepts=["sqlite"], files_touched=["shared/x.py"], observation_type="decision",
+        source_event_ids=[new_ulid()], strategy="llm", quality="fallback", pinned=True,
+    )  # fmt: skip
+    storage.put_memory_record(rec)
+    assert storage.get_memory_record(rec.record_id) == rec
+    assert storage.get_memory_record(new_record_id()) is None
+    assert not storage.has_embedding(rec.record_id)
+
+
+def test_duplicate_record_id_is_rejected(storage: Storage) -> None:
+    rec = record("first")
+    storage.put_memory_record(rec)
+    with pytest.raises(DuplicateRecordError):
+        storage.put_memory_record(rec.model_copy(update={"title": "second"}))
+    got = storage.get_memory_record(rec.record_id)
+    assert got is not None and got.title == "first"
+
+
+def test_delete_cascades_without_ghost_fulltext_rows(storage: Storage) -> None:
+    doomed, kept = record("zyzzyva quux"), record("kept quux")
+    for r in (doomed, kept):
+        storage.put_memory_record(r)
+        storage.put_embedding(r.record_id, vec(1))
+    assert [h.record.record_id for h in storage.search_lexical(NS, "zyzzyva", 10)] == [
+        doomed.record_id
+    ]
+    assert storage.delete_memory_records([doomed.record_id, new_record_id()]) == [doomed.record_id]
+    assert storage.search_lexical(NS, "zyzzyva", 10) == []
+    assert [h.record.record_id for h in storage.search_lexical(NS, "quux", 10)] == [kept.record_id]
+    assert storage.get_memory_record(doomed.record_id) is None
+    assert not storage.has_embedding(doomed.record_id)
+    assert [row.record_id for row in storage.list_embeddings(NS)] == [kept.record_id]
+    assert storage.delete_memory_records([doomed.record_id]) == []
+
+
+def test_transaction_is_all_or_nothing(storage: Storage) -> None:
+    base, other = record("base", minutes=1), record("other", minutes=2)
+    storage.put_memory_record(base)
+    storage.put_memory_record(other)
+    turn_id = storage.put_event(event("note")).turn_id
+    assert turn_id is not None
+    fresh = record("fresh")
+    with pytest.raises(RuntimeError), storage.transaction() as tx:
+        tx.put_memory_record(fresh)
+        tx.put_embedding(fresh.record_id, vec(1))
+        tx.put_embedding(base.record_id, vec(2))
+        assert tx.delete_memory_records([other.record_id]) == [other.record_id]
+        assert tx.mark_turn_extracted(turn_id, [fresh.record_id])
+        raise RuntimeError("midway")
+    assert storage.get_memory_record(fresh.record_id) is None
+    assert not storage.has_embedding(base.record_id)
+    assert storage.get_memory_record(other.record_id) == other
+    assert storage.pending_turns() == [turn_id]
+    with storage.transaction() as tx:
+        assert tx.mark_turn_extracted(turn_id, [])
+
+
+def test_put_embedding_unknown_record(storage: Storage) -> None:
+    with pytest.raises(NotFoundError):
+        storage.put_embedding(new_record_id(), vec(0))
+
+
+def test_list_get_pin_timeline(storage: Storage) -> None:
+    recs = [record(f"r{i}", minutes=i) for i in range(5)]
+    for r in recs:
+        storage.put_memory_record(r)
+    storage.put_memory_record(record("elsewhere", ns="/actor/a/project/b/"))
+    ids = [r.record_id for r in recs]
+
+    page = storage.list_memory_records(NS, limit=2, offset=1)
+    assert (page.total, page.limit, page.offset) == (5, 2, 1)
+    assert [r.record_id for r in page.items] == [ids[3], ids[2]]
+
+    pinned = storage.set_pinned(ids[1], True)
+    assert pinned.pinned and pinned.record_id == ids[1]
+    first = storage.list_memory_records(NS, limit=2, pinned_first=True).items
+    assert [r.record_id for r in first] == [ids[1], ids[4]]
+    assert storage.list_memory_records(NS, limit=1).items[0].record_id == ids[4]
+    assert not storage.set_pinned(ids[1], False).pinned
+    with pytest.raises(NotFoundError):
+        storage.set_pinned(new_record_id(), True)
+
+    assert [r.record_id for r in storage.get_memory_records([ids[3], new_record_id(), ids[0]])] == [
+        ids[3],
+        ids[0],
+    ]
+    around = storage.timeline(ids[2], before=1, after=5)
+    assert [r.record_id for r in around] == ids[1:]
+    assert [r.record_id for r in storage.timeline(ids[0], before=3, after=0)] == [ids[0]]
+    with pytest.raises(NotFoundError):
+        storage.timeline(new_record_id(), 1, 1)
+
+
+def test_embeddings_list_missing_and_clear(storage: Storage) -> None:
+    recs = [record(f"r{i}", minutes=i) for i in range(3)]
+    other = record("other", ns="/actor/b/project/b/", minutes=9)
+    for r in [*recs, other]:
+        storage.put_memory_record(r)
+    assert [r.record_id for r in storage.records_missing_embedding(10)] == [
+        *(r.record_id for r in recs),
+        other.record_id,
+    ]
+    assert [r.record_id for r in storage.records_missing_embedding(1)] == [recs[0].record_id]
+    storage.put_embedding(recs[1].record_id, vec(1))
+    storage.put_embedding(other.record_id, vec(2))
+    assert storage.has_embedding(recs[1].record_id)
+
+    rows = storage.list_embeddings(NS)
+    assert [r.record_id for r in rows] == [recs[1].record_id]
+    assert rows[0].vector.dtype == np.float32 and rows[0].vector.shape == (384,)
+    assert np.array_equal(rows[0].vector, vec(1))
+    assert rows[0].created_at == recs[1].created_at and rows[0].observation_type == "note"
+    missing = storage.records_missing_embedding(10, namespace=NS)
+    assert [r.record_id for r in missing] == [recs[0].record_id, recs[2].record_id]
+
+    assert storage.clear_embeddings(NS) == 1
+    assert storage.list_embeddings(NS) == []
+    assert storage.has_embedding(other.record_id)
+    assert storage.clear_embeddings() == 1
+    assert storage.stats()["pending_embedding"] == 4
+
+
+def test_stats(storage: Storage) -> None:
+    empty = storage.stats()
+    assert {k: empty[k] for k in ("events", "memories", "embedded")} == {
+        "events": 0,
+        "memories": 0,
+        "embedded": 0,
+    }
+    assert empty["pending_extraction"] == 0 and empty["pending_embedding"] == 0
+    storage.put_event(event("prompt"))
+    storage.put_event(event("tool_use"))  # open turn: still pending
+    note = storage.put_event(event("note"))
+    storage.put_event(event("note", ns="/actor/b/project/b/"))
+    r1, r2 = record("one"), record("two")
+    storage.put_memory_record(r1)
+    storage.put_memory_record(r2)
+    storage.put_embedding(r1.record_id, vec(1))
+    stats = storage.stats()
+    assert stats["events"] == 4 and stats["pending_extraction"] == 4
+    assert (stats["memories"], stats["embedded"], stats["pending_embedding"]) == (2, 1, 1)
+    with storage.transaction() as tx:
+        assert tx.mark_turn_extracted(note.turn_id or "", [])
+    scoped = storage.stats(NS)
+    assert scoped["events"] == 3 and scoped["pending_extraction"] == 2
+    assert storage.stats("/actor/b/")["memories"] == 0
+
+
+def test_projects(storage: Storage) -> None:
+    storage.put_event(event(project_path="/home/u/old-name"))
+    storage.put_event(event(project_path="/home/u/engram"))
+    storage.put_event(event(ns="/actor/a/project/b/"))
+    storage.put_memory_record(record())
+    rows = {p["namespace"]: p for p in storage.projects()}
+    assert set(rows) == {NS, "/actor/a/project/b/"}
+    assert rows[NS]["project_id"] == "a" and rows[NS]["display_name"] == "engram"
+    assert (rows[NS]["event_count"], rows[NS]["memory_count"]) == (2, 1)
+    assert isinstance(rows[NS]["last_activity"], datetime)
+
+
+def test_ping_and_close_twice(backend_settings: Any) -> None:
+    store = open_storage(backend_settings)
+    store.ping()
+    store.close()
+    store.close()
+
+
+# --- search ---------------------------------------------------------------------------
+
+
+def ids_of(hits: list[Any]) -> list[str]:
+    return [h.record.record_id for h in hits]
+
+
+def test_search_ranks_title_above_summary_above_facts(storage: Storage) -> None:
+    in_facts = record("one", facts=["the walrus detail"], minutes=3)
+    in_summary = record("two", summary="a walrus here", minutes=2)
+    in_title = record("walrus three", minutes=1)
+    for r in (in_facts, in_summary, in_title):
+        storage.put_memory_record(r)
+    hits = storage.search_lexical(NS, "Walrus?", 10)
+    assert ids_of(hits) == [in_title.record_id, in_summary.record_id, in_facts.record_id]
+    assert [h.rank for h in hits] == [0, 1, 2]
+
+
+def test_search_ties_break_by_recency_then_id(storage: Storage) -> None:
+    same = [record("identical walrus", minutes=1) for _ in range(2)]
+    newer = record("identical walrus", minutes=2)
+    for r in [*same, newer]:
+        storage.put_memory_record(r)
+    expected = [newer.record_id, *sorted(r.record_id for r in same)]
+    assert ids_of(storage.search_lexical(NS, "walrus", 10)) == expected
+
+
+def test_search_filters_and_limit(storage: Storage) -> None:
+    old = record("walrus old", observation_type="bugfix", minutes=1)
+    new = record("walrus new", observation_type="decision", minutes=10)
+    for r in (old, new):
+        storage.put_memory_record(r)
+    assert ids_of(storage.search_lexical(NS, "walrus", 10, observation_type="bugfix")) == [
+        old.record_id
+    ]
+    assert ids_of(storage.search_lexical(NS, "walrus", 10, since=T0 + timedelta(minutes=5))) == [
+        new.record_id
+    ]
+    assert len(storage.search_lexical(NS, "walrus", 1)) == 1
+    # The substring fallback honours the same filters.
+    assert ids_of(storage.search_lexical(NS, "w", 10, observation_type="bugfix")) == [old.record_id]
+    assert ids_of(storage.search_lexical(NS, "w", 10, since=T0 + timedelta(minutes=5))) == [
+        new.record_id
+    ]
+
+
+def test_search_identifiers_and_operators_are_plain_words(storage: Storage) -> None:
+    rec = record("fixed parse_args in cli.py", summary="NOT a NEAR miss")
+    storage.put_memory_record(rec)
+    for query in ("parse_args", "cli.py", "NOT", "near(", '"parse_args', "title:fixed", "fix*"):
+        assert ids_of(storage.search_lexical(NS, query, 5)) == [rec.record_id], query
+
+
+def test_search_falls_back_to_escaped_substring(storage: Storage) -> None:
+    cpp = record("C++ templates", minutes=1)
+    pct = record("coverage at 100% now", minutes=2)
+    under = record("snake a_b case", minutes=3)
+    plain = record("axb plain", minutes=4)
+    for r in (cpp, pct, under, plain):
+        storage.put_memory_record(r)
+    assert ids_of(storage.search_lexical(NS, "C++", 10)) == [cpp.record_id]
+    assert ids_of(storage.search_lexical(NS, "%", 10)) == [pct.record_id]
+    assert ids_of(storage.search_lexical(NS, "_", 10)) == [under.record_id]
+    assert ids_of(storage.search_lexical(NS, "\\", 10)) == []
+    assert storage.search_lexical(NS, "", 10) == []
+    assert storage.search_lexical(NS, "   ", 10) == []
+
+
+def test_long_query_keeps_the_rarest_terms(storage: Storage) -> None:
+    common = " ".join(f"common{i}" for i in range(40))
+    # The oldest record: it comes first only if "zebra" survives the 32-term cap.
+    rare = record("entry", summary=f"{common} zebra", minutes=0)
+    others = [record("entry", summary=common, minutes=i) for i in range(1, 4)]
+    for r in (rare, *others):
+        storage.put_memory_record(r)
+    hits = storage.search_lexical(NS, f"{common} zebra", 10)
+    assert ids_of(hits)[0] == rare.record_id and len(hits) == 4
+
+
+HOSTILE = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list("ANDORNOTNEAR*^:()\"'%_\\\x00-+{}[]~ ")), st.characters()
+    ),
+    max_size=80,
+)
+
+
+@hsettings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=HOSTILE)
+def test_search_never_raises(storage: Storage, query: str) -> None:
+    if not storage.list_memory_records(NS, limit=1).total:
+        storage.put_memory_record(record('weird AND "quoted" 100% a_b \\ NEAR(x) col:on'))
+    hits = storage.search_lexical(NS, query, 5)
+    assert all(h.record.namespace == NS for h in hits)
+
+
+NAMESPACES = [
+    "/actor/a/project/a/",
+    "/actor/a/project/ab/",
+    "/actor/a/project/xa/",
+    "/actor/b/project/a/",
+]
+
+
+def test_namespace_isolation(storage: Storage) -> None:
+    by_ns = {}
+    for i, ns in enumerate(NAMESPACES):
+        rec = record(f"shared walrus {i}", ns=ns, minutes=i)
+        storage.put_memory_record(rec)
+        storage.put_embedding(rec.record_id, vec(i))
+        storage.put_event(event("note", ns=ns))
+        by_ns[ns] = rec.record_id
+
+    def found(ns: str) -> set[str]:
+        lexical = ids_of(storage.search_lexical(ns, "walrus", 10))
+        assert set(ids_of(storage.search_lexical(ns, "shared walrus", 10))) == set(lexical)
+        assert set(ids_of(storage.search_lexical(ns, "d w", 10))) == set(lexical)  # fallback
+        listed = [r.record_id for r in storage.list_memory_records(ns).items]
+        embedded = [r.record_id for r in storage.list_embeddings(ns)]
+        assert set(lexical) == set(listed) == set(embedded)
+        assert storage.stats(ns)["memories"] == len(listed)
+        assert storage.stats(ns)["events"] == len(listed)
+        assert {e.namespace for e in storage.list_events(namespace=ns)} <= {
+            storage.get_memory_record(i).namespace  # type: ignore[union-attr]
+            for i in listed
+        }
+        return set(lexical)
+
+    assert found("/actor/a/project/a/") == {by_ns["/actor/a/project/a/"]}
+    assert found("/actor/a/project/a_/") == set()
+    assert found("/actor/a/project/%/") == set()
+    assert found("/actor/a/project/_/") == set()
+    assert found("/actor/a/") == {by_ns[n] for n in NAMESPACES[:3]}
+    assert found("/actor/%/") == set()
+    with pytest.raises(ValueError):
+        storage.search_lexical("/actor/a", "walrus", 10)
+    with pytest.raises(ValueError):
+        storage.list_memory_records("/actor/a/project/a")
+
+
+# --- change notifications -------------------------------------------------------------
+
+
+def test_on_change_only_after_commit(backend_settings: Any) -> None:
+    reader = open_storage(backend_settings)
+    calls: list[tuple[set[str], bool]] = []
+    watched: dict[str, str] = {}
+
+    def hook(namespaces: set[str]) -> None:
+        # Seen from another connection: true only once the transaction is committed.
+        calls.append((set(namespaces), reader.has_embedding(watched["id"])))
+
+    store = open_storage(backend_settings, on_change=hook)
+    try:
+        rec = record("watched")
+        watched["id"] = rec.record_id
+        store.put_memory_record(rec)
+        store.put_event(event("note"))
+        assert calls == []
+        store.put_embedding(rec.record_id, vec(1))
+        assert calls == [({NS}, True)]
+
+        with pytest.raises(RuntimeError), store.transaction() as tx:
+            tx.put_embedding(rec.record_id, vec(2))
+            raise RuntimeError("rollback")
+        assert len(calls) == 1
+
+        assert store.clear_embeddings(NS) == 1
+        assert calls[-1] == ({NS}, False)
+        store.put_embedding(rec.record_id, vec(3))
+        assert store.delete_memory_records([new_record_id()]) == []
+        assert len(calls) == 3
+        store.delete_memory_records([rec.record_id])
+        assert calls[-1] == ({NS}, False) and reader.get_memory_record(rec.record_id) is None
+        assert len(calls) == 4
+    finally:
+        store.close()
+        reader.close()
+
+
+# --- SQLite specifics -----------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_store(settings: Any) -> Any:
+    from shared.config import prepare_home
+    from shared.storage import migrate
+
+    prepare_home(settings)
+    migrate(settings)
+    store = open_storage(settings)
+    yield store
+    store.close()
+
+
+@hsettings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(raw=st.binary(min_size=1536, max_size=1536))
+def test_sqlite_embedding_bits_round_trip(sqlite_store: Any, raw: bytes) -> None:
+    if sqlite_store.get_memory_record(BITS.record_id) is None:
+        sqlite_store.put_memory_record(BITS)
+    sqlite_store.put_embedding(BITS.record_id, np.frombuffer(raw, dtype="<f4"))
+    [row] = sqlite_store.list_embeddings(NS)
+    assert row.vector.tobytes() == raw  # NaN payloads and signed zeros included
+
+
+BITS = record("bits")
+
+
+def test_sqlite_bad_embedding_names_the_record(sqlite_store: Any) -> None:
+    import sqlite3
+
+    from shared.storage import EmbeddingDecodeError
+
+    rec = record("short vector")
+    sqlite_store.put_memory_record(rec)
+    with pytest.raises(ValueError):
+        sqlite_store.put_embedding(rec.record_id, np.zeros(383, dtype=np.float32))
+    conn = sqlite3.connect(sqlite_store.path)
+    with conn:
+        conn.execute(
+            "UPDATE memory_records SET embedding = ? WHERE record_id = ?",
+            (b"\0" * 1532, rec.record_id),
+        )
+    conn.close()
+    with pytest.raises(EmbeddingDecodeError, match=rec.record_id):
+        sqlite_store.list_embeddings(NS)
+
+
+def test_sqlite_pragmas_and_strict_tables(sqlite_store: Any) -> None:
+    import sqlite3
+
+    sqlite_store.ping()
+    conn = sqlite3.connect(sqlite_store.path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        tables = {
+            name: strict
+            for _, name, kind, _, _, strict in conn.execute("PRAGMA table_list")
+            if kind == "table" and not name.startswith(("sqlite_", "memory_fts"))
+        }
+    finally:
+        conn.close()
+    assert set(tables) >= {"events", "turns", "memory_records", "_migrations"}
+    assert all(tables.values()), tables
+    own = sqlite_store._conns.get()
+    assert own.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+    assert sqlite_store.path.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_sqlite_delete_leaves_no_fulltext_terms(sqlite_store: Any) -> None:
+    rec = record("zyzzyva", summary="quokka", facts=["wombat"])
+    sqlite_store.put_memory_record(rec)
+    conn = sqlite_store._conns.get()
+    vocab = "SELECT term FROM memory_fts_vocab WHERE term IN ('zyzzyva', 'quokka', 'wombat')"
+    assert len(conn.execute(vocab).fetchall()) == 3
+    sqlite_store.delete_memory_records([rec.record_id])
+    assert conn.execute(vocab).fetchall() == []
+    conn.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def test_sqlite_threads_and_fork_use_their_own_connections(sqlite_store: Any) -> None:
+    import multiprocessing
+    from concurrent.futures import ThreadPoolExecutor
+
+    def write(i: int) -> bool:
+        return sqlite_store.put_event(event("note", session=f"s{i}")).stored
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert all(pool.map(write, range(40)))
+    assert sqlite_store.stats()["events"] == 40
+
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=write, args=(99,))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert sqlite_store.stats()["events"] == 41
+
+
+def test_sqlite_failing_hook_does_not_undo_or_fail_the_write(settings: Any) -> None:
+    from shared.config import prepare_home
+    from shared.storage import migrate
+
+    prepare_home(settings)
+    migrate(settings)
+
+    def hook(namespaces: set[str]) -> None:
+        raise ConnectionError("redis down")
+
+    store = open_storage(settings, on_change=hook)
+    try:
+        rec = record("kept")
+        store.put_memory_record(rec)
+        store.put_embedding(rec.record_id, vec(1))
+        assert store.has_embedding(rec.record_id)
+    finally:
+        store.close()

@@ -1,0 +1,155 @@
+"""The migration runner on each backend, with throwaway migration directories."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.storage import MigrationDriftError
+from shared.storage.migrator import default_directory, discover
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    if request.param == "postgres":
+        return ("postgres", request.getfixturevalue("pg_url"))
+    return ("sqlite", str(tmp_path / "m.db"))
+
+
+def migrate(target: tuple[str, str], directory: Path) -> list[str]:
+    backend, where = target
+    if backend == "postgres":
+        from shared.storage.postgres import migrate_postgres
+
+        return migrate_postgres(where, migrations_dir=directory)
+    from shared.storage.sqlite import migrate_sqlite
+
+    return migrate_sqlite(where, migrations_dir=directory)
+
+
+def query(target: tuple[str, str], sql: str) -> list[tuple[Any, ...]]:
+    backend, where = target
+    if backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(where) as conn:
+            return [tuple(r) for r in conn.execute(sql).fetchall()]
+    import sqlite3
+
+    conn = sqlite3.connect(where)
+    try:
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+    finally:
+        conn.close()
+
+
+def write(directory: Path, files: dict[str, str]) -> Path:
+    directory.mkdir(exist_ok=True)
+    for name, sql in files.items():
+        (directory / name).write_text(sql)
+    return directory
+
+
+FIRST = {
+    "0001_things.sql": "CREATE TABLE things (id INTEGER PRIMARY KEY, v TEXT NOT NULL);\n",
+    "0002_seed.sql": "-- one row per application\nINSERT INTO things (id, v) VALUES (1, 'a');\n",
+}
+
+
+def recorded(target: tuple[str, str]) -> list[tuple[Any, ...]]:
+    return query(target, "SELECT id, name FROM _migrations ORDER BY id")
+
+
+def test_fresh_apply_then_rerun_is_a_noop(target: tuple[str, str], tmp_path: Path) -> None:
+    directory = write(tmp_path / "mig", FIRST)
+    assert migrate(target, directory) == ["0001_things", "0002_seed"]
+    assert recorded(target) == [(1, "things"), (2, "seed")]
+    assert migrate(target, directory) == []
+    assert query(target, "SELECT id, v FROM things") == [(1, "a")]
+
+    write(directory, {"0003_more.sql": "INSERT INTO things (id, v) VALUES (2, 'b');\n"})
+    assert migrate(target, directory) == ["0003_more"]
+    assert query(target, "SELECT count(*) FROM things") == [(2,)]
+
+
+def test_renamed_migration_is_drift(target: tuple[str, str], tmp_path: Path) -> None:
+    directory = write(tmp_path / "mig", FIRST)
+    migrate(target, directory)
+    (directory / "0002_seed.sql").rename(directory / "0002_renamed.sql")
+    with pytest.raises(MigrationDriftError, match="0002"):
+        migrate(target, directory)
+
+
+def test_missing_migration_file_is_drift(target: tuple[str, str], tmp_path: Path) -> None:
+    directory = write(tmp_path / "mig", FIRST)
+    migrate(target, directory)
+    (directory / "0002_seed.sql").unlink()
+    write(directory, {"0003_more.sql": "INSERT INTO things (id, v) VALUES (2, 'b');\n"})
+    with pytest.raises(MigrationDriftError, match="0002_seed"):
+        migrate(target, directory)
+    assert query(target, "SELECT count(*) FROM things") == [(1,)]  # 0003 never ran
+
+
+def test_failing_migration_rolls_back(target: tuple[str, str], tmp_path: Path) -> None:
+    directory = write(tmp_path / "mig", FIRST)
+    migrate(target, directory)
+    write(
+        directory,
+        {
+            "0003_broken.sql": (
+                "CREATE TABLE half (id INTEGER);\n"
+                "INSERT INTO things (id, v) VALUES (3, 'c');\n"
+                "INSERT INTO no_such_table (id) VALUES (1);\n"
+            )
+        },
+    )
+    with pytest.raises(Exception, match="no_such_table"):  # noqa: B017 - driver-specific type
+        migrate(target, directory)
+    assert recorded(target) == [(1, "things"), (2, "seed")]
+    assert query(target, "SELECT count(*) FROM things") == [(1,)]
+    with pytest.raises(Exception, match="half"):  # noqa: B017
+        query(target, "SELECT * FROM half")
+
+
+def _race(target: tuple[str, str], directory: Path, start: Any, out: Any) -> None:
+    start.wait()
+    out.put(migrate(target, directory))
+
+
+def test_two_processes_apply_each_migration_once(target: tuple[str, str], tmp_path: Path) -> None:
+    files = {
+        "0001_hits.sql": "CREATE TABLE hits (n INTEGER NOT NULL);\n",
+        **{f"{i:04d}_hit{i}.sql": f"INSERT INTO hits (n) VALUES ({i});\n" for i in range(2, 12)},
+    }
+    directory = write(tmp_path / "mig", files)
+    ctx = multiprocessing.get_context("fork")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(target, directory, start, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    applied = sorted(label for result in results for label in result)
+    assert applied == sorted(Path(name).stem for name in files)
+    assert query(target, "SELECT n FROM hits ORDER BY n") == [(i,) for i in range(2, 12)]
+    assert len(recorded(target)) == 11
+
+
+def test_misnamed_file_is_an_error(tmp_path: Path) -> None:
+    directory = write(tmp_path / "mig", {"1_bad.sql": "SELECT 1;"})
+    with pytest.raises(ValueError, match="NNNN_name"):
+        discover(directory)
+
+
+def test_shipped_migrations_are_well_formed() -> None:
+    for backend in ("sqlite", "postgres"):
+        migrations = discover(default_directory(backend))
+        assert [m.id for m in migrations] == list(range(1, len(migrations) + 1)), backend
