@@ -1,0 +1,60 @@
+"""Turn closed turns and notes into memory records; collapse near-duplicates.
+
+Public surface for the jobs layer: ``extract``, ``record_from_note``, ``dedupe``,
+``conservative_merge`` (with ``Merge``) and ``llm_usage``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from shared.config import Settings
+from shared.extraction.budget import usage as _usage
+from shared.extraction.dedupe import THRESHOLD, Merge, conservative_merge, dedupe
+from shared.extraction.deterministic import extract_deterministic
+from shared.extraction.notes import record_from_note
+from shared.models import MemoryRecord
+from shared.storage.base import Turn
+
+__all__ = [
+    "THRESHOLD",
+    "Merge",
+    "conservative_merge",
+    "dedupe",
+    "extract",
+    "llm_enabled",
+    "llm_usage",
+    "record_from_note",
+]
+
+log = logging.getLogger(__name__)
+
+
+def llm_enabled(settings: Settings) -> bool:
+    return bool(settings.llm_base_url and settings.llm_model)
+
+
+def extract(turn: Turn, settings: Settings) -> list[MemoryRecord]:
+    """Records for one closed turn: one per note event, else one for the turn (none for
+    a turn with nothing usable). With an LLM configured its record is used; any failure
+    of it gives the deterministic record marked ``quality="fallback"``."""
+    notes = [e for e in turn.events if e.kind == "note"]
+    if notes:
+        return [record_from_note(e) for e in notes]
+    if llm_enabled(settings):
+        from shared.extraction.llm import extract_llm
+
+        try:
+            return [extract_llm(turn, settings)]
+        except Exception as exc:  # any failure of the opt-in path must not lose the turn
+            log.warning("LLM extraction of turn %s fell back: %s", turn.turn_id, exc)
+            record = extract_deterministic(turn, quality="fallback")
+            return [record] if record else []
+    record = extract_deterministic(turn)
+    return [record] if record else []
+
+
+def llm_usage(settings: Settings) -> dict[str, Any]:
+    """Today's LLM usage for ``/health``: tokens used, budget, calls, failures."""
+    return _usage(settings)

@@ -1,0 +1,136 @@
+"""The default extractor: one memory record per closed turn, by rule, offline."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from shared.extraction.classify import classify, concepts
+from shared.extraction.outcomes import is_test_command, parse_output
+from shared.extraction.text import body_text, clip, collapse, first_sentence, trim_to_sentence
+from shared.extraction.tools import ToolUse, parse_tool_use
+from shared.models import MemoryRecord, StoredEvent
+from shared.storage.base import Turn
+
+MAX_FACTS = 30
+MAX_FACT_CHARS = 300
+MAX_SUMMARY = 4000
+MAX_TITLE = 200
+
+
+class _Facts:
+    def __init__(self) -> None:
+        self.items: dict[str, None] = {}
+
+    def add(self, fact: str | None) -> bool:
+        if not fact:
+            return False
+        fact = clip(collapse(fact), MAX_FACT_CHARS)
+        if fact and fact not in self.items and len(self.items) < MAX_FACTS:
+            self.items[fact] = None
+        return True
+
+
+def relative_path(path: str, roots: list[str]) -> str:
+    for root in roots:
+        root = root.rstrip("/")
+        if root and path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+    return path.removeprefix("./")
+
+
+def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | None:
+    """A record for the turn, or None when the turn holds nothing usable."""
+    events = [e for e in turn.events if e.kind != "note"]
+    prompt, answer, used = "", "", []
+    facts, files = _Facts(), dict[str, None]()
+    error_names: list[str] = []
+    commands: list[str] = []
+    test_runs: list[str] = []  # "pass" | "fail", in order
+    roots = [e.source.project_path for e in events if e.source.project_path]
+    edits = False
+    for event in events:
+        if event.kind == "prompt":
+            text = body_text(event.body, role="user").strip()
+            if text and not prompt:
+                prompt = text
+                used.append(event)
+        elif event.kind == "session_summary":
+            text = body_text(event.body, role="assistant").strip()
+            if text:
+                answer = text  # the last answer of the turn wins
+                used.append(event)
+        elif event.kind == "tool_use":
+            use = parse_tool_use(event.body)
+            contributed = _tool_facts(use, facts, files, roots, error_names, test_runs)
+            if use.command:
+                commands.append(use.command.lower())
+            edits = edits or any(verb != "read" for verb, _ in use.files)
+            if contributed:
+                used.append(event)
+    title = first_sentence(prompt, MAX_TITLE) or first_sentence(answer, MAX_TITLE)
+    title = title or next(iter(facts.items), "")[:MAX_TITLE]
+    if not title:
+        return None
+    fail_then_pass = "fail" in test_runs and "pass" in test_runs[test_runs.index("fail") :]
+    if not events or (len(used) == 1 and prompt):
+        kind = "discovery"  # a prompt and nothing else: what was asked is the memory
+    else:
+        kind = classify(prompt, first_sentence(answer), edits=edits, fail_then_pass=fail_then_pass)
+    return MemoryRecord(
+        namespace=turn.namespace,
+        title=title,
+        summary=trim_to_sentence(answer, MAX_SUMMARY),
+        facts=list(facts.items),
+        concepts=concepts(prompt, answer, error_names, files, commands),
+        files_touched=list(files)[:200],
+        observation_type=kind,  # type: ignore[arg-type]
+        source_event_ids=[e.event_id for e in used],
+        strategy="deterministic",
+        quality=quality,  # type: ignore[arg-type]
+        created_at=_created_at(used),
+    )
+
+
+def _tool_facts(
+    use: ToolUse,
+    facts: _Facts,
+    files: dict[str, None],
+    roots: list[str],
+    error_names: list[str],
+    test_runs: list[str],
+) -> bool:
+    contributed = False
+    paths = [*roots, use.cwd] if use.cwd else roots
+    for verb, raw in use.files:
+        path = relative_path(raw, paths)[:1000]
+        files.setdefault(path, None)
+        contributed = True
+        if verb != "read":
+            facts.add(f"{verb} {path}")
+    failed = bool(use.failed) or (use.exit_code is not None and use.exit_code != 0)
+    if use.command:
+        status = ""
+        if use.exit_code is not None:
+            status = f" → exit {use.exit_code}"
+        elif use.failed:
+            status = " → failed"
+        contributed = facts.add(f"ran `{clip(use.command, 200)}`{status}")
+    if use.kind in ("shell", "other") or failed:
+        outcome = parse_output(use.output, use.command, failed)
+        for fact in outcome.facts:
+            contributed = facts.add(fact) or contributed
+        if outcome.error:
+            contributed = facts.add(outcome.error) or contributed
+            error_names += outcome.error_names[:3]
+        tests = outcome.tests
+        if tests is None and is_test_command(use.command) and use.exit_code is not None:
+            tests = "fail" if failed else "pass"
+        if tests:
+            test_runs.append(tests)
+    return contributed
+
+
+def _created_at(used: list[StoredEvent]) -> datetime:
+    if not used:
+        return datetime.now(UTC)
+    return max(e.valid_time for e in used).astimezone(UTC)
