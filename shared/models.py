@@ -7,12 +7,11 @@ retrieval returns; their embedding lives beside them in storage, never on the wi
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from ulid import ULID
 
 NAMESPACE_PATTERN = r"^/actor/[^/]+/project/[^/]+/$"
@@ -124,11 +123,11 @@ class StoredEvent(Event):
     turn_id: str | None = None
 
 
+_BODY_ADAPTER: TypeAdapter[TextBody | MessageBody | JsonBody] = TypeAdapter(Body)
+
+
 def body_from_json(raw: str | bytes) -> TextBody | MessageBody | JsonBody:
-    data = json.loads(raw)
-    kind = data.get("type")
-    model = {"text": TextBody, "message": MessageBody, "json": JsonBody}[kind]
-    return model.model_validate(data)
+    return _BODY_ADAPTER.validate_json(raw)
 
 
 class MemoryRecord(_Strict):
@@ -136,7 +135,9 @@ class MemoryRecord(_Strict):
     namespace: Namespace
     title: str = Field(min_length=1, max_length=200)
     summary: str = Field(default="", max_length=4000)
-    facts: list[Annotated[str, Field(max_length=2000)]] = Field(default_factory=list, max_length=100)
+    facts: list[Annotated[str, Field(max_length=2000)]] = Field(
+        default_factory=list, max_length=100
+    )
     concepts: list[Annotated[str, Field(max_length=100)]] = Field(
         default_factory=list, max_length=50
     )

@@ -1,0 +1,95 @@
+"""`engram hook` wall time per invocation against a real `engram serve`.
+
+Three commands, interleaved run by run so machine noise hits them alike: the bare
+interpreter (``/usr/bin/python3 -S -c pass``, the baseline), the forwarder exactly as
+`engram install` writes it (``<venv python> -S -E -s services/cli/hook.py``), the same
+with no server listening (the client's own cost, no request handling), and the
+``engram hook`` console script (site-packages, ``.pth`` files) for comparison. Each
+forwarded payload is a Claude Code PostToolUse with its own ``tool_use_id``, so every run
+stores a new event. Target: forwarder p50 ≤ 15 ms above the bare interpreter.
+Run alone: ``python -m bench.hook [runs]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.ingest import Server, _pct
+from services.cli.install_targets import hook_command
+
+RUNS = 200
+FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/hooks/claude-code/PostToolUse.json"
+
+
+def _time(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, input=stdin, env=env, capture_output=True)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0 or done.stderr:
+        raise RuntimeError(f"{argv[0]} failed: {done.stderr[:200]!r}")
+    return elapsed
+
+
+def run(runs: int = RUNS) -> dict[str, Any]:
+    server = Server(workers=1, threads=4)
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+        env.update(ENGRAM_PORT=str(server.port), ENGRAM_TOKEN=server.token)
+        base = json.loads(FIXTURE.read_text())
+        forwarder = hook_command("claude-code").split()
+        script = [str(Path(sys.executable).with_name("engram")), "hook", "claude-code"]
+        # Same forwarder, nothing listening: its own cost without the server's work.
+        down = {**env, "ENGRAM_PORT": "9", "ENGRAM_HOME": tempfile.mkdtemp(prefix="engram-")}
+        times: dict[str, list[float]] = {
+            "bare": [],
+            "forwarder": [],
+            "forwarder_server_down": [],
+            "console_script": [],
+        }
+        for i in range(runs):
+            payload = json.dumps({**base, "tool_use_id": f"toolu_bench_{i}"}).encode()
+            times["bare"].append(_time(["/usr/bin/python3", "-S", "-c", "pass"], b"", env))
+            times["forwarder"].append(_time(forwarder, payload, env))
+            times["forwarder_server_down"].append(_time(forwarder, payload, down))
+            if i % 4 == 0:  # the slow path only needs a rough number
+                script_payload = json.dumps({**base, "tool_use_id": f"toolu_s_{i}"}).encode()
+                times["console_script"].append(_time(script, script_payload, env))
+        status, body = _stats(server)
+    finally:
+        server.stop()
+    result: dict[str, Any] = {
+        "name": "hook",
+        "config": {"runs": runs, "cpus": os.cpu_count(), "command": " ".join(forwarder)},
+    }
+    for name, values in times.items():
+        result[name] = {"p50_ms": _pct(values, 50), "p95_ms": _pct(values, 95), "n": len(values)}
+    over = result["forwarder"]["p50_ms"] - result["bare"]["p50_ms"]
+    result["forwarder_over_bare_p50_ms"] = round(over, 2)
+    result["forwarder_over_bare_p95_ms"] = round(
+        result["forwarder"]["p95_ms"] - result["bare"]["p95_ms"], 2
+    )
+    result["client_only_over_bare_p50_ms"] = round(
+        result["forwarder_server_down"]["p50_ms"] - result["bare"]["p50_ms"], 2
+    )
+    result["events_stored"] = body.get("events") if status == 200 else None
+    result["targets"] = {"forwarder_p50_over_bare_ms<=15": over <= 15}
+    return result
+
+
+def _stats(server: Server) -> tuple[int, dict[str, Any]]:
+    from bench.ingest import request
+
+    headers = {"Authorization": f"Bearer {server.token}"}
+    status, raw = request(server.connect(), "GET", "/v1/stats", None, headers)
+    return status, json.loads(raw or b"{}")
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(*[int(a) for a in sys.argv[1:2]]), indent=2))

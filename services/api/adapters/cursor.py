@@ -1,0 +1,87 @@
+"""Cursor hooks (`engram hook cursor`): observe the session; never gate or follow up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.api.adapters.base import (
+    IGNORE,
+    OBSERVE,
+    PROMPT,
+    SESSION_START,
+    HookContext,
+    Mapped,
+    json_body,
+    make_event,
+    session_of,
+    text_body,
+    text_field,
+    tool_data,
+)
+
+NAME = "cursor"
+_TOOL_HOOKS = ("afterShellExecution", "afterFileEdit", "afterMCPExecution")
+
+
+def map_payload(payload: dict[str, Any], ctx: HookContext) -> Mapped:
+    hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
+    if hook == "sessionStart":
+        return Mapped(hook, SESSION_START)
+    if hook == "beforeSubmitPrompt":
+        # Stored and answered with {"continue": true}: this hook gates the prompt.
+        session = session_of(payload, "conversation_id", "session_id")
+        body = text_body(text_field(payload, "prompt") or "")
+        event = make_event(
+            ctx,
+            session_id=session,
+            kind="prompt",
+            body=body,
+            stable_ids=(payload.get("generation_id"),),
+            version=payload.get("cursor_version"),
+        )
+        return Mapped(hook, PROMPT, [event])
+    if hook == "afterAgentResponse":
+        session = session_of(payload, "conversation_id", "session_id")
+        body = text_body(text_field(payload, "text") or "")
+        event = make_event(
+            ctx,
+            session_id=session,
+            kind="session_summary",
+            body=body,
+            stable_ids=(payload.get("generation_id"),),
+            version=payload.get("cursor_version"),
+        )
+        return Mapped(hook, OBSERVE, [event])
+    if hook not in _TOOL_HOOKS:
+        return Mapped(hook, IGNORE)
+    session = session_of(payload, "conversation_id", "session_id")
+    event = make_event(
+        ctx,
+        session_id=session,
+        kind="tool_use",
+        body=json_body(_tool(hook, payload)),
+        stable_ids=(payload.get("generation_id"),),
+        version=payload.get("cursor_version"),
+    )
+    return Mapped(hook, OBSERVE, [event])
+
+
+def _tool(hook: str, payload: dict[str, Any]) -> dict[str, Any]:
+    if hook == "afterShellExecution":
+        # Cursor reports no exit code for shell commands.
+        command = text_field(payload, "command")
+        return tool_data("shell", {"command": command}, {"output": payload.get("output")})
+    if hook == "afterFileEdit":
+        path = text_field(payload, "file_path")
+        return tool_data("edit", {"file_path": path, "edits": payload.get("edits")}, None)
+    return tool_data(
+        text_field(payload, "tool_name"), payload.get("tool_input"), payload.get("result_json")
+    )
+
+
+def reply(mapped: Mapped, context: str) -> dict[str, Any] | None:
+    if mapped.hook == "beforeSubmitPrompt":
+        return {"continue": True}  # this Cursor version cannot inject prompt context
+    if mapped.intent == SESSION_START and context:
+        return {"additional_context": context}
+    return None  # never `followup_message`: Cursor would submit it as a new prompt

@@ -1,0 +1,90 @@
+"""``POST /v1/hooks/<agent>``: an agent's own hook payload in, its own output format out.
+
+The adapter maps the payload to events; they then take the same path as
+``POST /v1/events`` (scrub → validate → store → enqueue after commit), and prompt and
+session-start hooks get retrieval context back. A hook we do not use answers 200 with
+the agent's "nothing to add": an engram hook must never break the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from services.api import adapters, pipeline
+from services.api.adapters.base import PROMPT, SESSION_START, HookContext, HookPayloadError
+from services.api.errors import ApiError
+from services.api.params import json_object
+from shared import project
+from shared.models import utcnow
+from shared.privacy import scrub
+
+bp = Blueprint("hooks", __name__)
+log = logging.getLogger("engram.api")
+
+
+@bp.post("/v1/hooks/<agent>")
+def post_hook(agent: str) -> Response | tuple[Response, int]:
+    adapter = adapters.get(agent)
+    if adapter is None:
+        known = ", ".join(adapters.ADAPTERS)
+        raise ApiError(404, f"unknown agent {agent!r} (known: {known})", code="unknown_agent")
+    # Scrub first: event ids hash the content, and a secret must not leak into a hash.
+    payload = scrub(json_object())
+    ctx = _context(agent, payload)
+    try:
+        mapped = adapter.map_payload(payload, ctx)
+    except HookPayloadError as exc:
+        raise ApiError(422, str(exc), code="invalid_hook_payload") from None
+    if mapped.events:
+        results = pipeline.runtime().storage.put_events(mapped.events)
+        pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
+    context = ""
+    if mapped.intent == PROMPT and mapped.events:
+        context = pipeline.retrieve_for(mapped.events[0])["context"]
+    elif mapped.intent == SESSION_START:
+        context = _session_index(ctx.namespace)
+    body = adapter.reply(mapped, context)
+    if body is None:
+        return Response(status=204)  # Claude Code: a 2xx with an empty body is "success"
+    return jsonify(body), 200
+
+
+def _context(agent: str, payload: dict[str, Any]) -> HookContext:
+    start = _project_dir(payload)
+    # No path at all means the global project, never the server's own cwd.
+    root = project.find_root(start) if start else None
+    actor = request.headers.get("X-Engram-Actor") or project.actor()
+    actor = project.sanitize_actor(actor)
+    return HookContext(
+        agent=agent,
+        namespace=project.namespace_for(actor, project.project_id(root)),
+        actor=actor,
+        project_path=str(root) if root else None,
+        received=utcnow(),
+        hook_hint=request.args.get("event") or None,
+    )
+
+
+def _project_dir(payload: dict[str, Any]) -> str | None:
+    # Header first (Claude Code fills it from $CLAUDE_PROJECT_DIR, the forwarder from its
+    # own detection); an unset variable arrives as an empty string.
+    candidates = [request.headers.get("X-Engram-Project"), payload.get("cwd")]
+    roots = payload.get("workspace_roots")  # Cursor has no cwd
+    if isinstance(roots, list) and roots:
+        candidates.append(roots[0])
+    for value in candidates:
+        if isinstance(value, str) and value.startswith("/"):
+            return value
+    return None
+
+
+def _session_index(namespace: str) -> str:
+    try:
+        result = pipeline.runtime().retriever.session_index(namespace)
+    except Exception as exc:  # retrieval not ready: no context is better than a failed hook
+        log.warning("session index unavailable: %r", exc)
+        return ""
+    return str(result.get("context") or "")

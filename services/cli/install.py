@@ -1,0 +1,161 @@
+"""`engram install <agent>`: add engram's hooks and MCP server to an agent's config.
+
+Idempotent, leaves other tools' entries alone, backs each changed file up first
+(``<file>.engram-backup-<timestamp>``), and ``--dry-run`` prints a unified diff and
+writes nothing. `engram uninstall` (``services/cli/uninstall.py``) runs the same edits
+in reverse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Any
+
+from services.cli.install_targets import TARGETS, Where
+
+NOTES = {
+    "claude-code": "Restart Claude Code; `/hooks` lists the engram hooks.",
+    "kiro-cli": "Start it with `kiro-cli chat --agent engram` (or make `engram` the default).",
+    "gemini-cli": "Restart Gemini CLI; `/hooks` lists the engram hooks.",
+    "codex": "Open `/hooks` in Codex once and trust the engram hooks (Codex asks for review).",
+    "cursor": "Restart Cursor; hooks in a project apply to trusted workspaces only.",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("agent", choices=sorted(TARGETS))
+    parser.add_argument(
+        "--project",
+        nargs="?",
+        const=".",
+        metavar="DIR",
+        help="install into this project's config (default: the project of the cwd)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print a diff, write nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    return apply(args, install=True)
+
+
+def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> int:
+    from shared.config import Settings
+    from shared.project import find_root
+
+    settings = Settings.from_env()
+    project = None
+    if args.project is not None:
+        start = os.path.abspath(args.project)
+        project = find_root(start) or start
+    where = Where(
+        home=home or os.path.expanduser("~"),
+        project=project,
+        port=settings.port,
+        token=_token(settings, args.dry_run) if install else _existing_token(settings),
+    )
+    changed = 0
+    for path, edit in TARGETS[args.agent](where):
+        old_text = _read(path)
+        try:
+            new_value = edit(_parse(path, old_text), install)
+            new_text = "" if new_value is None else _render(path, new_value)
+        except ValueError as exc:  # a broken file is the user's: never overwrite it
+            print(f"engram: {path}: cannot parse ({exc}); left unchanged", file=sys.stderr)
+            return 1
+        if new_text == (old_text or "") or (old_text is None and not install):
+            continue
+        changed += 1
+        if args.dry_run:
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    (old_text or "").splitlines(keepends=True),
+                    new_text.splitlines(keepends=True),
+                    fromfile=path if old_text is not None else "/dev/null",
+                    tofile=path,
+                )
+            )
+        elif new_value is None:
+            _backup(path)
+            os.unlink(path)
+            print(f"removed {path}")
+        else:
+            _write(path, old_text, new_text)
+            print(f"{'updated' if old_text is not None else 'created'} {path}")
+    verb = "install" if install else "uninstall"
+    if not changed:
+        print(f"engram {verb} {args.agent}: nothing to change")
+    elif not args.dry_run and install:
+        print(NOTES[args.agent])
+    return 0
+
+
+def _token(settings: Any, dry_run: bool) -> str:
+    if dry_run:  # writes nothing, not even the token file
+        return _existing_token(settings) or "<token, created on install>"
+    from services.api.security import ensure_token
+
+    return ensure_token(settings)
+
+
+def _existing_token(settings: Any) -> str | None:
+    if settings.token:
+        return str(settings.token)
+    try:
+        return settings.token_path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+def _parse(path: str, text: str | None) -> Any:
+    if path.endswith(".toml"):
+        return text or ""
+    if not text or not text.strip():
+        return {}
+    data = json.loads(text)  # ValueError on a broken file
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    return data
+
+
+def _render(path: str, value: Any) -> str:
+    if path.endswith(".toml"):
+        return str(value)
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def _write(path: str, old_text: str | None, new_text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    mode = 0o600
+    if old_text is not None:
+        mode = os.stat(path).st_mode & 0o777
+        _backup(path)
+    tmp = f"{path}.engram-tmp-{os.getpid()}"
+    # Written then renamed: an agent reading its config never sees half a file. New files
+    # are 0600 because Claude Code's settings carry the token.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(new_text)
+    os.replace(tmp, path)
+
+
+def _backup(path: str) -> None:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    backup = f"{path}.engram-backup-{stamp}"
+    n = 1
+    while os.path.exists(backup):  # two runs within one second keep both backups
+        backup, n = f"{path}.engram-backup-{stamp}-{n}", n + 1
+    shutil.copy2(path, backup)

@@ -1,0 +1,278 @@
+"""What `engram install <agent>` writes into each agent's config files.
+
+Each target returns ``[(path, edit)]``: ``edit(old, install)`` turns the file's current
+content (parsed JSON, or TOML text) into the new one (``None``: delete the file). Edits
+first remove every engram entry and then, when installing, add ours once: installing
+twice leaves one entry, other tools' entries are never touched, and uninstalling removes
+only ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Edit = Callable[[Any, bool], Any]
+
+
+@dataclass(frozen=True)
+class Where:
+    home: str  # the user's home (tests pass a temp dir)
+    project: str | None  # project root for a per-project install, else None
+    port: int
+    token: str | None
+
+
+def hook_command(agent: str, event: str = "") -> str:
+    """The forwarder as a file run by this interpreter with ``-S -E -s``: no site, no
+    ``.pth`` files, no console-script shim — the fastest start the stdlib allows."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook.py")
+    parts = [sys.executable, "-S", "-E", "-s", script, agent] + ([event] if event else [])
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def engram_bin() -> str:
+    candidate = os.path.join(os.path.dirname(sys.executable), "engram")
+    return candidate if os.access(candidate, os.X_OK) else "engram"
+
+
+def _is_ours(handler: Any) -> bool:
+    if not isinstance(handler, dict):
+        return False
+    command = str(handler.get("command", ""))
+    return (
+        "engram hook" in command
+        or "cli/hook.py" in command
+        or "/v1/hooks/" in str(handler.get("url", ""))
+        or str(handler.get("name", "")).startswith("engram-")
+    )
+
+
+def _grouped_hooks(settings: dict[str, Any], groups: dict[str, dict[str, Any]]) -> None:
+    """Claude Code / Codex / Gemini shape: event -> [{matcher?, hooks: [handler]}]."""
+    hooks = settings.setdefault("hooks", {})
+    for event in list(hooks):
+        kept = []
+        for group in hooks[event] if isinstance(hooks[event], list) else []:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                group = {**group, "hooks": [h for h in group["hooks"] if not _is_ours(h)]}
+                if not group["hooks"]:
+                    continue
+            kept.append(group)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    for event, group in groups.items():
+        hooks.setdefault(event, []).append(group)
+    if not hooks:
+        del settings["hooks"]
+
+
+def _flat_hooks(settings: dict[str, Any], handlers: dict[str, dict[str, Any]]) -> None:
+    """Kiro / Cursor shape: event -> [handler]."""
+    hooks = settings.setdefault("hooks", {})
+    for event in list(hooks):
+        kept = [h for h in hooks[event] or [] if not _is_ours(h)]
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    for event, handler in handlers.items():
+        hooks.setdefault(event, []).append(handler)
+    if not hooks:
+        del settings["hooks"]
+
+
+def _mcp(settings: dict[str, Any], server: dict[str, Any] | None) -> None:
+    servers = settings.setdefault("mcpServers", {})
+    servers.pop("engram", None)
+    if server is not None:
+        servers["engram"] = server
+    if not servers:
+        del settings["mcpServers"]
+
+
+def _json_edit(apply: Callable[[dict[str, Any], bool], None]) -> Edit:
+    def edit(old: Any, install: bool) -> Any:
+        settings = json.loads(json.dumps(old or {}))  # a deep copy
+        apply(settings, install)
+        return settings
+
+    return edit
+
+
+def claude_code(w: Where) -> list[tuple[str, Edit]]:
+    base = os.path.join(w.project, ".claude") if w.project else os.path.join(w.home, ".claude")
+    # Per project: settings.local.json, which Claude Code git-ignores (it holds the token).
+    settings_path = os.path.join(base, "settings.local.json" if w.project else "settings.json")
+    http = {
+        "type": "http",
+        "url": f"http://127.0.0.1:{w.port}/v1/hooks/claude-code",
+        "headers": {
+            "Authorization": "Bearer $ENGRAM_TOKEN",
+            "X-Engram-Project": "$CLAUDE_PROJECT_DIR",
+        },
+        "allowedEnvVars": ["ENGRAM_TOKEN", "CLAUDE_PROJECT_DIR"],
+        "timeout": 5,
+    }
+    # SessionStart runs only command hooks; the forwarder prints the JSON reply.
+    start = {"type": "command", "command": hook_command("claude-code", "SessionStart")}
+    groups = {
+        "SessionStart": {"hooks": [{**start, "timeout": 10}]},
+        "UserPromptSubmit": {"hooks": [http]},
+        "PostToolUse": {"matcher": "*", "hooks": [http]},
+        "PostToolUseFailure": {"matcher": "*", "hooks": [http]},
+        "Stop": {"hooks": [http]},
+    }
+
+    def settings(s: dict[str, Any], install: bool) -> None:
+        _grouped_hooks(s, groups if install else {})
+        env = s.setdefault("env", {})
+        # Claude Code exports `env` to the session, which is what makes $ENGRAM_TOKEN
+        # interpolate into the HTTP hooks' header; only our own value is ever removed.
+        if env.get("ENGRAM_TOKEN") == w.token or install:
+            env.pop("ENGRAM_TOKEN", None)
+        if install and w.token:
+            env["ENGRAM_TOKEN"] = w.token
+        if not env:
+            del s["env"]
+
+    mcp_path = (
+        os.path.join(w.project, ".mcp.json") if w.project else os.path.join(w.home, ".claude.json")
+    )
+    server = {"type": "stdio", "command": engram_bin(), "args": ["mcp"]}
+    mcp = _json_edit(lambda s, install: _mcp(s, server if install else None))
+    return [(settings_path, _json_edit(settings)), (mcp_path, mcp)]
+
+
+def gemini_cli(w: Where) -> list[tuple[str, Edit]]:
+    path = os.path.join(w.project or w.home, ".gemini", "settings.json")
+    cmd = hook_command("gemini-cli")
+
+    def handler(name: str, timeout: int = 5000) -> dict[str, Any]:
+        return {"name": f"engram-{name}", "type": "command", "command": cmd, "timeout": timeout}
+
+    groups = {
+        "SessionStart": {"matcher": "startup|resume|clear", "hooks": [handler("session-start")]},
+        "BeforeAgent": {"hooks": [handler("before-agent")]},
+        "AfterTool": {"matcher": "*", "hooks": [handler("after-tool")]},
+        "AfterAgent": {"hooks": [handler("after-agent")]},
+    }
+    server = {"command": engram_bin(), "args": ["mcp"]}
+
+    def apply(s: dict[str, Any], install: bool) -> None:
+        _grouped_hooks(s, groups if install else {})
+        _mcp(s, server if install else None)
+
+    return [(path, _json_edit(apply))]
+
+
+def kiro_cli(w: Where) -> list[tuple[str, Edit]]:
+    path = os.path.join(w.project or w.home, ".kiro", "agents", "engram.json")
+    cmd = hook_command("kiro-cli")
+    handlers = {
+        "agentSpawn": {"command": cmd, "timeout_ms": 5000},
+        "userPromptSubmit": {"command": cmd, "timeout_ms": 5000},
+        "postToolUse": {"matcher": "*", "command": cmd, "timeout_ms": 5000},
+        "stop": {"command": cmd, "timeout_ms": 5000},
+    }
+    server = {"command": engram_bin(), "args": ["mcp"]}
+
+    def apply(s: dict[str, Any], install: bool) -> None:
+        if install:
+            s.setdefault("name", "engram")
+            s.setdefault("description", "Default tools plus engram's persistent memory")
+            s.setdefault("tools", ["*"])  # a missing list would mean "no tools at all"
+        _flat_hooks(s, handlers if install else {})
+        _mcp(s, server if install else None)
+
+    def edit(old: Any, install: bool) -> Any:
+        agent = _json_edit(apply)(old, install)
+        # The engram agent file is ours: once only our skeleton is left, remove the file.
+        skeleton = set(agent) <= {"name", "description", "tools"} and agent.get("name") == "engram"
+        return None if skeleton and not install else agent
+
+    return [(path, edit)]
+
+
+def cursor(w: Where) -> list[tuple[str, Edit]]:
+    base = os.path.join(w.project or w.home, ".cursor")
+    cmd = hook_command("cursor")
+    events = ("beforeSubmitPrompt", "afterShellExecution", "afterFileEdit", "afterAgentResponse")
+    handlers = {event: {"command": cmd} for event in events}
+
+    def hooks(s: dict[str, Any], install: bool) -> None:
+        s.setdefault("version", 1)
+        _flat_hooks(s, handlers if install else {})
+
+    server = {"command": engram_bin(), "args": ["mcp"]}
+    mcp = _json_edit(lambda s, install: _mcp(s, server if install else None))
+    return [
+        (os.path.join(base, "hooks.json"), _json_edit(hooks)),
+        (os.path.join(base, "mcp.json"), mcp),
+    ]
+
+
+BEGIN = "# >>> engram (managed by `engram install codex`) >>>"
+END = "# <<< engram <<<"
+
+
+def _strip_blocks(text: str) -> str:
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.strip() == BEGIN:
+            skipping = True
+        elif skipping and line.strip() == END:
+            skipping = False
+        elif not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def codex(w: Where) -> list[tuple[str, Edit]]:
+    base = os.path.join(w.project or w.home, ".codex")
+    cmd = hook_command("codex")
+    handler = {"type": "command", "command": cmd, "timeout": 10}
+    groups = {
+        "SessionStart": {"matcher": "startup|resume|clear|compact", "hooks": [handler]},
+        "UserPromptSubmit": {"hooks": [handler]},
+        "PostToolUse": {"matcher": "*", "hooks": [handler]},
+        "Stop": {"hooks": [handler]},
+    }
+    hooks = _json_edit(lambda s, install: _grouped_hooks(s, groups if install else {}))
+
+    def config(old: Any, install: bool) -> str:
+        text = _strip_blocks(old or "")
+        if not install:
+            return text
+        current = tomllib.loads(text)  # raises on a broken file: we never write over one
+        if "engram" not in current.get("mcp_servers", {}):
+            args = json.dumps(["mcp"])
+            text = text.rstrip("\n") + ("\n\n" if text.strip() else "")
+            text += f"{BEGIN}\n[mcp_servers.engram]\ncommand = {json.dumps(engram_bin())}\n"
+            text += f"args = {args}\n{END}\n"
+        if "notify" not in current:
+            # Top-level key: must precede every table, so it goes first. Codex appends
+            # the turn report as one JSON argument; the Stop hook reports the same turn
+            # and the adapter stores it once (same turn id).
+            argv = json.dumps(shlex.split(hook_command("codex", "notify")))
+            text = f"{BEGIN}\nnotify = {argv}\n{END}\n" + text
+        return text
+
+    return [(os.path.join(base, "hooks.json"), hooks), (os.path.join(base, "config.toml"), config)]
+
+
+TARGETS: dict[str, Callable[[Where], list[tuple[str, Edit]]]] = {
+    "claude-code": claude_code,
+    "kiro-cli": kiro_cli,
+    "gemini-cli": gemini_cli,
+    "codex": codex,
+    "cursor": cursor,
+}

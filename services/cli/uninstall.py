@@ -1,0 +1,15 @@
+"""`engram uninstall <agent>`: remove engram's hooks and MCP server from an agent's config."""
+
+from __future__ import annotations
+
+import argparse
+
+from services.cli import install
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    install.add_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    return install.apply(args, install=False)

@@ -1,0 +1,239 @@
+"""Every agent's fixture payloads end to end through the real app and a real backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import FIXTURES, Hooks, load, remember
+
+FINAL = json.loads((FIXTURES / "claude-code" / "Stop.json").read_text())["last_assistant_message"]
+
+
+def _events(hooks: Hooks, namespace: str) -> list[Any]:
+    return list(reversed(hooks.runtime.storage.list_events(namespace=namespace, limit=100)))
+
+
+def _post(hooks: Hooks, agent: str, name: str, project_dir: Path, **kw: Any):  # type: ignore[no-untyped-def]
+    return hooks.post(agent, load(agent, name, project_dir), **kw)
+
+
+def test_claude_code_session(hooks: Hooks, project_dir: Path, namespace: str) -> None:
+    record = remember(hooks.runtime, namespace)
+    start = _post(hooks, "claude-code", "SessionStart", project_dir)
+    assert start.status_code == 200
+    out = start.get_json()["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    assert record.title in out["additionalContext"]
+
+    prompt = _post(hooks, "claude-code", "UserPromptSubmit", project_dir)
+    assert prompt.status_code == 200
+    out = prompt.get_json()["hookSpecificOutput"]
+    assert out["hookEventName"] == "UserPromptSubmit"
+    assert record.title in out["additionalContext"]
+    assert len(out["additionalContext"]) <= 10_000
+
+    for name in ("PostToolUseFailure", "PostToolUse.edit", "PostToolUse", "Stop", "SessionEnd"):
+        res = _post(hooks, "claude-code", name, project_dir)
+        assert (res.status_code, res.data) == (204, b""), name
+
+    events = _events(hooks, namespace)
+    assert [e.kind for e in events] == [
+        "prompt", "tool_use", "tool_use", "tool_use", "session_summary"
+    ]  # fmt: skip
+    assert {e.session_id for e in events} == {"4f2b9c1e-7a3d-4e5f-9b8a-2c6d1e0f3a57"}
+    assert {e.source.surface for e in events} == {"claude-code"}
+    assert {e.source.project_path for e in events} == {str(project_dir.resolve())}
+    assert events[0].body.content.startswith("tests/test_cart.py::test_apply_discount")
+    failed = events[1].body.data
+    assert (failed["tool_name"], failed["exit_code"], failed["is_error"]) == ("Bash", 1, True)
+    assert failed["tool_response"]["error"].startswith("Exit code 1")
+    assert events[2].body.data["tool_input"]["file_path"].endswith("shop/cart.py")
+    assert events[3].body.data["exit_code"] == 0
+    assert events[4].body.content == FINAL
+
+
+def test_claude_code_stop_falls_back_to_the_transcript(
+    sqlite_hooks: Hooks, project_dir: Path, namespace: str, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "session.jsonl"
+    # A long history first: only the tail is read, and the cut first line is skipped.
+    filler = json.dumps({"type": "user", "message": {"role": "user", "content": "x" * 1000}})
+    lines = [filler] * 800 + [(FIXTURES / "claude-code" / "transcript.jsonl").read_text()]
+    transcript.write_text("\n".join(lines))
+    payload = load("claude-code", "Stop", project_dir)
+    del payload["last_assistant_message"]
+    payload["transcript_path"] = str(transcript)
+    assert sqlite_hooks.post("claude-code", payload).status_code == 204
+    [event] = _events(sqlite_hooks, namespace)
+    assert (event.kind, event.body.content) == ("session_summary", FINAL)
+
+
+def test_kiro_cli_session(hooks: Hooks, project_dir: Path, namespace: str) -> None:
+    record = remember(hooks.runtime, namespace)
+    spawn = _post(hooks, "kiro-cli", "agentSpawn", project_dir)
+    assert record.title in spawn.get_json()["context"]
+    prompt = _post(hooks, "kiro-cli", "userPromptSubmit", project_dir)
+    assert set(prompt.get_json()) == {"context"}
+    assert record.title in prompt.get_json()["context"]
+    for name in ("preToolUse", "postToolUse", "postToolUse.fs_write", "stop"):
+        assert _post(hooks, "kiro-cli", name, project_dir).status_code == 204, name
+    events = _events(hooks, namespace)
+    assert [e.kind for e in events] == ["prompt", "tool_use", "tool_use", "session_summary"]
+    assert events[1].body.data["tool_name"] == "execute_bash"
+    assert events[1].body.data["exit_code"] == 1
+    assert events[2].body.data["tool_input"]["path"].endswith("shop/cart.py")
+    assert events[3].body.content == ""  # Kiro's stop carries no answer; it closes the turn
+
+
+def test_gemini_cli_session(hooks: Hooks, project_dir: Path, namespace: str) -> None:
+    record = remember(hooks.runtime, namespace)
+    start = _post(hooks, "gemini-cli", "SessionStart", project_dir).get_json()
+    assert record.title in start["hookSpecificOutput"]["additionalContext"]
+    prompt = _post(hooks, "gemini-cli", "BeforeAgent", project_dir).get_json()
+    assert prompt["hookSpecificOutput"]["hookEventName"] == "BeforeAgent"
+    assert record.title in prompt["hookSpecificOutput"]["additionalContext"]
+    for name in ("AfterTool", "AfterTool.replace", "AfterAgent", "SessionEnd"):
+        res = _post(hooks, "gemini-cli", name, project_dir)
+        assert (res.status_code, res.get_json()) == (200, {}), name  # Gemini needs JSON
+    events = _events(hooks, namespace)
+    assert [e.kind for e in events] == ["prompt", "tool_use", "tool_use", "session_summary"]
+    assert events[1].body.data["exit_code"] == 1
+    assert "exit_code" not in events[2].body.data
+    assert events[3].body.content == FINAL
+    assert events[0].valid_time.isoformat().startswith("2025-11-03T10:15:02.101")
+
+
+def test_codex_session_and_notify_store_the_turn_once(
+    hooks: Hooks, project_dir: Path, namespace: str
+) -> None:
+    record = remember(hooks.runtime, namespace)
+    prompt = _post(hooks, "codex", "UserPromptSubmit", project_dir).get_json()
+    assert record.title in prompt["hookSpecificOutput"]["additionalContext"]
+    for name in ("PostToolUse", "PostToolUse.apply_patch", "Stop", "SessionEnd"):
+        res = _post(hooks, "codex", name, project_dir)
+        assert (res.status_code, res.data) == (204, b""), name  # Stop must print nothing
+    assert _post(hooks, "codex", "notify.agent-turn-complete", project_dir).status_code == 204
+    events = _events(hooks, namespace)
+    assert [e.kind for e in events] == ["prompt", "tool_use", "tool_use", "session_summary"]
+    assert events[1].body.data["exit_code"] == 1
+    assert events[3].body.content == FINAL
+
+
+def test_cursor_session(hooks: Hooks, project_dir: Path, namespace: str) -> None:
+    prompt = _post(hooks, "cursor", "beforeSubmitPrompt", project_dir)
+    assert prompt.get_json() == {"continue": True}
+    for name in ("afterShellExecution", "afterFileEdit", "afterAgentResponse", "stop"):
+        res = _post(hooks, "cursor", name, project_dir)
+        assert (res.status_code, res.data) == (204, b""), name  # never a followup_message
+    events = _events(hooks, namespace)  # namespace from workspace_roots: Cursor has no cwd
+    assert [e.kind for e in events] == ["prompt", "tool_use", "tool_use", "session_summary"]
+    assert {e.session_id for e in events} == {"5e8a2d17-c4b9-4f3e-8a61-0d2c7b9e4f58"}
+    assert events[1].body.data["tool_input"] == {"command": "pytest -q"}
+    assert events[3].body.content == FINAL
+
+
+@pytest.mark.parametrize(
+    ("agent", "name"),
+    [
+        ("claude-code", "PostToolUse"),
+        ("claude-code", "UserPromptSubmit"),
+        ("gemini-cli", "BeforeAgent"),
+        ("codex", "PostToolUse"),
+        ("cursor", "afterShellExecution"),
+    ],
+)
+def test_a_redelivered_hook_is_stored_once(
+    sqlite_hooks: Hooks, project_dir: Path, namespace: str, agent: str, name: str
+) -> None:
+    payload = load(agent, name, project_dir)
+    if agent == "claude-code":
+        payload["prompt_id"] = "p-1"  # newer Claude Code: prompts carry a stable id
+    for _ in range(2):
+        assert sqlite_hooks.post(agent, payload).status_code in (200, 204)
+    assert len(_events(sqlite_hooks, namespace)) == 1
+
+
+def test_repeated_kiro_tool_uses_stay_separate(
+    sqlite_hooks: Hooks, project_dir: Path, namespace: str
+) -> None:
+    # No id and no timestamp in Kiro payloads: a second identical run is a real event.
+    for _ in range(2):
+        _post(sqlite_hooks, "kiro-cli", "postToolUse", project_dir)
+    assert len(_events(sqlite_hooks, namespace)) == 2
+
+
+def test_header_project_wins_over_cwd(
+    sqlite_hooks: Hooks, project_dir: Path, namespace: str, tmp_path: Path
+) -> None:
+    payload = load("claude-code", "UserPromptSubmit", tmp_path / "elsewhere")
+    sub = project_dir / "src"
+    res = sqlite_hooks.post("claude-code", payload, **{"X-Engram-Project": str(sub)})
+    assert res.status_code == 204
+    assert len(_events(sqlite_hooks, namespace)) == 1
+
+
+def test_no_project_marker_means_the_global_project(sqlite_hooks: Hooks, tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    _post(sqlite_hooks, "claude-code", "UserPromptSubmit", bare)
+    assert len(_events(sqlite_hooks, "/actor/alice/project/global/")) == 1
+
+
+def test_private_text_is_redacted(sqlite_hooks: Hooks, project_dir: Path, namespace: str) -> None:
+    payload = load("claude-code", "UserPromptSubmit", project_dir)
+    payload["prompt"] = "deploy with <private>hunter2</private> please"
+    sqlite_hooks.post("claude-code", payload)
+    [event] = _events(sqlite_hooks, namespace)
+    assert event.body.content == "deploy with [REDACTED] please"
+
+
+def test_huge_tool_output_is_clipped_under_the_body_limit(
+    sqlite_hooks: Hooks, project_dir: Path, namespace: str
+) -> None:
+    payload = load("claude-code", "PostToolUse", project_dir)
+    payload["tool_response"]["stdout"] = "line\n" * 300_000  # 1.5 MB
+    assert sqlite_hooks.post("claude-code", payload).status_code == 204
+    [event] = _events(sqlite_hooks, namespace)
+    stdout = event.body.data["tool_response"]["stdout"]
+    assert "characters truncated" in stdout
+    assert len(event.body_json().encode()) < 1024 * 1024
+
+
+def test_unknown_agent_is_404(sqlite_hooks: Hooks) -> None:
+    res = sqlite_hooks.post("vim", {"hook_event_name": "x"})
+    assert (res.status_code, res.get_json()["error"]) == (404, "unknown_agent")
+
+
+@pytest.mark.parametrize(
+    ("agent", "payload", "status"),
+    [
+        ("claude-code", {"hook_event_name": "Notification", "session_id": "s"}, 204),
+        ("claude-code", {"hook_event_name": "UserPromptSubmit", "prompt": "hi"}, 422),
+        ("claude-code", {"hook_event_name": "UserPromptSubmit", "session_id": "s"}, 422),
+        ("claude-code", {"hook_event_name": "PostToolUse", "session_id": "s"}, 422),
+        ("gemini-cli", {"hook_event_name": "BeforeModel", "session_id": "s"}, 200),
+        ("codex", {"hook_event_name": "Stop", "session_id": 7}, 422),
+        ("cursor", {"hook_event_name": "afterFileEdit", "conversation_id": "c"}, 422),
+        ("kiro-cli", ["not", "an", "object"], 422),
+        ("claude-code", b"{not json", 400),
+        ("claude-code", {}, 204),
+    ],
+)
+def test_odd_payloads_get_a_4xx_or_are_ignored_never_a_500(
+    sqlite_hooks: Hooks, agent: str, payload: Any, status: int
+) -> None:
+    res = sqlite_hooks.post(agent, payload)
+    assert res.status_code == status, res.data
+    if status == 422:
+        assert res.get_json()["message"]
+    assert sqlite_hooks.runtime.storage.list_events(limit=5) == []
+
+
+def test_hooks_need_the_token(sqlite_hooks: Hooks, project_dir: Path) -> None:
+    payload = load("claude-code", "UserPromptSubmit", project_dir)
+    res = sqlite_hooks.post("claude-code", payload, Authorization="Bearer ")
+    assert res.status_code == 401

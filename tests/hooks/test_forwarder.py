@@ -1,0 +1,177 @@
+"""`engram hook` as a real subprocess against a real HTTP server (or none at all)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from werkzeug.serving import make_server
+
+from services.api import create_app
+from services.api.security import ensure_token
+from shared.config import Settings, prepare_home
+from shared.runtime import Runtime
+from shared.storage import migrate
+
+from .conftest import ACTOR, FIXTURES, load, remember
+
+HOOK = str(Path(__file__).resolve().parents[2] / "services" / "cli" / "hook.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.runtime = Runtime.build(settings)
+        self.token = ensure_token(settings)
+        self.http = make_server("127.0.0.1", settings.port, create_app(runtime=self.runtime))
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+
+
+@pytest.fixture
+def server(settings: Settings) -> Iterator[Server]:
+    settings = settings.replace(port=_free_port())
+    prepare_home(settings)
+    migrate(settings)
+    srv = Server(settings)
+    srv.thread.start()
+    yield srv
+    srv.http.shutdown()
+    srv.runtime.close()
+
+
+def _env(home: Path, port: int, token: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "CLAUDE_"))}
+    env.update(ENGRAM_HOME=str(home), ENGRAM_PORT=str(port), ENGRAM_ACTOR=ACTOR)
+    if token:
+        env["ENGRAM_TOKEN"] = token
+    return env
+
+
+def _hook(
+    env: dict[str, str], cwd: Path, *args: str, stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-S", "-E", "-s", HOOK, *args],
+        input=stdin, env=env, cwd=cwd, capture_output=True, timeout=10,
+    )  # fmt: skip
+
+
+def test_prints_claude_code_session_start_context(
+    server: Server, project_dir: Path, namespace: str
+) -> None:
+    record = remember(server.runtime, namespace)
+    payload = json.dumps(load("claude-code", "SessionStart", project_dir)).encode()
+    # The token comes from $ENGRAM_HOME/token: no ENGRAM_TOKEN in the environment.
+    env = _env(server.settings.home, server.settings.port)
+    out = _hook(env, project_dir, "claude-code", "SessionStart", stdin=payload)
+    assert (out.returncode, out.stderr) == (0, b"")
+    reply = json.loads(out.stdout)
+    assert record.title in reply["hookSpecificOutput"]["additionalContext"]
+
+
+def test_prints_kiro_context_as_plain_text_and_stores_the_prompt(
+    server: Server, project_dir: Path, namespace: str
+) -> None:
+    record = remember(server.runtime, namespace)
+    payload = load("kiro-cli", "userPromptSubmit")
+    del payload["cwd"]  # the forwarder's own project detection (cwd) must find the root
+    env = _env(server.settings.home, server.settings.port, server.token)
+    out = _hook(env, project_dir / "src", "kiro-cli", stdin=json.dumps(payload).encode())
+    assert out.returncode == 0
+    text = out.stdout.decode()
+    assert record.title in text and not text.lstrip().startswith("{")
+    [event] = server.runtime.storage.list_events(namespace=namespace)
+    assert event.kind == "prompt"
+
+
+def test_codex_notify_payload_comes_as_an_argument(
+    server: Server, project_dir: Path, namespace: str
+) -> None:
+    arg = (FIXTURES / "codex" / "notify.agent-turn-complete.json").read_text()
+    env = _env(server.settings.home, server.settings.port, server.token)
+    out = _hook(env, project_dir, "codex", "notify", arg)
+    assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+    kinds = [e.kind for e in server.runtime.storage.list_events(namespace=namespace)]
+    assert sorted(kinds) == ["prompt", "session_summary"]
+
+
+@pytest.mark.parametrize("stdin", [b"{not json", b"", b"[1, 2]", b"\xff\xfe"])
+def test_malformed_stdin_exits_0_quietly(server: Server, project_dir: Path, stdin: bytes) -> None:
+    env = _env(server.settings.home, server.settings.port, server.token)
+    out = _hook(env, project_dir, "claude-code", stdin=stdin)
+    assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+    assert (server.settings.home / "logs" / "hook.log").read_text().strip()
+
+
+def test_server_down_exits_0_silently(tmp_path: Path, project_dir: Path) -> None:
+    env = _env(tmp_path / "home", _free_port(), "t")
+    payload = json.dumps(load("claude-code", "UserPromptSubmit", project_dir)).encode()
+    out = _hook(env, project_dir, "claude-code", stdin=payload)
+    assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+    log = (tmp_path / "home" / "logs" / "hook.log").read_text()
+    assert "ConnectionRefusedError" in log
+
+
+def test_server_down_gemini_still_gets_json(tmp_path: Path, project_dir: Path) -> None:
+    env = _env(tmp_path / "home", _free_port(), "t")
+    payload = json.dumps(load("gemini-cli", "BeforeAgent", project_dir)).encode()
+    out = _hook(env, project_dir, "gemini-cli", stdin=payload)
+    assert (out.returncode, out.stdout.strip()) == (0, b"{}")
+
+
+def test_a_server_that_never_answers_is_abandoned(tmp_path: Path, project_dir: Path) -> None:
+    # Accepts the connection, never replies: the 2 s deadline must end the hook.
+    with socket.socket() as sink:
+        sink.bind(("127.0.0.1", 0))
+        sink.listen()
+        env = _env(tmp_path / "home", sink.getsockname()[1], "t")
+        payload = json.dumps(load("claude-code", "Stop", project_dir)).encode()
+        out = _hook(env, project_dir, "claude-code", stdin=payload)
+    assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+    assert "timed out" in (tmp_path / "home" / "logs" / "hook.log").read_text()
+
+
+def test_hook_log_is_capped(tmp_path: Path, project_dir: Path) -> None:
+    logs = tmp_path / "home" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "hook.log").write_text("x" * 300_000)
+    env = _env(tmp_path / "home", _free_port(), "t")
+    _hook(env, project_dir, "claude-code", stdin=b"{}")
+    assert (logs / "hook.log.1").stat().st_size == 300_000
+    assert (logs / "hook.log").stat().st_size < 1000
+
+
+def test_forwarder_imports_only_the_standard_library(tmp_path: Path, project_dir: Path) -> None:
+    code = (
+        "import sys; sys.path[0] = sys.argv[1]\n"
+        "from services.cli import hook\n"
+        "hook.main(['claude-code'])\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    root = str(Path(HOOK).parents[2])
+    env = _env(tmp_path / "home", _free_port(), "t")
+    out = subprocess.run(
+        [sys.executable, "-S", "-E", "-s", "-c", code, root],
+        input=b'{"session_id": "s"}', env=env, cwd=project_dir, capture_output=True, timeout=10,
+    )  # fmt: skip
+    modules = set(out.stderr.decode().split())
+    ours = {"services", "services.cli", "services.cli.hook", "shared", "shared.project"}
+    assert ours <= modules
+    foreign = {
+        m for m in modules - ours - {"__main__"} if m.split(".")[0] not in sys.stdlib_module_names
+    }
+    assert foreign == set()
+    assert not modules & {"socket", "re", "json", "pathlib", "urllib.request", "http.client"}
