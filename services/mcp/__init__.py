@@ -1,0 +1,1 @@
+"""engram's MCP server (stdio): memory tools for agents that prefer to pull."""

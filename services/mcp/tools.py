@@ -1,0 +1,190 @@
+"""The MCP tools' behaviour: each turns validated arguments into API calls and a result.
+
+A tool returns ``Output(text, data)``: compact readable text for the model and the same
+facts as structured data. Failures are raised as ``ToolFailure`` with a message an agent
+can act on; the server turns them into ``isError`` results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from services.mcp.client import ApiClient, ApiError, record_path
+
+SUMMARY_LINE = 160
+
+
+class ToolFailure(Exception):
+    """A tool could not do what was asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where the tools read and write: this project's namespace, or all of the actor's."""
+
+    namespace: str
+    actor_prefix: str
+
+
+@dataclass(frozen=True)
+class Output:
+    text: str
+    data: dict[str, Any]
+
+
+def search(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
+    namespace = scope.actor_prefix if args.get("all_projects") else scope.namespace
+    result = api.get(
+        "/v1/search",
+        namespace=namespace,
+        q=args["query"],
+        limit=args.get("limit", 10),
+        type=args.get("type"),
+        days=args.get("days"),
+    )
+    hits = [
+        {**_compact(item["record"]), "match_source": item["match_source"]}
+        for item in result["items"]
+    ]
+    where = "all projects" if args.get("all_projects") else "this project"
+    if not hits:
+        text = f"No memories match {args['query']!r} in {where}."
+    else:
+        lines = [f"{len(hits)} memories for {args['query']!r} in {where}:"]
+        lines += [f"- {_line(h)} ({h['match_source']})" for h in hits]
+        lines.append("Use get_records(ids) for details, timeline(record_id) for context.")
+        text = "\n".join(lines)
+    data = {"namespace": namespace, "items": hits, "degraded": bool(result.get("degraded"))}
+    return Output(text, data)
+
+
+def timeline(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
+    record_id = args["record_id"]
+    result = _or_missing(
+        record_id,
+        lambda: api.get(
+            "/v1/timeline",
+            record_id=record_id,
+            before=args.get("before", 3),
+            after=args.get("after", 3),
+        ),
+    )
+    items = [_compact(r) for r in result["items"]]
+    lines = [f"Timeline around {record_id} (oldest first):"]
+    lines += [("> " if i["id"] == record_id else "- ") + _line(i) for i in items]
+    return Output("\n".join(lines), {"record_id": record_id, "items": items})
+
+
+def get_records(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
+    records, missing = [], []
+    for record_id in args["ids"]:
+        try:
+            records.append(api.request("GET", record_path(record_id)))
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            missing.append(record_id)
+    blocks = [_full(r) for r in records]
+    if missing:
+        blocks.append("Not found (deleted or never existed): " + ", ".join(missing))
+    return Output("\n\n".join(blocks), {"records": records, "not_found": missing})
+
+
+def remember(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
+    body = {
+        "namespace": scope.namespace,
+        "title": args["title"],
+        "summary": args["summary"],
+        "facts": args.get("facts", []),
+        "concepts": args.get("concepts", []),
+        "files_touched": args.get("files", []),
+        "observation_type": args.get("type", "note"),
+    }
+    record_id = api.request("POST", "/v1/memories", body)["record_id"]
+    text = f"Remembered {record_id}: {args['title']}"
+    return Output(text, {"record_id": record_id, "namespace": scope.namespace})
+
+
+def forget(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
+    record_id = args["record_id"]
+    _or_missing(record_id, lambda: api.request("DELETE", record_path(record_id)))
+    return Output(f"Forgot {record_id}.", {"record_id": record_id, "deleted": True})
+
+
+def pin(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
+    record_id, pinned = args["record_id"], args["pinned"]
+    record = _or_missing(
+        record_id, lambda: api.request("PATCH", record_path(record_id), {"pinned": pinned})
+    )
+    verb = "Pinned" if record["pinned"] else "Unpinned"
+    return Output(
+        f"{verb} {record_id}: {record['title']}",
+        {"record_id": record_id, "pinned": record["pinned"]},
+    )
+
+
+HANDLERS: dict[str, Callable[[ApiClient, Scope, dict[str, Any]], Output]] = {
+    "search": search,
+    "timeline": timeline,
+    "get_records": get_records,
+    "remember": remember,
+    "forget": forget,
+    "pin": pin,
+}
+
+
+def _or_missing(record_id: str, call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except ApiError as exc:
+        if exc.status == 404:
+            raise ToolFailure(
+                f"no memory record {record_id} (deleted or never existed) — "
+                "find current ids with `search`"
+            ) from None
+        raise
+
+
+def _compact(record: dict[str, Any]) -> dict[str, Any]:
+    summary = " ".join(str(record.get("summary") or "").split())
+    if len(summary) > SUMMARY_LINE:
+        summary = summary[: SUMMARY_LINE - 1].rstrip() + "…"
+    return {
+        "id": record["record_id"],
+        "title": record["title"],
+        "summary": summary,
+        "type": record["observation_type"],
+        "date": str(record["created_at"])[:10],
+        "pinned": bool(record.get("pinned")),
+    }
+
+
+def _line(hit: dict[str, Any]) -> str:
+    pin_mark = " pinned" if hit["pinned"] else ""
+    line = f"{hit['id']} [{hit['date']} {hit['type']}{pin_mark}] {hit['title']}"
+    return line + (f" — {hit['summary']}" if hit["summary"] else "")
+
+
+def _full(record: dict[str, Any]) -> str:
+    lines = [
+        f"## {record['title']}",
+        f"id: {record['record_id']} | type: {record['observation_type']} | "
+        f"created: {record['created_at']} | pinned: {str(record['pinned']).lower()}",
+    ]
+    if record.get("summary"):
+        lines += ["", record["summary"]]
+    if record.get("facts"):
+        lines += ["", "Facts:"] + [f"- {fact}" for fact in record["facts"]]
+    if record.get("concepts"):
+        lines.append("Concepts: " + ", ".join(record["concepts"]))
+    if record.get("files_touched"):
+        lines.append("Files: " + ", ".join(record["files_touched"]))
+    sources = record.get("source_event_ids") or []
+    lines.append(
+        f"Provenance: {record['strategy']} extraction ({record['quality']}), "
+        f"namespace {record['namespace']}, "
+        + (f"source events {', '.join(sources)}" if sources else "no source events")
+    )
+    return "\n".join(lines)

@@ -1,0 +1,367 @@
+"""`engram mcp` end to end: a real MCP client session (the SDK's stdio client spawning
+`engram mcp`) against the real API served over HTTP on a free port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import tomllib
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from werkzeug.serving import make_server
+
+from services.api import create_app
+from services.api.security import ensure_token
+from services.mcp.schemas import TOOLS
+from shared import project
+from shared.config import Settings
+from shared.models import MemoryRecord
+from shared.runtime import Runtime
+
+ENGRAM = str(Path(sys.executable).with_name("engram"))
+ACTOR = "alice"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    """A running API: its port, token and runtime (to look behind the API's back)."""
+
+    port: int
+    token: str
+    runtime: Runtime
+    home: Path
+
+
+@pytest.fixture
+def served(backend_settings: Settings) -> Iterator[Served]:
+    port = free_port()
+    settings = backend_settings.replace(port=port)
+    runtime = Runtime.build(settings)
+    server = make_server("127.0.0.1", port, create_app(runtime=runtime), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Served(port, ensure_token(settings), runtime, settings.home)
+    finally:
+        server.shutdown()
+        thread.join()
+        runtime.close()
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    (root / ".git").mkdir(parents=True)
+    (root / "src").mkdir()
+    return root
+
+
+@pytest.fixture
+def namespace(project_dir: Path) -> str:
+    return project.namespace_for(ACTOR, project.project_id(str(project_dir.resolve())))
+
+
+def mcp_env(home: Path, port: int, token: str | None = None) -> dict[str, str]:
+    env = {"ENGRAM_HOME": str(home), "ENGRAM_PORT": str(port), "ENGRAM_ACTOR": ACTOR}
+    env["HF_HUB_OFFLINE"] = "1"
+    if token is not None:
+        env["ENGRAM_TOKEN"] = token
+    return env
+
+
+@asynccontextmanager
+async def mcp_session(env: dict[str, str], cwd: Path, errlog: Path) -> AsyncIterator[ClientSession]:
+    """A real MCP session with a spawned `engram mcp` (stderr captured to ``errlog``)."""
+    params = StdioServerParameters(command=ENGRAM, args=["mcp"], env=env, cwd=str(cwd))
+    with errlog.open("a") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+TOOL_NAMES = {"search", "timeline", "get_records", "remember", "forget", "pin"}
+
+
+def run(test: Any) -> None:
+    anyio.run(test)
+
+
+def text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def ok(session: ClientSession, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await session.call_tool(name, args)
+    assert not result.is_error, text(result)
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+async def failed(session: ClientSession, name: str, args: dict[str, Any]) -> str:
+    result = await session.call_tool(name, args)
+    assert result.is_error, text(result)
+    return text(result)
+
+
+def test_lists_the_tools_with_strict_schemas(served: Served, project_dir: Path) -> None:
+    async def main() -> None:
+        async with mcp_session(
+            mcp_env(served.home, served.port), project_dir, project_dir.parent / "err.log"
+        ) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert set(tools) == TOOL_NAMES
+            for tool in tools.values():
+                schema = tool.input_schema
+                assert schema["type"] == "object"
+                assert schema["additionalProperties"] is False
+                assert set(schema["required"]) <= set(schema["properties"])
+                assert tool.description and len(tool.description) > 40
+            assert tools["search"].input_schema["required"] == ["query"]
+            assert tools["search"].input_schema["properties"]["limit"]["maximum"] == 50
+            assert tools["pin"].input_schema["required"] == ["record_id", "pinned"]
+            assert tools["forget"].annotations and tools["forget"].annotations.destructive_hint
+            assert tools["search"].annotations and tools["search"].annotations.read_only_hint
+
+    run(main)
+
+
+def test_remember_search_get_timeline_pin_forget(
+    served: Served, project_dir: Path, namespace: str
+) -> None:
+    async def main() -> None:
+        async with mcp_session(
+            mcp_env(served.home, served.port), project_dir / "src", project_dir / "err.log"
+        ) as s:
+            ids = []
+            for i, title in enumerate(["Pick the queue", "Kafka retention fix", "Tidy logs"]):
+                stored = await ok(
+                    s,
+                    "remember",
+                    {
+                        "title": title,
+                        "summary": f"step {i}: kafka retention <private>hunter2</private> set",
+                        "facts": [f"fact {i}"],
+                        "concepts": ["kafka"],
+                        "files": [f"src/f{i}.py"],
+                        "type": "decision",
+                    },
+                )
+                assert stored["namespace"] == namespace  # detected from cwd's project root
+                ids.append(stored["record_id"])
+
+            found = await ok(s, "search", {"query": "retention fix", "limit": 5})
+            assert found["namespace"] == namespace
+            hit = next(h for h in found["items"] if h["id"] == ids[1])
+            assert hit["title"] == "Kafka retention fix"
+            assert hit["type"] == "decision"
+            assert hit["match_source"] in {"fts", "semantic", "hybrid"}
+            assert len(hit["date"]) == 10 and "[REDACTED]" in hit["summary"]
+            result = await s.call_tool("search", {"query": "retention fix"})
+            assert ids[1] in text(result) and "Kafka retention fix" in text(result)
+            typed = await ok(s, "search", {"query": "retention", "type": "bugfix"})
+            assert typed["items"] == []
+
+            full = await ok(s, "get_records", {"ids": [ids[1], "mr_" + "0" * 26]})
+            (record,) = full["records"]
+            assert record["facts"] == ["fact 1"] and record["files_touched"] == ["src/f1.py"]
+            assert record["strategy"] == "manual" and "hunter2" not in str(record)
+            assert full["not_found"] == ["mr_" + "0" * 26]
+            result = await s.call_tool("get_records", {"ids": [ids[1]]})
+            assert "Facts:" in text(result) and "Provenance: manual" in text(result)
+
+            around = await ok(s, "timeline", {"record_id": ids[1], "before": 1, "after": 1})
+            assert [i["id"] for i in around["items"]] == ids
+
+            assert (await ok(s, "pin", {"record_id": ids[0], "pinned": True}))["pinned"] is True
+            assert served.runtime.storage.get_memory_record(ids[0]).pinned  # type: ignore[union-attr]
+            assert (await ok(s, "pin", {"record_id": ids[0], "pinned": False}))["pinned"] is False
+
+            assert (await ok(s, "forget", {"record_id": ids[1]}))["deleted"] is True
+            assert served.runtime.storage.get_memory_record(ids[1]) is None
+            found = await ok(s, "search", {"query": "retention fix"})
+            assert ids[1] not in [h["id"] for h in found["items"]]
+
+            # Unknown ids: an actionable error, and the session carries on.
+            message = await failed(s, "forget", {"record_id": ids[1]})
+            assert f"no memory record {ids[1]}" in message and "search" in message
+            assert "no memory record" in await failed(
+                s, "pin", {"record_id": ids[1], "pinned": True}
+            )
+            assert "no memory record" in await failed(s, "timeline", {"record_id": ids[1]})
+            assert (await ok(s, "search", {"query": "kafka"}))["items"]
+
+        log = (served.home / "logs" / "mcp.log").read_text()
+        assert namespace in log and "hunter2" not in log
+
+    run(main)
+
+
+def test_all_projects_widens_to_the_actor(
+    served: Served, project_dir: Path, namespace: str
+) -> None:
+    other = f"/actor/{ACTOR}/project/elsewhere/"
+    stranger = "/actor/mallory/project/elsewhere/"
+    for ns in (other, stranger):
+        served.runtime.storage.put_memory_record(
+            MemoryRecord(namespace=ns, title="Zebra migration plan", summary="zebra")
+        )
+
+    async def main() -> None:
+        async with mcp_session(
+            mcp_env(served.home, served.port), project_dir, project_dir / "err.log"
+        ) as s:
+            assert (await ok(s, "search", {"query": "zebra"}))["items"] == []
+            wide = await ok(s, "search", {"query": "zebra", "all_projects": True})
+            assert wide["namespace"] == f"/actor/{ACTOR}/"
+            assert [h["title"] for h in wide["items"]] == ["Zebra migration plan"]
+
+    run(main)
+
+
+def test_invalid_arguments_are_error_results(served: Served, project_dir: Path) -> None:
+    bad: list[tuple[str, dict[str, Any], str]] = [
+        ("search", {}, "'query' is a required property"),
+        ("search", {"query": "x", "limit": 0}, "limit"),
+        ("search", {"query": "x", "limit": 51}, "limit"),
+        ("search", {"query": "x", "type": "poem"}, "type"),
+        ("search", {"query": "x", "extra": 1}, "'extra' was unexpected"),
+        ("timeline", {"record_id": "42"}, "record_id"),
+        ("get_records", {"ids": []}, "ids"),
+        ("remember", {"title": "", "summary": "s"}, "title"),
+        ("remember", {"title": "t"}, "'summary' is a required property"),
+        ("pin", {"record_id": "mr_" + "0" * 26, "pinned": "yes"}, "pinned"),
+        ("nope", {}, "unknown tool"),
+    ]
+
+    async def main() -> None:
+        async with mcp_session(
+            mcp_env(served.home, served.port), project_dir, project_dir / "err.log"
+        ) as s:
+            for name, args, expected in bad:
+                message = await failed(s, name, args)
+                assert expected in message, (name, args, message)
+            assert (await ok(s, "search", {"query": "anything"}))["items"] == []
+
+    run(main)
+
+
+def test_server_down_is_an_error_result_not_a_crash(tmp_path: Path, project_dir: Path) -> None:
+    port = free_port()  # nobody listens here
+    home = tmp_path / "home"
+
+    async def main() -> None:
+        async with mcp_session(mcp_env(home, port), project_dir, tmp_path / "err.log") as s:
+            # No token file yet: says how to get one.
+            assert "engram serve" in await failed(s, "search", {"query": "x"})
+        async with mcp_session(mcp_env(home, port, token="t0k"), project_dir, tmp_path / "e") as s:
+            for _ in range(2):  # the session survives the failure
+                message = await failed(s, "search", {"query": "x"})
+                assert message == (
+                    f"engram server is not running at http://127.0.0.1:{port} — "
+                    "start it with `engram serve`"
+                )
+            assert "not running" in await failed(s, "forget", {"record_id": "mr_" + "0" * 26})
+            assert {t.name for t in (await s.list_tools()).tools} == TOOL_NAMES
+
+    run(main)
+
+
+def test_wrong_token_is_reported(served: Served, project_dir: Path) -> None:
+    async def main() -> None:
+        env = mcp_env(served.home, served.port, token="not-the-token")
+        async with mcp_session(env, project_dir, project_dir / "err.log") as s:
+            assert "rejected the token" in await failed(s, "search", {"query": "x"})
+
+    run(main)
+
+
+def test_every_declared_tool_has_a_handler() -> None:
+    from services.mcp.tools import HANDLERS
+
+    assert set(TOOLS) == set(HANDLERS) == TOOL_NAMES
+
+
+def _install(home: Path, agent: str, **env: str) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    base.update(HOME=str(home), **env)
+    done = subprocess.run(
+        [ENGRAM, "install", agent], env=base, cwd=home, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _registered(home: Path, agent: str) -> dict[str, Any]:
+    """The `engram` MCP server entry `engram install <agent>` wrote."""
+    if agent == "codex":
+        config = tomllib.loads((home / ".codex" / "config.toml").read_text())
+        return dict(config["mcp_servers"]["engram"])
+    path = {
+        "claude-code": home / ".claude.json",
+        "kiro-cli": home / ".kiro" / "agents" / "engram.json",
+        "gemini-cli": home / ".gemini" / "settings.json",
+        "cursor": home / ".cursor" / "mcp.json",
+    }[agent]
+    return dict(json.loads(path.read_text())["mcpServers"]["engram"])
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "kiro-cli", "gemini-cli", "codex", "cursor"])
+def test_install_registers_engram_mcp(tmp_path: Path, agent: str) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    _install(home, agent, ENGRAM_HOME=str(home / ".engram"))  # all defaults
+    server = _registered(home, agent)
+    assert (server["command"], server["args"]) == (ENGRAM, ["mcp"])
+    assert "env" not in server
+
+    other = tmp_path / "other"
+    other.mkdir()
+    _install(other, agent, ENGRAM_HOME=str(tmp_path / "data"), ENGRAM_PORT="38001")
+    server = _registered(other, agent)
+    assert server["env"] == {"ENGRAM_PORT": "38001", "ENGRAM_HOME": str(tmp_path / "data")}
+
+
+def test_the_registered_server_works_with_a_scrubbed_environment(
+    served: Served, tmp_path: Path, project_dir: Path
+) -> None:
+    # Codex starts MCP servers without the user's ENGRAM_* variables: the entry must carry them.
+    home = tmp_path / "user"
+    home.mkdir()
+    _install(home, "codex", ENGRAM_HOME=str(served.home), ENGRAM_PORT=str(served.port))
+    server = _registered(home, "codex")
+    params = StdioServerParameters(
+        command=server["command"], args=server["args"], env=server["env"], cwd=str(project_dir)
+    )
+
+    async def main() -> None:
+        with (tmp_path / "err.log").open("a") as err:
+            async with (
+                stdio_client(params, errlog=err) as (read, write),
+                ClientSession(read, write) as s,
+            ):
+                await s.initialize()
+                assert await ok(s, "remember", {"title": "Codex note", "summary": "works"})
+                assert (await ok(s, "search", {"query": "codex"}))["items"]
+
+    run(main)
