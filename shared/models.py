@@ -16,6 +16,7 @@ from ulid import ULID
 
 NAMESPACE_PATTERN = r"^/actor/[^/]+/project/[^/]+/$"
 NAMESPACE_RE = re.compile(NAMESPACE_PATTERN)
+NAMESPACE_PREFIX_RE = re.compile(r"/actor/[^/]+/(?:project/[^/]+/)?")
 NAMESPACE_MAX = 500
 ULID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 RECORD_ID_PATTERN = r"^mr_[0-9A-HJKMNP-TV-Z]{26}$"
@@ -52,12 +53,7 @@ def utcnow() -> datetime:
 
 def is_namespace_prefix(value: str) -> bool:
     """A full namespace or an actor prefix (``/actor/x/``) usable for prefix matching."""
-    return (
-        len(value) <= NAMESPACE_MAX
-        and value.startswith("/actor/")
-        and value.endswith("/")
-        and "//" not in value
-    )
+    return len(value) <= NAMESPACE_MAX and NAMESPACE_PREFIX_RE.fullmatch(value) is not None
 
 
 class _Strict(BaseModel):

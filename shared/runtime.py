@@ -64,7 +64,12 @@ class Runtime:
         return Retriever(self)
 
     def close(self) -> None:
-        for name in ("jobs", "storage", "epochs"):
-            part = self.__dict__.pop(name, None)
+        names = ("retriever", "jobs", "storage", "epochs")
+        # Close every part before forgetting any: a job thread still finishing would
+        # otherwise rebuild a popped part (a fresh dispatcher or pool nobody closes).
+        for name in names:
+            part = self.__dict__.get(name)
             if part is not None:
                 part.close()
+        for name in names:
+            self.__dict__.pop(name, None)

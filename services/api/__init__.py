@@ -3,22 +3,54 @@
 from __future__ import annotations
 
 import importlib
+from datetime import datetime
+from typing import Any
 
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
+from services.api import errors, metrics, params, security
 from shared.config import Settings
+from shared.models import MAX_REQUEST_BYTES
 from shared.runtime import Runtime
 
 # Each module defines a Blueprint named ``bp``; add a line to register a new one.
 BLUEPRINTS = (
     "services.api.health",
+    "services.api.ingest",
+    "services.api.hooks",
+    "services.api.read",
+    "services.api.metrics",
+    "services.api.search",
 )
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> Flask:
     runtime = runtime or Runtime.build(settings)
     app = Flask(__name__)
+    app.json = _JSONProvider(app)
+    # Over this, werkzeug raises 413 before a view reads the body.
+    app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     app.extensions["engram"] = runtime
+    # Order matters: errors first (everything below raises ApiError), then Host/token/
+    # Origin checks, then the content-type check, then per-request metrics.
+    errors.init_app(app)
+    security.init_app(app, runtime.settings)
+    params.init_app(app)
+    metrics.init_app(app)
     for name in BLUEPRINTS:
         app.register_blueprint(importlib.import_module(name).bp)
     return app
+
+
+class _JSONProvider(DefaultJSONProvider):
+    """ISO-8601 datetimes (Flask's default is an HTTP date), keys in insertion order."""
+
+    sort_keys = False
+    compact = True
+
+    @staticmethod
+    def default(o: Any) -> Any:
+        if isinstance(o, datetime):
+            return o.isoformat()
+        return DefaultJSONProvider.default(o)

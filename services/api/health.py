@@ -1,15 +1,94 @@
-"""``GET /health``: public liveness and state, never any user content."""
+"""``GET /health``: public liveness and state, never any user content.
+
+Each part reports independently: a missing or failing part shows up as its own field
+(``null``/``error``) instead of failing the whole check. Only an unreachable database
+makes the service ``degraded`` (503), since nothing can be stored then.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify
+import logging
+import threading
+import time
+from typing import Any
 
+from flask import Blueprint, Response, current_app, jsonify
+
+from services.api.pipeline import runtime
 from shared import __version__
+
+log = logging.getLogger("engram.api")
 
 bp = Blueprint("health", __name__)
 
+_PENDING_TTL_S = 2.0  # counting pending rows is a scan; monitors may poll every second
+_pending_lock = threading.Lock()
+
+
+def _pending(storage: Any) -> dict[str, int]:
+    # Cached per app (each test app has its own database), shared by the app's threads.
+    cache = current_app.extensions.setdefault("engram.health_pending", {"at": 0.0, "value": None})
+    now = time.monotonic()
+    with _pending_lock:
+        if cache["value"] is not None and now - cache["at"] < _PENDING_TTL_S:
+            return dict(cache["value"])
+    stats = storage.stats()
+    value = {
+        "extraction": int(stats.get("pending_extraction", 0)),
+        "embedding": int(stats.get("pending_embedding", 0)),
+    }
+    with _pending_lock:
+        cache.update(at=now, value=value)
+    return value
+
+
+def _jobs(rt: Any) -> dict[str, Any]:
+    try:
+        jobs = rt.jobs
+        return {"mode": jobs.mode, "queue_depth": jobs.queue_depth()}
+    except Exception as exc:
+        log.debug("health: jobs unavailable: %r", exc)
+        return {"mode": None, "queue_depth": None, "error": exc.__class__.__name__}
+
+
+def _embedder(rt: Any) -> dict[str, Any]:
+    try:
+        embedder = rt.embedder
+    except Exception as exc:
+        return {"state": "error", "reason": exc.__class__.__name__}
+    out = {"state": str(getattr(embedder, "state", "unknown"))}
+    reason = getattr(embedder, "reason", None)
+    if reason:
+        out["reason"] = str(reason)[:200]
+    return out
+
+
+def _search(rt: Any) -> dict[str, Any]:
+    try:
+        return dict(rt.retriever.metrics())
+    except Exception as exc:
+        return {"error": exc.__class__.__name__}
+
 
 @bp.get("/health")
-def health():  # type: ignore[no-untyped-def]
-    runtime = current_app.extensions["engram"]
-    return jsonify(status="ok", version=__version__, backend=runtime.settings.backend)
+def health() -> tuple[Response, int]:
+    rt = runtime()
+    body: dict[str, Any] = {
+        "status": "ok",
+        "version": __version__,
+        "backend": rt.settings.backend,
+    }
+    status = 200
+    try:
+        storage = rt.storage
+        storage.ping()
+        body["pending"] = _pending(storage)
+    except Exception as exc:
+        log.warning("health: database unreachable: %r", exc)
+        body["status"] = "degraded"
+        body["pending"] = None
+        status = 503
+    body["jobs"] = _jobs(rt)
+    body["embedder"] = _embedder(rt)
+    body["search"] = _search(rt)
+    return jsonify(body), status

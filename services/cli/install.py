@@ -58,6 +58,7 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
         project=project,
         port=settings.port,
         token=_token(settings, args.dry_run) if install else _existing_token(settings),
+        engram_home=None if settings.home == Settings().home else str(settings.home),
     )
     changed = 0
     for path, edit in TARGETS[args.agent](where):

@@ -27,6 +27,22 @@ class Where:
     project: str | None  # project root for a per-project install, else None
     port: int
     token: str | None
+    engram_home: str | None = None  # a non-default $ENGRAM_HOME, else None
+
+
+DEFAULT_PORT = 37800
+
+
+def mcp_server(w: Where) -> dict[str, Any]:
+    """``engram mcp`` by absolute path. A non-default port or home goes in ``env``: some
+    agents (Codex) start MCP servers with a scrubbed environment."""
+    server: dict[str, Any] = {"command": engram_bin(), "args": ["mcp"]}
+    env = {"ENGRAM_PORT": str(w.port)} if w.port != DEFAULT_PORT else {}
+    if w.engram_home:
+        env["ENGRAM_HOME"] = w.engram_home
+    if env:
+        server["env"] = env
+    return server
 
 
 def hook_command(agent: str, event: str = "") -> str:
@@ -147,7 +163,7 @@ def claude_code(w: Where) -> list[tuple[str, Edit]]:
     mcp_path = (
         os.path.join(w.project, ".mcp.json") if w.project else os.path.join(w.home, ".claude.json")
     )
-    server = {"type": "stdio", "command": engram_bin(), "args": ["mcp"]}
+    server = {"type": "stdio", **mcp_server(w)}
     mcp = _json_edit(lambda s, install: _mcp(s, server if install else None))
     return [(settings_path, _json_edit(settings)), (mcp_path, mcp)]
 
@@ -165,7 +181,7 @@ def gemini_cli(w: Where) -> list[tuple[str, Edit]]:
         "AfterTool": {"matcher": "*", "hooks": [handler("after-tool")]},
         "AfterAgent": {"hooks": [handler("after-agent")]},
     }
-    server = {"command": engram_bin(), "args": ["mcp"]}
+    server = mcp_server(w)
 
     def apply(s: dict[str, Any], install: bool) -> None:
         _grouped_hooks(s, groups if install else {})
@@ -183,7 +199,7 @@ def kiro_cli(w: Where) -> list[tuple[str, Edit]]:
         "postToolUse": {"matcher": "*", "command": cmd, "timeout_ms": 5000},
         "stop": {"command": cmd, "timeout_ms": 5000},
     }
-    server = {"command": engram_bin(), "args": ["mcp"]}
+    server = mcp_server(w)
 
     def apply(s: dict[str, Any], install: bool) -> None:
         if install:
@@ -212,7 +228,7 @@ def cursor(w: Where) -> list[tuple[str, Edit]]:
         s.setdefault("version", 1)
         _flat_hooks(s, handlers if install else {})
 
-    server = {"command": engram_bin(), "args": ["mcp"]}
+    server = mcp_server(w)
     mcp = _json_edit(lambda s, install: _mcp(s, server if install else None))
     return [
         (os.path.join(base, "hooks.json"), _json_edit(hooks)),
@@ -254,10 +270,14 @@ def codex(w: Where) -> list[tuple[str, Edit]]:
             return text
         current = tomllib.loads(text)  # raises on a broken file: we never write over one
         if "engram" not in current.get("mcp_servers", {}):
-            args = json.dumps(["mcp"])
+            server = mcp_server(w)
             text = text.rstrip("\n") + ("\n\n" if text.strip() else "")
-            text += f"{BEGIN}\n[mcp_servers.engram]\ncommand = {json.dumps(engram_bin())}\n"
-            text += f"args = {args}\n{END}\n"
+            text += f"{BEGIN}\n[mcp_servers.engram]\ncommand = {json.dumps(server['command'])}\n"
+            text += f"args = {json.dumps(server['args'])}\n"
+            # JSON strings are valid TOML basic strings.
+            for key, value in server.get("env", {}).items():
+                text += f"env.{key} = {json.dumps(value)}\n"
+            text += f"{END}\n"
         if "notify" not in current:
             # Top-level key: must precede every table, so it goes first. Codex appends
             # the turn report as one JSON argument; the Stop hook reports the same turn

@@ -15,6 +15,15 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "run the HTTP API (gunicorn) on 127.0.0.1:37800"),
     "migrate": ("migrate", "apply database migrations"),
+    "model": ("model", "export the embedding model to ONNX"),
+    "worker": ("worker", "run a Celery worker (needs ENGRAM_REDIS_URL)"),
+    "beat": ("beat", "run the Celery beat scheduler (sweep, backfill)"),
+    "backfill": ("backfill", "embed records missing a vector, in the foreground"),
+    "status": ("status", "is the server up, backend, pending work"),
+    "doctor": ("doctor", "check data dir, token, port, database, Redis and model"),
+    "install": ("install", "add engram's hooks and MCP server to an agent's config"),
+    "uninstall": ("uninstall", "remove engram's hooks and MCP server from an agent's config"),
+    "mcp": ("mcp", "run the MCP server over stdio"),
 }
 
 

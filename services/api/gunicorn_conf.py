@@ -1,0 +1,18 @@
+"""gunicorn hooks for ``engram serve``: start each worker's job runner, close it on exit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def post_worker_init(worker: Any) -> None:
+    # Embedded mode runs jobs inside the API worker: start the sweeper now rather than
+    # at the first enqueue, so pending work left by a previous run is picked up.
+    runtime = worker.wsgi.extensions["engram"]
+    runtime.jobs.start()
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    wsgi = getattr(worker, "wsgi", None)
+    if wsgi is not None:
+        wsgi.extensions["engram"].close()

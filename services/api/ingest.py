@@ -1,0 +1,68 @@
+"""``POST /v1/events``: validate → scrub → store (one transaction) → enqueue → respond."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from services.api import pipeline
+from services.api.errors import ApiError, validation_details
+from services.api.params import bool_arg, parse_json
+from shared.models import MAX_BATCH, Event
+from shared.privacy import may_contain_tag, scrub
+
+bp = Blueprint("ingest", __name__)
+
+
+class _Batch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    events: list[Event] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+@bp.post("/v1/events")
+def post_events() -> tuple[Response, int]:
+    retrieve = bool_arg("retrieve")
+    raw = request.get_data(cache=False)
+    data = parse_json(raw)
+    # Scrub before validation, so a secret cannot survive even in an error path. Most
+    # requests provably hold no tag, and skip the walk over every string.
+    if may_contain_tag(raw):
+        data = scrub(data)
+    batch = isinstance(data, dict) and "events" in data
+    events = _validate_batch(data) if batch else [_validate(data)]
+    results = pipeline.runtime().storage.put_events(events)
+    # After commit: the rows are durable, so a lost enqueue only delays extraction.
+    pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
+    if batch:
+        return jsonify(results=[{"event_id": r.event_id, "stored": r.stored} for r in results]), 201
+    body: dict[str, Any] = {"event_id": results[0].event_id, "stored": results[0].stored}
+    if retrieve and events[0].kind == "prompt":
+        body["retrieval"] = pipeline.retrieve_for(events[0])
+    return jsonify(body), 201
+
+
+def _validate(data: Any) -> Event:
+    try:
+        return Event.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(422, "invalid event", validation_details(exc)) from None
+
+
+def _validate_batch(data: dict[str, Any]) -> list[Event]:
+    """All or nothing: every item is checked before anything is written; each error
+    names its item's ``index`` and the location inside that item."""
+    try:
+        return _Batch.model_validate(data).events
+    except ValidationError as exc:
+        details = []
+        for d in validation_details(exc):
+            loc = d["loc"]
+            if len(loc) >= 2 and loc[0] == "events" and isinstance(loc[1], int):
+                d = {"index": loc[1], **d, "loc": loc[2:]}
+            details.append(d)
+        indexed = [d["index"] for d in details if "index" in d]
+        where = f"event at index {indexed[0]}" if indexed else "batch"
+        raise ApiError(422, f"invalid {where}; nothing stored", details) from None

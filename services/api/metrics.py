@@ -1,0 +1,84 @@
+"""``GET /metrics``: Prometheus text; request counters plus whatever other parts register.
+
+Counters live in the process, so with several gunicorn workers each reports its own
+share (scrape with a ``worker`` view in mind, or run one worker). Other modules add
+their series with ``register(callback)``; a callback returns exposition lines and is
+called on each scrape (a failing callback is skipped, it never breaks the scrape).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from flask import Blueprint, Flask, Response, request
+
+log = logging.getLogger("engram.api")
+
+bp = Blueprint("metrics", __name__)
+
+Callback = Callable[[], Iterable[str]]
+_callbacks: list[Callback] = []
+_lock = threading.Lock()
+_requests: dict[tuple[str, str, int], int] = {}
+
+
+def register(callback: Callback) -> None:
+    """Add a source of exposition lines (``# HELP``/``# TYPE`` lines included)."""
+    with _lock:
+        if callback not in _callbacks:
+            _callbacks.append(callback)
+
+
+def unregister(callback: Callback) -> None:
+    with _lock:
+        if callback in _callbacks:
+            _callbacks.remove(callback)
+
+
+def gauge(name: str, value: float, help_text: str, labels: str = "") -> list[str]:
+    """Lines for one gauge sample; ``labels`` like ``quantile="0.5"``."""
+    series = f"{name}{{{labels}}}" if labels else name
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{series} {value}"]
+
+
+def init_app(app: Flask) -> None:
+    @app.after_request
+    def _count(response: Response) -> Response:
+        # The route pattern (not the path) keeps the label set small: ids never leak in.
+        route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        key = (request.method, route, response.status_code)
+        with _lock:
+            _requests[key] = _requests.get(key, 0) + 1
+        return response
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render() -> str:
+    lines = [
+        "# HELP engram_http_requests_total HTTP requests served by this process.",
+        "# TYPE engram_http_requests_total counter",
+    ]
+    with _lock:
+        counts = sorted(_requests.items())
+        callbacks = list(_callbacks)
+    for (method, route, status), n in counts:
+        lines.append(
+            f'engram_http_requests_total{{method="{method}",route="{_escape(route)}",'
+            f'status="{status}"}} {n}'
+        )
+    for callback in callbacks:
+        try:
+            lines.extend(callback())
+        except Exception:
+            log.exception("metrics callback failed")
+    return "\n".join(lines) + "\n"
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    return Response(render(), mimetype="text/plain; version=0.0.4")

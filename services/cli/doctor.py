@@ -1,0 +1,135 @@
+"""``engram doctor``: check the installation and say how to fix each problem found."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from shared.config import Settings
+
+Check = Callable[[Settings], tuple[bool, str]]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = "Exit status is non-zero when any check fails."
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def check_home(settings: Settings) -> tuple[bool, str]:
+    home = settings.home
+    if not home.exists():
+        return False, f"data dir {home} missing: run `engram migrate` (or `engram serve`)"
+    if _mode(home) & 0o077:
+        return False, f"data dir {home} is {oct(_mode(home))}: run `chmod 700 {home}`"
+    return True, f"data dir {home} (0700)"
+
+
+def check_token(settings: Settings) -> tuple[bool, str]:
+    if settings.token:
+        return True, "token from ENGRAM_TOKEN"
+    path = settings.token_path
+    if not path.exists():
+        return False, f"no token at {path}: `engram serve` creates it on first start"
+    if _mode(path) & 0o077:
+        return False, f"token {path} is {oct(_mode(path))}: run `chmod 600 {path}`"
+    if not path.read_text().strip():
+        return False, f"token {path} is empty: delete it and restart `engram serve`"
+    return True, f"token {path} (0600)"
+
+
+def check_port(settings: Settings) -> tuple[bool, str]:
+    from services.cli.status import fetch
+
+    where = f"{settings.host}:{settings.port}"
+    try:
+        _code, health = fetch(settings.host, settings.port, "/health")
+    except OSError:
+        with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as s:
+            try:
+                s.bind((settings.host, settings.port))
+            except OSError as exc:
+                return False, f"port {where} unusable ({exc.strerror}): set ENGRAM_PORT"
+        return True, f"port {where} free (server not running)"
+    if isinstance(health, dict) and "backend" in health and "version" in health:
+        return True, f"port {where} served by engram ({health.get('status')})"
+    return False, f"port {where} is used by another program: stop it or set ENGRAM_PORT"
+
+
+def check_database(settings: Settings) -> tuple[bool, str]:
+    from shared.storage import open_storage
+
+    if settings.backend == "sqlite" and not settings.sqlite_path.exists():
+        return False, f"no database at {settings.sqlite_path}: run `engram migrate`"
+    try:
+        storage = open_storage(settings)
+    except Exception as exc:
+        return False, f"database unreachable ({exc.__class__.__name__}: {exc})"
+    try:
+        storage.ping()
+    except Exception as exc:
+        return False, f"database unreachable ({exc.__class__.__name__}): is it running? check " + (
+            "ENGRAM_DATABASE_URL" if settings.database_url else str(settings.sqlite_path)
+        )
+    try:
+        storage.stats()
+    except Exception as exc:
+        return False, f"database not migrated ({exc.__class__.__name__}): run `engram migrate`"
+    finally:
+        storage.close()
+    return True, f"database {settings.backend} reachable and migrated"
+
+
+def check_redis(settings: Settings) -> tuple[bool, str]:
+    if not settings.redis_url:
+        return True, "redis not configured (in-process jobs)"
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
+    except Exception as exc:
+        return False, f"redis unreachable ({exc.__class__.__name__}): check ENGRAM_REDIS_URL"
+    return True, "redis reachable"
+
+
+def check_model(settings: Settings) -> tuple[bool, str]:
+    if settings.embedder == "off":
+        return True, "embedder off (lexical-only search)"
+    from shared.embedding import is_valid_export
+
+    path = settings.onnx_model_path
+    if not path.exists():
+        return False, f"embedding model missing at {path}: run `engram model export`"
+    if not is_valid_export(path):
+        return False, f"embedding model at {path} is invalid: run `engram model export --force`"
+    return True, f"embedding model {path}"
+
+
+CHECKS: tuple[Check, ...] = (
+    check_home,
+    check_token,
+    check_port,
+    check_database,
+    check_redis,
+    check_model,
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    failed = 0
+    for check in CHECKS:
+        try:
+            ok, message = check(settings)
+        except Exception as exc:  # a broken check is a failed check, with its reason
+            ok, message = False, f"{check.__name__}: {exc.__class__.__name__}: {exc}"
+        failed += not ok
+        print(f"{'ok  ' if ok else 'FAIL'}  {message}")
+    print("all checks passed" if not failed else f"{failed} problem(s) found")
+    return 1 if failed else 0

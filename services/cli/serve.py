@@ -1,0 +1,70 @@
+"""``engram serve``: migrate, then run the API under gunicorn (gthread workers)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# gthread threads per worker. Requests are short and CPU-bound (the GIL), so a few threads
+# only hide I/O waits; more just add lock contention (measured with bench/ingest.py).
+DEFAULT_THREADS = 4
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="bind address (default ENGRAM_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default ENGRAM_PORT, 37800)")
+    parser.add_argument(
+        "--workers", type=int, help="gunicorn worker processes (default ENGRAM_WORKERS)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=DEFAULT_THREADS, help="threads per worker (default 4)"
+    )
+
+
+def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]:
+    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return [
+        sys.executable, "-m", "gunicorn",
+        "--bind", bind,
+        "--workers", str(workers),
+        "--worker-class", "gthread",
+        "--threads", str(threads),
+        # Recycle workers now and then so a slow leak can never grow without bound.
+        "--max-requests", "1000",
+        "--max-requests-jitter", "100",
+        "--graceful-timeout", "10",
+        # gunicorn 27's control socket is one fixed path per user: several servers (tests,
+        # bench) would fight over it, and engram does not use it.
+        "--no-control-socket",
+        "--config", "python:services.api.gunicorn_conf",
+        "services.api.wsgi:app",
+    ]  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    from services.api.security import ensure_token
+    from shared.config import ConfigError, Settings, env_name, prepare_home
+    from shared.storage import migrate
+
+    settings = Settings.from_env()
+    changes = {k: v for k in ("host", "port", "workers") if (v := getattr(args, k)) is not None}
+    if changes:
+        # Through the environment, so every gunicorn worker builds the same settings.
+        for key, value in changes.items():
+            os.environ[env_name(key)] = str(value)
+        settings = Settings.from_env()
+    if args.threads < 1 or args.threads > 64:
+        raise ConfigError("--threads: expected an integer from 1 to 64")
+    prepare_home(settings)
+    migrate(settings)
+    ensure_token(settings)  # before the workers start, so they never race to create it
+    argv = gunicorn_argv(settings.host, settings.port, settings.workers, args.threads)
+    print(
+        f"engram: serving on http://{argv[4]} ({settings.backend}, {settings.workers} "
+        f"worker(s) x {args.threads} threads)",
+        file=sys.stderr,
+        flush=True,
+    )
+    os.execv(sys.executable, argv)
+    return 0  # not reached

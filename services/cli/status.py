@@ -1,0 +1,68 @@
+"""``engram status``: is the server up, which backend, how much work is pending."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the raw JSON")
+
+
+def fetch(host: str, port: int, path: str, token: str | None = None) -> tuple[int, Any]:
+    """GET a JSON route of the local server; raises OSError if it is not reachable."""
+    connect = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    conn = http.client.HTTPConnection(connect, port, timeout=3)
+    try:
+        headers = {"Host": f"{'[' + connect + ']' if ':' in connect else connect}:{port}"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        conn.request("GET", path, headers=headers)
+        res = conn.getresponse()
+        raw = res.read()
+        try:
+            return res.status, json.loads(raw)
+        except ValueError:
+            return res.status, None
+    finally:
+        conn.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    from services.api.security import ensure_token
+    from shared.config import Settings
+
+    settings = Settings.from_env()
+    url = f"http://{settings.host}:{settings.port}"
+    try:
+        code, health = fetch(settings.host, settings.port, "/health")
+    except OSError as exc:
+        print(f"engram: not running at {url} ({exc.__class__.__name__}); start it: engram serve")
+        return 1
+    if not isinstance(health, dict) or "backend" not in health:
+        print(f"engram: something else answers at {url} (HTTP {code}); run: engram doctor")
+        return 1
+    stats: Any = None
+    scode = 0
+    if settings.token or settings.token_path.exists():
+        scode, stats = fetch(settings.host, settings.port, "/v1/stats", ensure_token(settings))
+    if args.json:
+        print(json.dumps({"health": health, "stats": stats}, indent=2))
+        return 0 if code == 200 else 1
+    jobs = health.get("jobs") or {}
+    pending = health.get("pending") or {}
+    print(f"engram {health.get('version')} at {url}: {health.get('status')}")
+    print(f"  backend   {health.get('backend')}")
+    print(f"  jobs      {jobs.get('mode')} (queue depth {jobs.get('queue_depth')})")
+    print(f"  embedder  {(health.get('embedder') or {}).get('state')}")
+    print(
+        f"  pending   extraction {pending.get('extraction')}, embedding {pending.get('embedding')}"
+    )
+    if scode == 200 and isinstance(stats, dict):
+        print(f"  stored    {stats.get('events')} events, {stats.get('memories')} memories")
+    elif scode:
+        print(f"  stats     HTTP {scode}: token mismatch? (ENGRAM_TOKEN vs $ENGRAM_HOME/token)")
+    return 0 if code == 200 else 1

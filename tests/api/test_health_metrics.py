@@ -1,0 +1,68 @@
+"""``/health`` (public, no user content, degraded on a dead database) and ``/metrics``."""
+
+from __future__ import annotations
+
+from services.api import create_app, metrics
+from shared.config import Settings
+from shared.runtime import Runtime
+
+from .conftest import BASE, Api, make_event
+
+
+def test_health_shape(api: Api) -> None:
+    res = api.get("/health", token=None)
+    assert res.status_code == 200
+    body = res.json
+    assert body["status"] == "ok"
+    assert body["backend"] in ("sqlite", "postgres")
+    assert set(body["jobs"]) >= {"mode", "queue_depth"}
+    assert body["embedder"]["state"] == "off"
+    assert set(body["pending"]) == {"extraction", "embedding"}
+    assert isinstance(body["search"], dict)
+
+
+def test_health_has_no_user_content(api: Api) -> None:
+    secret = "zebra-unicorn-4711"
+    api.post("/v1/events", json=make_event(body={"type": "text", "content": secret}))
+    api.post(
+        "/v1/memories",
+        json={"namespace": make_event()["namespace"], "title": secret, "summary": secret},
+    )
+    api.post("/v1/events?retrieve=true", json=make_event(body={"type": "text", "content": secret}))
+    assert secret not in api.get("/health").get_data(as_text=True)
+    assert secret not in api.get("/metrics").get_data(as_text=True)
+
+
+def test_health_is_degraded_503_when_the_database_is_unreachable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The database path is a directory: SQLite genuinely cannot open it.
+    settings = Settings(home=tmp_path / "h", embedder="off")
+    rt = Runtime.build(settings)
+    settings.sqlite_path.mkdir()
+    try:
+        res = create_app(runtime=rt).test_client().get("/health", base_url=BASE)
+        assert res.status_code == 503
+        assert res.json["status"] == "degraded"
+        assert res.json["pending"] is None
+    finally:
+        rt.close()
+
+
+def test_metrics_counts_requests_by_route_and_runs_callbacks(sqlite_api: Api) -> None:
+    sqlite_api.get("/v1/events/01ARZ3NDEKTSV4RRFFQ69G5FAV")
+    good = lambda: metrics.gauge("engram_test_gauge", 7, "a test gauge")  # noqa: E731
+    bad = lambda: [str(1 / 0)]  # noqa: E731
+    metrics.register(good)
+    metrics.register(bad)
+    try:
+        res = sqlite_api.get("/metrics")
+    finally:
+        metrics.unregister(good)
+        metrics.unregister(bad)
+    assert res.status_code == 200 and res.mimetype == "text/plain"
+    text = res.get_data(as_text=True)
+    assert (
+        'engram_http_requests_total{method="GET",route="/v1/events/<event_id>",status="404"}'
+        in text
+    )
+    assert "01ARZ3NDEKTSV4RRFFQ69G5FAV" not in text
+    assert "engram_test_gauge 7" in text

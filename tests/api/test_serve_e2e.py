@@ -1,0 +1,140 @@
+"""End to end: a real ``engram serve`` (gunicorn) on a free port, and the status/doctor CLI."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import make_event
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(home: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update(
+        ENGRAM_HOME=str(home), ENGRAM_PORT=str(port), ENGRAM_EMBEDDER="off", HF_HUB_OFFLINE="1"
+    )
+    return env
+
+
+def _engram(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli.main", *args],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def _call(
+    port: int, method: str, path: str, token: str | None, body: Any = None
+) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        res = conn.getresponse()
+        return res.status, json.loads(res.read() or b"null")
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    port = _free_port()
+    env = _env(tmp_path / "home", port)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli.main", "serve", "--port", str(port), "--workers", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for _ in range(300):  # bounded: up to ~30 s for gunicorn to boot
+            if proc.poll() is not None:
+                pytest.fail(f"engram serve exited {proc.returncode}: {proc.stderr.read()}")
+            try:
+                if _call(port, "GET", "/health", None)[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("engram serve never became healthy")
+        yield port, env
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]) -> None:
+    port, env = server
+    home = Path(env["ENGRAM_HOME"])
+    token = (home / "token").read_text().strip()
+    assert (home / "token").stat().st_mode & 0o777 == 0o600
+    event = make_event("note", body={"type": "text", "content": "deploys use <private>k</private>"})
+    assert _call(port, "POST", "/v1/events", None, event)[0] == 401
+    code, body = _call(port, "POST", "/v1/events", token, event)
+    assert (code, body) == (201, {"event_id": event["event_id"], "stored": True})
+    code, got = _call(port, "GET", f"/v1/events/{event['event_id']}", token)
+    assert code == 200 and got["body"]["content"] == "deploys use [REDACTED]"
+
+    status = _engram(env, "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "sqlite" in status.stdout and "1 events" in status.stdout
+    doctor = _engram(env, "doctor")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "served by engram" in doctor.stdout
+
+
+def test_status_and_doctor_report_problems(tmp_path: Path) -> None:
+    port = _free_port()
+    env = _env(tmp_path / "home", port)
+    status = _engram(env, "status")
+    assert status.returncode == 1 and "not running" in status.stdout
+    doctor = _engram(env, "doctor")
+    assert doctor.returncode == 1 and "engram migrate" in doctor.stdout
+
+    assert _engram(env, "migrate").returncode == 0
+    home = tmp_path / "home"
+    (home / "token").write_text("t0ken\n")
+    os.chmod(home / "token", 0o644)
+    os.chmod(home, 0o755)
+    doctor = _engram(env, "doctor")
+    assert doctor.returncode == 1
+    assert f"chmod 700 {home}" in doctor.stdout and f"chmod 600 {home / 'token'}" in doctor.stdout
+    assert f"port 127.0.0.1:{port} free" in doctor.stdout
+
+    os.chmod(home, 0o700)
+    os.chmod(home / "token", 0o600)
+    doctor = _engram(env, "doctor")
+    assert doctor.returncode == 0, doctor.stdout
+
+
+def test_doctor_flags_a_foreign_program_on_the_port(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = int(s.getsockname()[1])
+        env = _env(tmp_path / "home", port)
+        out = _engram(env, "doctor").stdout
+    assert "FAIL" in out and f"port 127.0.0.1:{port}" in out
