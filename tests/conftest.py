@@ -92,11 +92,20 @@ def redis_url(redis_base_url: str) -> Iterator[str]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def onnx_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real ONNX export of all-MiniLM-L6-v2 (exported once per session, ~10 s), for
+    ``Settings(model_path=onnx_model_path, embedder="onnx")``."""
+    from shared.embedding import export_onnx
+
+    return export_onnx(tmp_path_factory.mktemp("model") / "all-MiniLM-L6-v2.onnx")
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """Settings for each backend in turn, migrations applied."""
-    from shared.storage import migrate
     from shared.config import prepare_home
+    from shared.storage import migrate
 
     if request.param == "postgres":
         settings = settings.replace(database_url=request.getfixturevalue("pg_url"))
