@@ -1,0 +1,116 @@
+"""Conversions between model objects and Postgres rows (column order of ``queries``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from shared.models import EMBEDDING_DIM, Event, MemoryRecord, Source, StoredEvent, body_from_json
+from shared.storage.base import EmbeddingDecodeError
+
+
+def event_params(event: Event, transaction_time: datetime) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "parent_event_id": event.parent_event_id,
+        "session_id": event.session_id,
+        "actor_id": event.actor_id,
+        "namespace": event.namespace,
+        "kind": event.kind,
+        "body": _body_json(event.body),
+        "valid_time": event.valid_time,
+        "source_surface": event.source.surface,
+        "source_version": event.source.version,
+        "project_path": event.source.project_path,
+        "schema_version": event.schema_version,
+        "transaction_time": transaction_time,
+    }
+
+
+def _body_json(body: Any) -> str:
+    # model_copy(update=...) skips validation, so a body can arrive as a plain dict.
+    return body.model_dump_json() if isinstance(body, BaseModel) else json.dumps(body)
+
+
+def stored_event(row: tuple[Any, ...]) -> StoredEvent:
+    (event_id, parent, session_id, actor_id, namespace, kind, body, valid_time,
+     surface, version, project_path, schema_version, transaction_time, turn_id) = row  # fmt: skip
+    return StoredEvent(
+        event_id=event_id,
+        parent_event_id=parent,
+        session_id=session_id,
+        actor_id=actor_id,
+        namespace=namespace,
+        kind=kind,
+        body=body_from_json(body),
+        valid_time=valid_time,
+        source=Source(surface=surface, version=version, project_path=project_path),
+        schema_version=schema_version,
+        transaction_time=transaction_time,
+        turn_id=turn_id,
+    )
+
+
+def record_params(record: MemoryRecord) -> dict[str, Any]:
+    return {
+        "record_id": record.record_id,
+        "namespace": record.namespace,
+        "title": record.title,
+        "summary": record.summary,
+        "facts": list(record.facts),
+        "concepts": list(record.concepts),
+        "files_touched": list(record.files_touched),
+        "observation_type": record.observation_type,
+        "source_event_ids": list(record.source_event_ids),
+        "strategy": record.strategy,
+        "quality": record.quality,
+        "pinned": record.pinned,
+        "created_at": record.created_at,
+    }
+
+
+def memory_record(row: tuple[Any, ...]) -> MemoryRecord:
+    (record_id, namespace, title, summary, facts, concepts, files_touched, observation_type,
+     source_event_ids, strategy, quality, pinned, created_at) = row  # fmt: skip
+    # Rows were validated on the way in; skip re-validating every read.
+    return MemoryRecord.model_construct(
+        record_id=record_id,
+        namespace=namespace,
+        title=title,
+        summary=summary,
+        facts=facts,
+        concepts=concepts,
+        files_touched=files_touched,
+        observation_type=observation_type,
+        source_event_ids=source_event_ids,
+        strategy=strategy,
+        quality=quality,
+        pinned=pinned,
+        created_at=created_at,
+    )
+
+
+def check_vector(vector: np.ndarray) -> np.ndarray:
+    """A float32 (384,) copy of ``vector``; ValueError names what is wrong."""
+    arr = np.asarray(vector, dtype=np.float32)
+    if arr.shape != (EMBEDDING_DIM,):
+        raise ValueError(f"embedding must have shape ({EMBEDDING_DIM},), got {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError("embedding contains NaN or infinity")
+    return arr
+
+
+def decode_vectors(raw: list[bytes], record_ids: list[str]) -> np.ndarray:
+    """pgvector's binary form (u16 dim, u16 unused, big-endian float32s) → (n, 384)."""
+    size = 4 + 4 * EMBEDDING_DIM
+    for record_id, blob in zip(record_ids, raw, strict=True):
+        if len(blob) != size:
+            raise EmbeddingDecodeError(
+                f"embedding of {record_id} has {len(blob)} bytes, expected {size}"
+            )
+    flat = np.frombuffer(b"".join(raw), dtype=">f4").reshape(len(raw), EMBEDDING_DIM + 1)
+    return flat[:, 1:].astype(np.float32)

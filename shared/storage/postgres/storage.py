@@ -1,0 +1,336 @@
+"""The Postgres backend: psycopg 3 pool, tsvector full-text search, pgvector embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from shared.models import Event, MemoryRecord, StoredEvent, new_ulid, utcnow
+from shared.storage import lexical
+from shared.storage.base import (
+    DuplicateRecordError,
+    EmbeddingRow,
+    LexicalHit,
+    NotFoundError,
+    Page,
+    PutEventResult,
+    Storage,
+    Turn,
+    Tx,
+)
+from shared.storage.postgres import queries as q
+from shared.storage.postgres.connection import POOL_TIMEOUT_S, Connector
+from shared.storage.postgres.rows import (
+    check_vector,
+    decode_vectors,
+    event_params,
+    memory_record,
+    record_params,
+    stored_event,
+)
+
+ChangeHook = Callable[[set[str]], None]
+
+
+class PostgresTx(Tx):
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+        self.changed: set[str] = set()  # namespaces whose embeddings changed
+
+    def put_memory_record(self, record: MemoryRecord) -> None:
+        # ON CONFLICT DO NOTHING rather than catching the unique violation: the
+        # transaction stays usable if the caller handles the error.
+        if self.conn.execute(q.INSERT_RECORD, record_params(record)).fetchone() is None:
+            raise DuplicateRecordError(f"memory record {record.record_id} already exists")
+
+    def put_embedding(self, record_id: str, vector: np.ndarray) -> None:
+        row = self.conn.execute(q.PUT_EMBEDDING, (check_vector(vector), record_id)).fetchone()
+        if row is None:
+            raise NotFoundError(f"memory record {record_id} does not exist")
+        self.changed.add(row[0])
+
+    def delete_memory_records(self, record_ids: Sequence[str]) -> list[str]:
+        rows = self.conn.execute(q.DELETE_RECORDS, (list(record_ids),)).fetchall()
+        self.changed.update(ns for _, ns in rows)
+        gone = {rid for rid, _ in rows}
+        return [rid for rid in dict.fromkeys(record_ids) if rid in gone]
+
+    def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
+        row = self.conn.execute(
+            q.MARK_TURN_EXTRACTED, (utcnow(), list(record_ids), turn_id)
+        ).fetchone()
+        return row is not None
+
+
+class PostgresStorage(Storage):
+    backend = "postgres"
+
+    def __init__(
+        self, url: str, on_change: ChangeHook | None = None, timeout: float = POOL_TIMEOUT_S
+    ) -> None:
+        """``timeout``: seconds to wait for a pooled connection before the call fails with
+        ``TransientStorageError``."""
+        self._db = Connector(url, timeout)
+        self._on_change = on_change
+
+    # --- events and turns -------------------------------------------------------------
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        if not events:
+            return []
+        now = utcnow()
+        with self._db.connection() as conn, conn.transaction():
+            # Lock every session of the batch up front, in one order, so two batches
+            # touching the same sessions cannot deadlock.
+            for key in sorted({f"{e.namespace}\n{e.session_id}" for e in events}):
+                conn.execute(q.LOCK_SESSION, (key,))
+            return [self._put_event(conn, event, now) for event in events]
+
+    def _put_event(self, conn: psycopg.Connection, event: Event, now: datetime) -> PutEventResult:
+        if conn.execute(q.INSERT_EVENT, event_params(event, now)).fetchone() is None:
+            row = conn.execute(q.EVENT_TURN, (event.event_id,)).fetchone()
+            return PutEventResult(event.event_id, False, row[0] if row else None)
+
+        def new_turn(closed: bool) -> str:
+            turn_id = new_ulid()
+            conn.execute(
+                q.INSERT_TURN,
+                {
+                    "turn_id": turn_id,
+                    "namespace": event.namespace,
+                    "session_id": event.session_id,
+                    "now": now,
+                    "closed_at": now if closed else None,
+                },
+            )
+            return turn_id
+
+        found = conn.execute(q.OPEN_TURN, (event.namespace, event.session_id)).fetchone()
+        open_turn: str | None = found[0] if found else None
+        closed: list[str] = []
+        if event.kind == "note":
+            turn_id = new_turn(closed=True)
+            closed.append(turn_id)
+        elif event.kind == "prompt":
+            if open_turn is not None:
+                conn.execute(q.CLOSE_TURN, (now, open_turn))
+                closed.append(open_turn)
+            turn_id = new_turn(closed=False)
+        else:  # tool_use joins the open turn; session_summary joins and closes it
+            turn_id = open_turn if open_turn is not None else new_turn(closed=False)
+            conn.execute(q.TOUCH_TURN, (now, turn_id))
+            if event.kind == "session_summary":
+                conn.execute(q.CLOSE_TURN, (now, turn_id))
+                closed.append(turn_id)
+        conn.execute(q.SET_EVENT_TURN, (turn_id, event.event_id))
+        return PutEventResult(event.event_id, True, turn_id, tuple(closed))
+
+    def get_event(self, event_id: str) -> StoredEvent | None:
+        with self._db.connection() as conn:
+            row = conn.execute(q.GET_EVENT, (event_id,)).fetchone()
+        return stored_event(row) if row else None
+
+    def list_events(
+        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[StoredEvent]:
+        params = {"ns": lexical.namespace_pattern(namespace), "session_id": session_id}
+        with self._db.connection() as conn:
+            rows = conn.execute(q.LIST_EVENTS, {**params, "limit": limit}).fetchall()
+        return [stored_event(r) for r in rows]
+
+    def get_turn(self, turn_id: str) -> Turn | None:
+        with self._db.connection() as conn, conn.transaction():
+            row = conn.execute(q.GET_TURN, (turn_id,)).fetchone()
+            if row is None:
+                return None
+            events = conn.execute(q.TURN_EVENTS, (turn_id,)).fetchall()
+        turn_id, namespace, session_id, closed, extracted = row
+        return Turn(
+            turn_id, namespace, session_id, closed, extracted, [stored_event(e) for e in events]
+        )
+
+    def close_idle_turns(self, idle_before: datetime) -> list[str]:
+        params = {"now": utcnow(), "idle_before": idle_before}
+        with self._db.connection() as conn:
+            return [r[0] for r in conn.execute(q.CLOSE_IDLE_TURNS, params).fetchall()]
+
+    def pending_turns(self, limit: int = 1000) -> list[str]:
+        with self._db.connection() as conn:
+            return [r[0] for r in conn.execute(q.PENDING_TURNS, (limit,)).fetchall()]
+
+    # --- memory records -----------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        with self._db.connection() as conn:
+            with conn.transaction():
+                tx = PostgresTx(conn)
+                yield tx
+            # Only after COMMIT: other processes must see the change when they react.
+            if tx.changed and self._on_change is not None:
+                self._on_change(set(tx.changed))
+
+    def get_memory_record(self, record_id: str) -> MemoryRecord | None:
+        with self._db.connection() as conn:
+            row = conn.execute(q.GET_RECORD, (record_id,)).fetchone()
+        return memory_record(row) if row else None
+
+    def get_memory_records(self, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.GET_RECORDS, (list(record_ids),)).fetchall()
+        by_id = {r[0]: memory_record(r) for r in rows}
+        return [by_id[rid] for rid in record_ids if rid in by_id]
+
+    def list_memory_records(
+        self, namespace: str, limit: int = 50, offset: int = 0, pinned_first: bool = False
+    ) -> Page:
+        ns = lexical.namespace_pattern(namespace)
+        params = {"ns": ns, "limit": limit, "offset": offset, "pinned_first": pinned_first}
+        with self._db.connection() as conn, conn.transaction():
+            total = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()
+            rows = conn.execute(q.LIST_RECORDS, params).fetchall()
+        return Page([memory_record(r) for r in rows], total[0] if total else 0, limit, offset)
+
+    def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
+        with self._db.connection() as conn:
+            row = conn.execute(q.SET_PINNED, (pinned, record_id)).fetchone()
+        if row is None:
+            raise NotFoundError(f"memory record {record_id} does not exist")
+        return memory_record(row)
+
+    def timeline(self, record_id: str, before: int, after: int) -> list[MemoryRecord]:
+        with self._db.connection() as conn, conn.transaction():
+            row = conn.execute(q.GET_RECORD, (record_id,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"memory record {record_id} does not exist")
+            center = memory_record(row)
+            key = {"namespace": center.namespace, "created_at": center.created_at}
+            key["record_id"] = record_id
+            earlier = conn.execute(q.TIMELINE_BEFORE, {**key, "n": max(before, 0)}).fetchall()
+            later = conn.execute(q.TIMELINE_AFTER, {**key, "n": max(after, 0)}).fetchall()
+        return [*(memory_record(r) for r in reversed(earlier)), center, *map(memory_record, later)]
+
+    def has_embedding(self, record_id: str) -> bool:
+        with self._db.connection() as conn:
+            row = conn.execute(q.HAS_EMBEDDING, (record_id,)).fetchone()
+        return bool(row and row[0])
+
+    # --- search -------------------------------------------------------------------------
+    def search_lexical(
+        self,
+        namespace: str,
+        query: str,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[LexicalHit]:
+        params: dict[str, Any] = {
+            "ns": lexical.namespace_pattern(namespace),
+            "type": observation_type,
+            "since": since,
+            "limit": limit,
+        }
+        # A lone surrogate (JSON "\ud800") cannot be encoded for the wire: drop it.
+        query = query.encode("utf-8", "ignore").decode("utf-8")
+        with self._db.connection() as conn:
+            tsquery = self._tsquery(conn, lexical.tokenize(query))
+            rows: list[tuple[Any, ...]] | None = None
+            if tsquery is not None:
+                try:
+                    rows = conn.execute(q.SEARCH_FTS, {**params, "tsquery": tsquery}).fetchall()
+                except (psycopg.ProgrammingError, psycopg.DataError):
+                    rows = None  # the engine refused it: fall through to the substring
+            if rows is None:
+                pattern = lexical.substring_pattern(query)
+                if pattern is None:
+                    return []
+                rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
+        return [LexicalHit(memory_record(r), i) for i, r in enumerate(rows)]
+
+    @staticmethod
+    def _tsquery(conn: psycopg.Connection, tokens: list[str]) -> str | None:
+        """The OR of the (at most 32 rarest) tokens as tsquery text; None if none is usable."""
+
+        def doc_freq(words: Sequence[str]) -> dict[str, int]:
+            return dict(conn.execute(q.TOKEN_DOC_FREQ, (list(words),)).fetchall())
+
+        terms = lexical.select_terms(tokens, doc_freq)
+        if not terms:
+            return None
+        row = conn.execute(q.BUILD_TSQUERY, (terms,)).fetchone()
+        return row[0] if row else None
+
+    def list_embeddings(self, namespace: str) -> list[EmbeddingRow]:
+        with self._db.connection() as conn, conn.cursor(binary=True) as cur:
+            rows = cur.execute(
+                q.LIST_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)}
+            ).fetchall()
+        if not rows:
+            return []
+        rows.sort(key=lambda r: (r[1], r[0]))  # oldest first, like the other listings
+        ids = [r[0] for r in rows]
+        matrix = decode_vectors([r[3] for r in rows], ids)
+        return [EmbeddingRow(r[0], r[1], r[2], v) for r, v in zip(rows, matrix, strict=True)]
+
+    def search_vector(self, namespace: str, vector: np.ndarray, limit: int) -> list[str]:
+        """Record ids nearest to ``vector`` (cosine) through the HNSW index; Postgres only,
+        for namespaces too large to scan in process."""
+        params = {"ns": lexical.namespace_pattern(namespace), "limit": limit}
+        with self._db.connection() as conn:
+            params["vector"] = check_vector(vector)
+            return [r[0] for r in conn.execute(q.SEARCH_VECTOR, params).fetchall()]
+
+    def records_missing_embedding(
+        self, limit: int, namespace: str | None = None
+    ) -> list[MemoryRecord]:
+        params = {"ns": lexical.namespace_pattern(namespace), "limit": limit}
+        with self._db.connection() as conn:
+            return [memory_record(r) for r in conn.execute(q.MISSING_EMBEDDING, params)]
+
+    def clear_embeddings(self, namespace: str | None = None) -> int:
+        with self._db.connection() as conn, conn.transaction():
+            params = {"ns": lexical.namespace_pattern(namespace)}
+            rows = conn.execute(q.CLEAR_EMBEDDINGS, params).fetchall()
+        if rows and self._on_change is not None:
+            self._on_change({r[0] for r in rows})
+        return len(rows)
+
+    # --- stats --------------------------------------------------------------------------
+    def stats(self, namespace: str | None = None) -> dict[str, int]:
+        with self._db.connection() as conn:
+            row = conn.execute(q.STATS, {"ns": lexical.namespace_pattern(namespace)}).fetchone()
+        keys = ("events", "memories", "embedded", "pending_extraction", "pending_embedding")
+        return dict(zip(keys, row or (0,) * len(keys), strict=True))
+
+    def projects(self) -> list[dict[str, Any]]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.PROJECTS).fetchall()
+        projects = []
+        for ns, path, events, memories, last in rows:
+            project_id = ns.rstrip("/").rsplit("/", 1)[-1]
+            projects.append(
+                {
+                    "namespace": ns,
+                    "project_id": project_id,
+                    "display_name": (_basename(path) if path else None) or project_id,
+                    "event_count": events,
+                    "memory_count": memories,
+                    "last_activity": last,
+                }
+            )
+        return projects
+
+    def ping(self) -> None:
+        with self._db.connection() as conn:
+            conn.execute(q.PING)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _basename(path: str) -> str | None:
+    # Hooks on Windows send backslash paths; either separator ends a component.
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or None

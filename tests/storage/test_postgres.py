@@ -1,0 +1,238 @@
+"""Postgres-only behaviour: schema details, HNSW iterative scan, pool recovery, migrations."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import psycopg
+import pytest
+
+from shared.models import MemoryRecord
+from shared.storage import TransientStorageError
+from shared.storage.postgres import PostgresStorage, migrate_postgres
+
+pytestmark = pytest.mark.postgres
+
+NS = "/actor/a/project/a/"
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[PostgresStorage]:
+    migrate_postgres(pg_url)
+    storage = PostgresStorage(pg_url)
+    yield storage
+    storage.close()
+
+
+def rec(title: str, ns: str = NS, minutes: int = 0, **extra: object) -> MemoryRecord:
+    return MemoryRecord(
+        namespace=ns, title=title, created_at=T0 + timedelta(minutes=minutes), **extra
+    )
+
+
+def test_schema_has_hnsw_gin_and_plain_vector_storage(store: PostgresStorage, pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        indexes = dict(
+            conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes"
+                " WHERE tablename = 'memory_records' AND schemaname = current_schema()"
+            ).fetchall()
+        )
+        storage = conn.execute(
+            "SELECT attstorage FROM pg_attribute"
+            " WHERE attrelid = 'memory_records'::regclass AND attname = 'embedding'"
+        ).fetchone()
+    assert "USING hnsw (embedding vector_cosine_ops)" in indexes["memory_records_embedding"]
+    assert "USING gin (tsv)" in indexes["memory_records_tsv"]
+    assert storage == ("p",)
+
+
+def test_filtered_hnsw_scan_returns_every_row(store: PostgresStorage, pg_url: str) -> None:
+    # 40 'bugfix' rows among 1,000: an HNSW scan without iterative mode stops after
+    # ef_search (40) candidates and keeps only the ~4 % that pass the filter.
+    rng = np.random.default_rng(7)
+    with store.transaction() as tx:
+        for i in range(1000):
+            kind = "bugfix" if i % 25 == 0 else "note"
+            r = rec(f"r{i}", minutes=i, observation_type=kind)
+            tx.put_memory_record(r)
+            tx.put_embedding(r.record_id, rng.standard_normal(384).astype(np.float32))
+    query = rng.standard_normal(384).astype(np.float32)
+    sql = (
+        "SELECT record_id FROM memory_records WHERE observation_type = 'bugfix'"
+        " ORDER BY embedding <=> %s LIMIT 40"
+    )
+
+    def run(conn: psycopg.Connection) -> tuple[int, str]:
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")  # the plan under test: HNSW
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, (query,)))
+            return len(conn.execute(sql, (query,)).fetchall()), plan
+
+    with store._db.connection() as conn:  # a pooled connection, configured by the backend
+        found, plan = run(conn)
+    assert "memory_records_embedding" in plan
+    assert found == 40
+
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(pg_url, autocommit=True) as bare:  # no iterative scan: the trap
+        register_vector(bare)
+        assert run(bare)[0] < 40
+
+
+def test_search_vector_filters_by_namespace(store: PostgresStorage) -> None:
+    rng = np.random.default_rng(3)
+    mine = set()
+    with store.transaction() as tx:
+        for i in range(300):
+            r = rec(f"r{i}", ns=NS if i % 6 == 0 else "/actor/b/project/b/", minutes=i)
+            tx.put_memory_record(r)
+            tx.put_embedding(r.record_id, rng.standard_normal(384).astype(np.float32))
+            if r.namespace == NS:
+                mine.add(r.record_id)
+    target = store.list_embeddings(NS)[0]
+    hits = store.search_vector(NS, target.vector, 40)
+    assert len(hits) == 40 and set(hits) <= mine and hits[0] == target.record_id
+    assert len(store.search_vector("/actor/", target.vector, 40)) == 40
+
+
+def test_pool_survives_terminated_backend(store: PostgresStorage, pg_url: str) -> None:
+    store.ping()
+    with store._db.connection() as conn:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", pid).fetchone() == (True,)
+    with contextlib.suppress(TransientStorageError):  # allowed once; the next call works
+        store.stats()
+    assert store.stats()["memories"] == 0
+    with store._db.connection() as conn:
+        assert conn.execute("SELECT pg_backend_pid()").fetchone() != pid
+
+
+def test_unreachable_database_is_transient() -> None:
+    store = PostgresStorage("postgresql://engram@127.0.0.1:1/engram_test", timeout=1)
+    with pytest.raises(TransientStorageError):
+        store.ping()
+    store.close()
+    with pytest.raises(TransientStorageError):
+        migrate_postgres("postgresql://engram@127.0.0.1:1/engram_test?connect_timeout=1")
+
+
+def test_concurrent_migrations_apply_once(pg_url: str) -> None:
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def migrate() -> None:
+        start.wait()
+        try:
+            results.append(migrate_postgres(pg_url))
+        except BaseException as exc:  # reported below, not swallowed
+            errors.append(exc)
+
+    threads = [threading.Thread(target=migrate) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(results) == [[], [], [], ["0001_initial"]]
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT id, name FROM _migrations").fetchall() == [(1, "initial")]
+
+
+def test_lexeme_df_matches_the_index(store: PostgresStorage, pg_url: str) -> None:
+    records = [
+        rec("Crème brûlée recipe", summary="burnt sugar on custard", facts=["torch it"]),
+        rec("sugar rush", summary="custard again", minutes=1),
+        rec("unrelated", facts=["sugar", "src/app/config.py"], minutes=2),
+    ]
+    for r in records:
+        store.put_memory_record(r)
+    store.delete_memory_records([records[1].record_id])
+    with store.transaction() as tx:
+        tx.put_memory_record(rec("late sugar", minutes=3))
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE memory_records SET title = 'renamed' WHERE title = 'unrelated'")
+        kept = conn.execute("SELECT lexeme, df FROM lexeme_df WHERE df > 0 ORDER BY 1").fetchall()
+        truth = conn.execute(
+            "SELECT word, ndoc FROM ts_stat('SELECT tsv FROM memory_records') ORDER BY 1"
+        ).fetchall()
+    assert kept == truth
+    assert ("sugar", 3) in kept and ("creme", 1) in kept and ("config", 1) in kept
+
+
+def test_idf_cap_keeps_the_rare_term(store: PostgresStorage) -> None:
+    common = [f"word{i}" for i in range(40)]
+    for i in range(3):
+        store.put_memory_record(rec("common", summary=" ".join(common), minutes=i))
+    rare = rec("zyzzyva sighting", minutes=9)
+    store.put_memory_record(rare)
+    hits = store.search_lexical(NS, " ".join([*common, "zyzzyva"]), 10)
+    assert rare.record_id in [h.record.record_id for h in hits]
+    # Over the cap without the rare word, only the common records match.
+    hits = store.search_lexical(NS, " ".join([*common, "nosuchword"]), 10)
+    assert len(hits) == 3 and rare.record_id not in [h.record.record_id for h in hits]
+
+
+def test_accents_fold_in_documents_and_queries(store: PostgresStorage) -> None:
+    r = rec("Crème brûlée", summary="naïve café")
+    store.put_memory_record(r)
+    for query in ("creme", "BRULEE", "cafe", "naïve"):
+        assert [h.record.record_id for h in store.search_lexical(NS, query, 5)] == [r.record_id]
+
+
+def test_search_survives_lone_surrogates(store: PostgresStorage) -> None:
+    r = rec("walrus facts")
+    store.put_memory_record(r)
+    assert [h.record.record_id for h in store.search_lexical(NS, "walrus \ud800", 5)] == [
+        r.record_id
+    ]
+    assert store.search_lexical(NS, "\udfff", 5) == []
+
+
+def test_concurrent_writers_share_one_open_turn(store: PostgresStorage) -> None:
+    # With no open turn, every first tool_use would open one; the per-session lock makes
+    # them queue, so all of them join the same turn (a unique index forbids a second).
+    from shared.models import Event, new_ulid
+
+    def tool_use(session: str) -> Event:
+        return Event(
+            event_id=new_ulid(),
+            session_id=session,
+            actor_id="a",
+            namespace=NS,
+            kind="tool_use",
+            body={"type": "text", "content": "ran"},
+            valid_time=T0,
+            source={"surface": "test"},
+        )
+
+    def race(session: str) -> tuple[list[str | None], list[BaseException]]:
+        turns: list[str | None] = []
+        errors: list[BaseException] = []
+        start = threading.Barrier(6)
+
+        def post() -> None:
+            start.wait()
+            try:
+                turns.extend(r.turn_id for r in store.put_events([tool_use(session)]))
+            except BaseException as exc:  # reported below, not swallowed
+                errors.append(exc)
+
+        threads = [threading.Thread(target=post) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return turns, errors
+
+    for session in ("s1", "s2", "s3"):
+        turns, errors = race(session)
+        assert errors == [] and len(turns) == 6 and len(set(turns)) == 1, (errors, turns)
