@@ -16,6 +16,11 @@ _ALNUM = re.compile(r"[^\W_]")
 DocFreq = Callable[[Sequence[str]], Mapping[str, int]]
 
 
+def encodable(text: str) -> str:
+    """The text without lone surrogates (JSON ``"\\ud800"``), which no driver can encode."""
+    return text.encode("utf-8", "ignore").decode("utf-8")
+
+
 def tokenize(text: str) -> list[str]:
     """Lowercased word tokens, deduplicated in first-seen order, 1-char tokens dropped."""
     seen: dict[str, None] = {}

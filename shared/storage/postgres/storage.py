@@ -233,8 +233,7 @@ class PostgresStorage(Storage):
             "since": since,
             "limit": limit,
         }
-        # A lone surrogate (JSON "\ud800") cannot be encoded for the wire: drop it.
-        query = query.encode("utf-8", "ignore").decode("utf-8")
+        query = lexical.encodable(query)
         with self._db.connection() as conn:
             tsquery = self._tsquery(conn, lexical.tokenize(query))
             rows: list[tuple[Any, ...]] | None = None

@@ -252,6 +252,7 @@ class SqliteStorage(Storage):
             "since": codec.ts(since) if since else None,
             "limit": limit,
         }
+        query = lexical.encodable(query)
         rows: list[sqlite3.Row] | None = None
         terms = lexical.select_terms(lexical.tokenize(query), self._doc_freq)
         if terms:
