@@ -1,0 +1,39 @@
+"""``engram worker``: run a Celery worker (deployment mode, needs ENGRAM_REDIS_URL)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-Q",
+        "--queues",
+        default="extraction,embedding,backfill",
+        help="comma-separated queues to consume (default: all three)",
+    )
+    parser.add_argument("--concurrency", type=int, default=None, help="worker processes")
+    parser.add_argument("--loglevel", default=None, help="default: ENGRAM_LOG_LEVEL")
+    parser.add_argument("--pool", default=None, help="Celery pool (prefork, solo, threads)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from services.worker import create_celery
+    from shared.config import Settings
+
+    settings = Settings.from_env()
+    if not settings.redis_url:
+        print(
+            "engram: worker needs ENGRAM_REDIS_URL (unset means in-process jobs)", file=sys.stderr
+        )
+        return 2
+    argv = ["worker", "-Q", args.queues, "--loglevel", args.loglevel or settings.log_level]
+    # Workers never talk to each other (no remote control): skip the start-up chatter.
+    argv += ["--without-mingle", "--without-gossip"]
+    if args.concurrency:
+        argv += ["--concurrency", str(args.concurrency)]
+    if args.pool:
+        argv += ["--pool", args.pool]
+    create_celery(settings).worker_main(argv)
+    return 0

@@ -1,0 +1,163 @@
+"""The embedded-mode dispatcher: a tiny thread pool inside the API process.
+
+Threads start lazily (first enqueue or ``start()``), never at construction, so a
+gunicorn master that forks after building the app hands each worker a clean dispatcher;
+a fork hook resets state the child inherited. Queued ids are deduplicated until their
+job finishes, so periodic sweeps do not pile up copies of the same work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from shared.jobs import tasks
+from shared.jobs.names import EMBED_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
+
+if TYPE_CHECKING:
+    from shared.runtime import Runtime
+
+log = logging.getLogger("engram.jobs")
+
+
+class InProcessDispatcher:
+    mode = "inprocess"
+
+    def __init__(
+        self, runtime: Runtime, threads: int = 1, sweep_interval_s: float | None = None
+    ) -> None:
+        self._runtime = runtime
+        self._threads_wanted = max(1, min(threads, 2))
+        self._sweep_interval_s = sweep_interval_s or runtime.settings.sweep_interval_s
+        self._reset()
+        os.register_at_fork(after_in_child=_reset_in_child(weakref.ref(self)))
+
+    def _reset(self) -> None:
+        # Called at construction and in a forked child: threads do not survive a fork,
+        # and a lock held by one of them at fork time would never be released.
+        self._cond = threading.Condition()
+        self._extract: deque[str] = deque()
+        self._embed: deque[str] = deque()
+        self._known: set[tuple[str, str]] = set()  # queued or running
+        self._running = 0
+        self._stopping = False
+        self._threads: list[threading.Thread] = []
+        self._stop_event = threading.Event()
+
+    # --- public surface -------------------------------------------------------------------
+    def start(self) -> None:
+        with self._cond:
+            if self._threads or self._stopping:
+                return
+            for i in range(self._threads_wanted):
+                self._spawn(self._work, f"engram-jobs-{i}")
+            self._spawn(self._sweeper, "engram-sweep")
+
+    def enqueue_extract(self, turn_ids: Iterable[str]) -> None:
+        self._put(self._extract, "x", turn_ids)
+
+    def enqueue_embed(self, record_ids: Iterable[str]) -> None:
+        if self._runtime.settings.embedder != "off":
+            self._put(self._embed, "e", record_ids)
+
+    def queue_depth(self, queue: str | None = None) -> int:
+        """Jobs waiting (not running); one queue (``extraction``/``embedding``) or all."""
+        with self._cond:
+            sizes = {QUEUE_EXTRACTION: len(self._extract), QUEUE_EMBEDDING: len(self._embed)}
+            return sizes.get(queue, 0) if queue else sum(sizes.values())
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "queue_depth": self.queue_depth(),
+            "running": self._running,
+            "backfill": tasks.backfill_breaker(self._runtime).snapshot(),
+        }
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until nothing is queued or running; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: not (self._extract or self._embed or self._running), timeout
+            )
+
+    def close(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._stop_event.set()
+            self._cond.notify_all()
+            threads = list(self._threads)
+        for thread in threads:
+            # A job in flight finishes its transaction or never commits; what it leaves
+            # pending is still pending in the database for the next start.
+            thread.join(timeout=10)
+
+    # --- internals ------------------------------------------------------------------------
+    def _spawn(self, target: Any, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _put(self, queue: deque[str], kind: str, ids: Iterable[str]) -> None:
+        with self._cond:
+            if self._stopping:
+                return
+            for item in ids:
+                if (kind, item) not in self._known:
+                    self._known.add((kind, item))
+                    queue.append(item)
+            self._cond.notify()
+        self.start()
+
+    def _take(self) -> tuple[str, list[str]] | None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._stopping or self._extract or self._embed)
+            if self._stopping:
+                return None
+            self._running += 1
+            if self._extract:  # extraction first: it creates the records to embed
+                return "x", [self._extract.popleft()]
+            batch = [self._embed.popleft() for _ in range(min(EMBED_BATCH, len(self._embed)))]
+            return "e", batch
+
+    def _work(self) -> None:
+        while (job := self._take()) is not None:
+            kind, ids = job
+            try:
+                if kind == "x":
+                    tasks.extract_turn(self._runtime, ids[0])
+                else:
+                    tasks.embed_records(self._runtime, ids)
+            except Exception:
+                log.exception("job %s %s failed; it stays pending for the next sweep", kind, ids)
+            finally:
+                with self._cond:
+                    self._running -= 1
+                    self._known.difference_update((kind, i) for i in ids)
+                    self._cond.notify_all()
+
+    def _sweeper(self) -> None:
+        # At start-up first (catch up on whatever a previous process left), then on a timer.
+        while True:
+            try:
+                tasks.sweep(self._runtime)
+            except Exception:
+                log.exception("sweep failed; retrying at the next interval")
+            if self._stop_event.wait(self._sweep_interval_s):
+                return
+
+
+def _reset_in_child(ref: weakref.ref[InProcessDispatcher]) -> Any:
+    # Holds a weak reference only: a dispatcher that was closed and dropped is not kept
+    # alive by the (unremovable) fork hook.
+    def hook() -> None:
+        dispatcher = ref()
+        if dispatcher is not None:
+            dispatcher._reset()
+
+    return hook

@@ -1,0 +1,293 @@
+"""The job functions both dispatchers run: they take ids, re-read, and are idempotent.
+
+The database is the source of truth for pending work (unextracted turns, records with
+no embedding), so every function here may run twice, concurrently, or after a crash:
+``mark_turn_extracted`` is conditional and rolls the whole turn back if another worker
+won, and embedding skips records that already have a vector.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from shared.jobs.breaker import Breaker
+from shared.jobs.names import EMBED_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
+from shared.models import MemoryRecord, utcnow
+from shared.storage.base import NotFoundError, Turn
+
+if TYPE_CHECKING:
+    from shared.runtime import Runtime
+
+log = logging.getLogger("engram.jobs")
+
+SWEEP_EMBED_LIMIT = 2000  # records re-enqueued per sweep; the rest wait for the next one
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+class _LostRace(Exception):
+    """Another worker marked the turn extracted first: roll our records back."""
+
+
+def _embedder_unavailable() -> type[Exception]:
+    from shared.embedding import EmbedderUnavailable
+
+    return EmbedderUnavailable
+
+
+def _embed(runtime: Runtime, records: Sequence[MemoryRecord]) -> np.ndarray:
+    vectors = runtime.embedder.embed([r.embedding_text() for r in records])
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def _try_embed(runtime: Runtime, records: Sequence[MemoryRecord]) -> np.ndarray | None:
+    """Vectors for the records, or None when the embedder is off or unavailable."""
+    if not records or runtime.settings.embedder == "off":
+        return None
+    try:
+        return _embed(runtime, records)
+    except _embedder_unavailable() as exc:
+        log.info("embedder unavailable, records stay pending: %s", exc)
+        return None
+
+
+# --- extraction ---------------------------------------------------------------------------
+
+
+def _candidates(turn: Turn, runtime: Runtime) -> list[MemoryRecord]:
+    from shared.extraction import extract
+
+    # ``extract`` turns note events into records as written (``record_from_note``).
+    return list(extract(turn, runtime.settings))
+
+
+def _dedupe(
+    records: list[MemoryRecord], vectors: np.ndarray
+) -> tuple[list[MemoryRecord], np.ndarray]:
+    from shared.extraction import dedupe
+
+    kept, kept_vectors = dedupe(records, list(vectors))
+    return kept, np.stack(kept_vectors) if kept_vectors else vectors[:0]
+
+
+MERGE_NEIGHBOURS = 5  # nearest existing records offered to the conservative merge
+
+
+def _merge(
+    runtime: Runtime, records: list[MemoryRecord], vectors: np.ndarray
+) -> tuple[list[MemoryRecord], list[str]]:
+    """Conservative merge into existing neighbours: (records to write, ids to delete).
+
+    Each merged record replaces its candidate (keeping the candidate's vector: the merge
+    keeps the new title and summary); an old record is merged into at most one new one.
+    """
+    from shared.extraction import conservative_merge
+
+    out: list[MemoryRecord] = []
+    replaced: set[str] = set()
+    rows = runtime.storage.list_embeddings(records[0].namespace)
+    if not rows:
+        return records, []
+    matrix = np.stack([row.vector for row in rows]).astype(np.float32)
+    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    for record, vector in zip(records, vectors, strict=True):
+        cosines = matrix @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
+        top = [int(i) for i in np.argsort(-cosines)[:MERGE_NEIGHBOURS]]
+        ids = [rows[i].record_id for i in top if rows[i].record_id not in replaced]
+        by_id = {r.record_id: r for r in runtime.storage.get_memory_records(ids)}
+        neighbours = [
+            (by_id[rows[i].record_id], float(cosines[i])) for i in top if rows[i].record_id in by_id
+        ]
+        merge = conservative_merge(record, neighbours)
+        if merge is None:
+            out.append(record)
+        else:
+            out.append(merge.record)
+            replaced.update(merge.replaces)
+    return out, sorted(replaced)
+
+
+def extract_turn(runtime: Runtime, turn_id: str) -> list[str]:
+    """Extract one closed turn into records; returns the ids written ([] if nothing to do)."""
+    storage = runtime.storage
+    turn = storage.get_turn(turn_id)
+    if turn is None or turn.extracted or not turn.closed:
+        return []
+    records = _candidates(turn, runtime)
+    vectors = _try_embed(runtime, records)
+    deleted: list[str] = []
+    if vectors is not None:
+        records, vectors = _dedupe(records, vectors)
+        if runtime.settings.merge == "conservative" and records:
+            records, deleted = _merge(runtime, records, vectors)
+    ids = [r.record_id for r in records]
+    try:
+        with storage.transaction() as tx:
+            for i, record in enumerate(records):
+                tx.put_memory_record(record)
+                if vectors is not None:
+                    tx.put_embedding(record.record_id, vectors[i])
+            if deleted:
+                tx.delete_memory_records(deleted)
+            if not tx.mark_turn_extracted(turn_id, ids):
+                raise _LostRace(turn_id)
+    except _LostRace:
+        log.debug("turn %s already extracted by another worker", turn_id)
+        return []
+    if vectors is None and ids and runtime.settings.embedder != "off":
+        runtime.jobs.enqueue_embed(ids)  # after commit: the rows exist
+    return ids
+
+
+# --- embedding ----------------------------------------------------------------------------
+
+
+def _store_vectors(runtime: Runtime, records: Sequence[MemoryRecord], vectors: np.ndarray) -> int:
+    try:
+        with runtime.storage.transaction() as tx:
+            for record, vector in zip(records, vectors, strict=True):
+                tx.put_embedding(record.record_id, vector)
+        return len(records)
+    except NotFoundError:
+        # A record was deleted meanwhile: keep the others, one small transaction each.
+        written = 0
+        for record, vector in zip(records, vectors, strict=True):
+            try:
+                runtime.storage.put_embedding(record.record_id, vector)
+                written += 1
+            except NotFoundError:
+                pass
+        return written
+
+
+def embed_records(runtime: Runtime, record_ids: Sequence[str]) -> int:
+    """Embed the records that still lack a vector; returns how many were written.
+
+    An unavailable embedder is not an error here: the records stay pending in the
+    database and the sweep/backfill picks them up once the model is back. Raising would
+    only make Celery retry into the same missing model file (an exception storm).
+    """
+    if runtime.settings.embedder == "off" or not record_ids:
+        return 0
+    storage = runtime.storage
+    records = [
+        r
+        for r in storage.get_memory_records(list(record_ids))
+        if not storage.has_embedding(r.record_id)
+    ]
+    vectors = _try_embed(runtime, records)
+    if vectors is None:
+        return 0
+    return _store_vectors(runtime, records, vectors)
+
+
+# --- backfill -----------------------------------------------------------------------------
+
+_breakers: weakref.WeakKeyDictionary[Any, Breaker] = weakref.WeakKeyDictionary()
+_breakers_lock = threading.Lock()
+
+
+def backfill_breaker(runtime: Runtime) -> Breaker:
+    """The process's backfill breaker for this runtime (shown by ``/health``)."""
+    with _breakers_lock:
+        breaker = _breakers.get(runtime)
+        if breaker is None:
+            breaker = _breakers[runtime] = Breaker()
+        return breaker
+
+
+def backfill_embeddings(
+    runtime: Runtime,
+    batch: int = EMBED_BATCH,
+    namespace: str | None = None,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+    wait_on_open: bool = False,
+    max_seconds: float | None = None,
+) -> dict[str, Any]:
+    """Embed every record missing a vector, batch by batch (one transaction each).
+
+    After ``threshold`` consecutive failed batches the breaker opens: a task returns
+    (the next beat tick tries again after the cool-down); the CLI (``wait_on_open``)
+    waits out the cool-down and retries until stopped. ``max_seconds`` ends the run
+    between batches (a Celery task stops well inside its time limit; the next beat tick
+    continues where it left off).
+    """
+    if runtime.settings.embedder == "off":
+        return {"embedded": 0, "failures": 0, "breaker": "disabled"}
+    storage = runtime.storage
+    breaker = backfill_breaker(runtime)
+    stop = stop or threading.Event()
+    total = storage.stats(namespace)["pending_embedding"]
+    done = failures = 0
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    if progress:
+        progress(0, total)
+    while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+        if breaker.state == "open":
+            if not wait_on_open:
+                break
+            stop.wait(breaker.remaining_s())
+            continue
+        records = storage.records_missing_embedding(batch, namespace)
+        if not records:
+            break
+        try:
+            written = _store_vectors(runtime, records, _embed(runtime, records))
+        except Exception as exc:  # embedder down, database hiccup: the breaker decides
+            failures += 1
+            breaker.failure(exc)
+            log.warning("backfill batch failed (%s): %s", breaker.state, exc)
+            continue
+        breaker.success()
+        done += written
+        total = max(total, done)
+        if progress:
+            progress(done, total)
+        if written == 0:
+            break  # the batch vanished under us; nothing left we can make progress on
+    return {"embedded": done, "failures": failures, "breaker": breaker.state}
+
+
+# --- sweep --------------------------------------------------------------------------------
+
+
+def _queued_enough(runtime: Runtime, queue: str, jobs: int) -> bool:
+    """True when the queue already holds as many messages as the jobs we would add.
+
+    Sweeps re-enqueue everything pending, including work still queued from the last
+    sweep; without this a backlog slower than the sweep interval would pile up copies
+    (harmless no-ops, but unbounded). An emptied queue (restart, flush) fails the test
+    and gets everything again.
+    """
+    depth = runtime.jobs.queue_depth(queue)
+    return depth is not None and depth >= jobs
+
+
+def sweep(runtime: Runtime, embeddings: bool = True) -> dict[str, int]:
+    """Close idle turns and re-enqueue everything the database says is pending.
+
+    ``embeddings=False`` where a scheduled backfill covers records missing a vector
+    (Celery beat), so the two don't embed the same records twice.
+    """
+    storage = runtime.storage
+    closed = storage.close_idle_turns(utcnow() - timedelta(seconds=runtime.settings.turn_idle_s))
+    pending = storage.pending_turns()
+    if pending and not _queued_enough(runtime, QUEUE_EXTRACTION, len(pending)):
+        runtime.jobs.enqueue_extract(pending)
+    missing: list[str] = []
+    if embeddings and runtime.settings.embedder != "off":
+        missing = [r.record_id for r in storage.records_missing_embedding(SWEEP_EMBED_LIMIT)]
+        batches = -(-len(missing) // EMBED_BATCH)
+        if missing and not _queued_enough(runtime, QUEUE_EMBEDDING, batches):
+            for i in range(0, len(missing), EMBED_BATCH):
+                runtime.jobs.enqueue_embed(missing[i : i + EMBED_BATCH])
+    return {"closed": len(closed), "extract": len(pending), "embed": len(missing)}

@@ -1,0 +1,99 @@
+"""`engram worker` / `backfill` as real subprocesses; the progress bar on both streams."""
+
+from __future__ import annotations
+
+import io
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from services.cli.backfill import ProgressBar
+from shared.config import Settings
+from shared.models import MemoryRecord
+
+from .conftest import NS, REPO, Processes, engram_env, wait_until
+
+
+def engram(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli.main", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def put_records(runtime, n: int) -> None:  # type: ignore[no-untyped-def]
+    for i in range(n):
+        runtime.storage.put_memory_record(
+            MemoryRecord(namespace=NS, title=f"record {i} about sweeps", summary="x " * 20)
+        )
+
+
+def test_worker_and_beat_refuse_to_start_without_redis(settings: Settings):
+    for command in ("worker", "beat"):
+        done = engram([command], engram_env(settings))
+        assert done.returncode == 2
+        assert "ENGRAM_REDIS_URL" in done.stderr
+
+
+def test_backfill_refuses_when_the_embedder_is_off(settings: Settings, make_runtime):
+    make_runtime(settings)
+    done = engram(["backfill"], engram_env(settings))
+    assert done.returncode == 2 and "ENGRAM_EMBEDDER=off" in done.stderr
+
+
+@pytest.mark.slow
+def test_backfill_embeds_everything_and_rebuild_redoes_it(model_settings: Settings, make_runtime):
+    runtime = make_runtime(model_settings)
+    put_records(runtime, 40)
+    env = engram_env(model_settings)
+    done = engram(["backfill", "--batch", "16"], env)
+    assert done.returncode == 0, done.stderr
+    assert "embedding: 0/40" in done.stderr and "done: embedded 40 record(s)" in done.stderr
+    assert runtime.storage.stats()["pending_embedding"] == 0
+
+    done = engram(["backfill", "--rebuild", "--namespace", NS], env)
+    assert done.returncode == 0, done.stderr
+    assert "cleared 40 embedding(s)" in done.stderr and "embedded 40" in done.stderr
+    assert runtime.storage.stats()["embedded"] == 40
+
+
+@pytest.mark.slow
+def test_backfill_ctrl_c_stops_cleanly_and_a_rerun_finishes(
+    model_settings: Settings, make_runtime, processes: Processes
+):
+    runtime = make_runtime(model_settings)
+    put_records(runtime, 400)
+    env = engram_env(model_settings)
+    proc = processes.start(["backfill", "--batch", "4"], env)
+    log = processes.log_dir / "backfill-0.log"
+    wait_until(lambda: "embedding: 0/400" in log.read_text(), what="backfill to start")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    assert "interrupted" in log.read_text()
+    assert runtime.storage.stats()["pending_embedding"] > 0
+    done = engram(["backfill"], env)
+    assert done.returncode == 0, done.stderr
+    assert runtime.storage.stats()["pending_embedding"] == 0
+
+
+def test_progress_bar_redraws_in_place_on_a_tty_and_prints_lines_otherwise():
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, plain = Tty(), io.StringIO()
+    for stream in (tty, plain):
+        bar = ProgressBar(stream, every_s=3600)
+        for done in (0, 5, 10):
+            bar(done, 10)
+        bar.finish()
+    assert tty.getvalue().count("\r") == 3 and "10/10 100%" in tty.getvalue()
+    # Not a TTY: the first and last update only (the middle one falls inside `every_s`).
+    lines = plain.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["embedding: 0/10", "embedding: 10/10"]

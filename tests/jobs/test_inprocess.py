@@ -1,0 +1,86 @@
+"""The embedded-mode executor: real threads, real SQLite (and Postgres), real model."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from shared.config import Settings
+from shared.jobs import open_dispatcher
+from shared.jobs.inprocess import InProcessDispatcher
+
+from .conftest import assert_extracted_once, caught_up, ingest, wait_until
+
+
+def test_open_dispatcher_picks_inprocess_without_redis(settings: Settings, make_runtime):
+    runtime = make_runtime(settings)
+    assert isinstance(runtime.jobs, InProcessDispatcher)
+    assert runtime.jobs.mode == "inprocess" and runtime.jobs.queue_depth() == 0
+
+
+def test_threads_start_lazily_not_at_construction(settings: Settings, make_runtime):
+    runtime = make_runtime(settings)
+    dispatcher = open_dispatcher(runtime)
+    try:
+        assert dispatcher._threads == []  # type: ignore[attr-defined]
+        dispatcher.start()
+        assert len(dispatcher._threads) == 2  # type: ignore[attr-defined]
+    finally:
+        dispatcher.close()
+    assert not any(t.is_alive() for t in dispatcher._threads)  # type: ignore[attr-defined]
+    dispatcher.enqueue_extract(["after-close"])  # ignored, never raises
+    assert dispatcher.queue_depth() == 0
+
+
+def test_enqueued_turns_are_extracted(backend_settings: Settings, make_runtime):
+    runtime = make_runtime(backend_settings)
+    turns = ingest(runtime, 10)
+    assert runtime.jobs.wait_idle(timeout=60)
+    assert_extracted_once(runtime, turns)
+
+
+def test_queued_ids_are_deduplicated(settings: Settings, make_runtime):
+    runtime = make_runtime(settings)
+    jobs = runtime.jobs
+    jobs.start()
+    # Holding the executor's lock keeps its threads from taking work meanwhile.
+    with jobs._cond:  # type: ignore[attr-defined]
+        jobs.enqueue_extract(["t1", "t2", "t1"])
+        jobs.enqueue_extract(["t2"])
+        assert jobs.queue_depth() == 2
+
+
+def test_a_restarted_process_catches_up_at_start(backend_settings: Settings, make_runtime):
+    first = make_runtime(backend_settings)
+    turns = ingest(first, 6, enqueue=False)  # committed, then the process "died"
+    first.close()
+    second = make_runtime(backend_settings)
+    second.jobs.start()  # the start-up sweep finds the pending turns
+    wait_until(lambda: caught_up(second), what="start-up sweep to extract pending turns")
+    assert_extracted_once(second, turns)
+
+
+@pytest.mark.slow
+def test_extraction_and_embedding_complete_with_the_real_model(
+    model_settings: Settings, make_runtime
+):
+    runtime = make_runtime(model_settings)
+    turns = ingest(runtime, 20)
+    wait_until(lambda: caught_up(runtime), what="pipeline to catch up")
+    assert_extracted_once(runtime, turns)
+    assert runtime.storage.stats()["embedded"] == 20
+
+
+def test_a_forked_child_gets_a_fresh_executor(settings: Settings, make_runtime):
+    runtime = make_runtime(settings)
+    jobs = runtime.jobs
+    jobs.start()
+    with jobs._cond:  # type: ignore[attr-defined]
+        jobs.enqueue_extract(["queued-in-parent"])
+    pid = os.fork()
+    if pid == 0:  # child: no inherited threads, queue or (possibly held) lock
+        ok = jobs._threads == [] and jobs.queue_depth() == 0  # type: ignore[attr-defined]
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

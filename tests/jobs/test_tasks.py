@@ -1,0 +1,199 @@
+"""The task functions on each backend: idempotent, race-safe, the database decides."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared.config import Settings
+from shared.embedding import tokenizer_path
+from shared.jobs import (
+    backfill_breaker,
+    backfill_embeddings,
+    embed_records,
+    extract_turn,
+    sweep,
+)
+from shared.jobs.breaker import Breaker
+from shared.jobs.tasks import _store_vectors
+from shared.models import MemoryRecord
+
+from .conftest import NS, assert_extracted_once, event, ingest, turn_events
+
+
+def test_extract_turn_writes_once_and_marks_the_turn(backend_settings: Settings, make_runtime):
+    runtime = make_runtime(backend_settings)
+    [turn_id] = ingest(runtime, 1, enqueue=False)
+    ids = extract_turn(runtime, turn_id)
+    assert len(ids) == 1
+    assert extract_turn(runtime, turn_id) == []  # already extracted: a no-op
+    assert_extracted_once(runtime, [turn_id])
+    assert runtime.storage.stats()["pending_extraction"] == 0
+
+
+def test_extract_turn_skips_open_and_unknown_turns(backend_settings: Settings, make_runtime):
+    runtime = make_runtime(backend_settings)
+    [result] = runtime.storage.put_events([event("prompt", "still typing", "open")])
+    assert result.closed_turns == () and result.turn_id
+    assert extract_turn(runtime, result.turn_id) == []
+    assert extract_turn(runtime, "no-such-turn") == []
+    assert runtime.storage.list_memory_records(NS).total == 0
+
+
+def test_note_becomes_one_record_as_written(backend_settings: Settings, make_runtime):
+    runtime = make_runtime(backend_settings)
+    [result] = runtime.storage.put_events([event("note", "Use uv for installs.", "n1")])
+    [turn_id] = result.closed_turns
+    [record_id] = extract_turn(runtime, turn_id)
+    record = runtime.storage.get_memory_record(record_id)
+    assert record is not None and record.observation_type == "note"
+
+
+def test_concurrent_extraction_of_one_turn_writes_one_record(
+    backend_settings: Settings, make_runtime
+):
+    # Two workers racing on the same turns: the conditional mark lets exactly one commit.
+    runtime = make_runtime(backend_settings)
+    turns = ingest(runtime, 8, enqueue=False)
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        barrier.wait()
+        try:
+            for turn_id in turns:
+                extract_turn(runtime, turn_id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert_extracted_once(runtime, turns)
+
+
+def test_embedder_off_leaves_records_pending_without_errors(
+    backend_settings: Settings, make_runtime
+):
+    runtime = make_runtime(backend_settings)
+    turns = ingest(runtime, 2, enqueue=False)
+    ids = [i for t in turns for i in extract_turn(runtime, t)]
+    assert embed_records(runtime, ids) == 0
+    assert backfill_embeddings(runtime)["embedded"] == 0
+    assert runtime.storage.stats()["pending_embedding"] == 2
+
+
+@pytest.mark.slow
+def test_extraction_embeds_inline_and_embed_records_skips_done_ones(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime
+):
+    settings = backend_settings.replace(embedder="onnx", model_path=onnx_model_path)
+    runtime = make_runtime(settings)
+    [turn_id] = ingest(runtime, 1, enqueue=False)
+    [record_id] = extract_turn(runtime, turn_id)
+    assert runtime.storage.has_embedding(record_id)
+    assert embed_records(runtime, [record_id]) == 0  # already embedded: skipped
+    plain = MemoryRecord(namespace=NS, title="written directly, no vector yet")
+    runtime.storage.put_memory_record(plain)
+    assert embed_records(runtime, [plain.record_id, "mr_01HZZZZZZZZZZZZZZZZZZZZZZZ"]) == 1
+    assert runtime.storage.stats()["pending_embedding"] == 0
+
+
+@pytest.mark.slow
+def test_unavailable_embedder_keeps_records_pending_then_backfill_completes(
+    backend_settings: Settings, onnx_model_path: Path, tmp_path: Path, make_runtime
+):
+    missing = tmp_path / "model" / "all-MiniLM-L6-v2.onnx"
+    settings = backend_settings.replace(embedder="onnx", model_path=missing)
+    runtime = make_runtime(settings)
+    turns = ingest(runtime, 5, enqueue=False)
+    for turn_id in turns:
+        extract_turn(runtime, turn_id)  # no exception storm
+    # Its enqueue of embed jobs started the in-process executor, whose start-up sweep
+    # may have taken some of the turns: either way each turn has its one record.
+    assert runtime.jobs.wait_idle(timeout=60)
+    assert_extracted_once(runtime, turns)
+    ids = [r.record_id for r in runtime.storage.list_memory_records(NS).items]
+    assert embed_records(runtime, ids) == 0
+    breaker = backfill_breaker(runtime)
+    result = backfill_embeddings(runtime, batch=2)
+    assert result["embedded"] == 0 and result["breaker"] == "open"
+    assert breaker.snapshot()["consecutive_failures"] == breaker.threshold
+    assert runtime.storage.stats()["pending_embedding"] == 5
+
+    # The model comes back (same path): after the cool-down the next backfill completes.
+    missing.parent.mkdir()
+    shutil.copy(onnx_model_path, missing)
+    shutil.copy(tokenizer_path(onnx_model_path), tokenizer_path(missing))
+    breaker.cooldown_s = 0
+    breaker.failure("force a fresh cool-down of 0 s")
+    seen: list[tuple[int, int]] = []
+    result = backfill_embeddings(runtime, batch=2, progress=lambda d, t: seen.append((d, t)))
+    assert result == {"embedded": 5, "failures": 0, "breaker": "closed"}
+    assert seen[0] == (0, 5) and seen[-1] == (5, 5)
+    assert runtime.storage.stats()["pending_embedding"] == 0
+
+
+def test_sweep_closes_idle_turns_and_reenqueues_pending(backend_settings: Settings, make_runtime):
+    runtime = make_runtime(backend_settings.replace(turn_idle_s=1))
+    runtime.storage.put_events([event("prompt", "an abandoned turn", "idle")])
+    lost = ingest(runtime, 2, enqueue=False)  # committed, but the enqueue was "lost"
+    time.sleep(1.2)  # let the open turn become idle
+    counts = sweep(runtime)
+    assert counts["closed"] == 1 and counts["extract"] == 3
+    assert runtime.jobs.wait_idle(timeout=60)
+    assert runtime.storage.stats()["pending_extraction"] == 0
+    assert all(runtime.storage.get_turn(t).extracted for t in lost)  # type: ignore[union-attr]
+
+
+def test_breaker_opens_after_threshold_and_half_opens_after_cooldown():
+    now = [100.0]
+    breaker = Breaker(threshold=2, cooldown_s=10, clock=lambda: now[0])
+    breaker.failure("x")
+    assert breaker.state == "closed"
+    breaker.failure("y")
+    assert breaker.state == "open" and breaker.remaining_s() == 10
+    now[0] += 10
+    assert breaker.state == "half_open"
+    breaker.success()
+    assert breaker.snapshot() == {"state": "closed", "consecutive_failures": 0, "last_error": None}
+
+
+@pytest.mark.slow
+def test_conservative_merge_folds_a_repeat_into_its_old_twin(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime
+):
+    settings = backend_settings.replace(
+        embedder="onnx", model_path=onnx_model_path, merge="conservative"
+    )
+    runtime = make_runtime(settings)
+    [first] = runtime.storage.put_events(turn_events(0, session="a"))[-1].closed_turns
+    [old_id] = extract_turn(runtime, first)
+    [again] = runtime.storage.put_events(turn_events(0, session="b"))[-1].closed_turns
+    [merged_id] = extract_turn(runtime, again)
+    page = runtime.storage.list_memory_records(NS)
+    assert [r.record_id for r in page.items] == [merged_id] and merged_id != old_id
+    merged = page.items[0]
+    assert merged.strategy == "merged" and len(merged.source_event_ids) == 4
+    assert runtime.storage.has_embedding(merged_id)
+    assert runtime.storage.get_memory_record(old_id) is None
+
+
+def test_vectors_for_records_deleted_meanwhile_are_dropped_not_fatal(
+    backend_settings: Settings, make_runtime
+):
+    runtime = make_runtime(backend_settings)
+    gone, kept = MemoryRecord(namespace=NS, title="gone"), MemoryRecord(namespace=NS, title="kept")
+    for record in (gone, kept):
+        runtime.storage.put_memory_record(record)
+    runtime.storage.delete_memory_records([gone.record_id])  # after the job read it
+    assert _store_vectors(runtime, [gone, kept], np.ones((2, 384), dtype=np.float32)) == 1
+    assert runtime.storage.has_embedding(kept.record_id)
