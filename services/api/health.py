@@ -63,6 +63,15 @@ def _embedder(rt: Any) -> dict[str, Any]:
     return out
 
 
+def _llm(rt: Any) -> dict[str, Any]:
+    from shared.extraction import llm_usage
+
+    try:
+        return llm_usage(rt.settings)
+    except Exception as exc:
+        return {"error": exc.__class__.__name__}
+
+
 def _search(rt: Any) -> dict[str, Any]:
     try:
         return dict(rt.retriever.metrics())
@@ -91,4 +100,5 @@ def health() -> tuple[Response, int]:
     body["jobs"] = _jobs(rt)
     body["embedder"] = _embedder(rt)
     body["search"] = _search(rt)
+    body["llm"] = _llm(rt)
     return jsonify(body), status

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -16,6 +17,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=None, help="worker processes")
     parser.add_argument("--loglevel", default=None, help="default: ENGRAM_LOG_LEVEL")
     parser.add_argument("--pool", default=None, help="Celery pool (prefork, solo, threads)")
+    parser.add_argument(
+        "-n",
+        "--hostname",
+        default=None,
+        help="node name (default: engram-<pid>@<host>, unique per worker on one host)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     argv = ["worker", "-Q", args.queues, "--loglevel", args.loglevel or settings.log_level]
+    argv += ["--hostname", args.hostname or f"engram-{os.getpid()}@%h"]
     # Workers never talk to each other (no remote control): skip the start-up chatter.
     argv += ["--without-mingle", "--without-gossip"]
     if args.concurrency:

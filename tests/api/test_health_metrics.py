@@ -21,6 +21,23 @@ def test_health_shape(api: Api) -> None:
     assert isinstance(body["search"], dict)
 
 
+def test_health_reports_llm_token_use(sqlite_settings: Settings) -> None:
+    from shared.extraction.budget import usage
+
+    assert usage(sqlite_settings)["enabled"] is False
+    settings = sqlite_settings.replace(
+        llm_base_url="http://127.0.0.1:9/v1", llm_model="m", llm_daily_tokens=1234
+    )
+    rt = Runtime.build(settings)
+    try:
+        client = create_app(runtime=rt).test_client()
+        llm = client.get("/health", base_url=BASE).json["llm"]
+    finally:
+        rt.close()
+    assert llm["enabled"] is True
+    assert llm["budget"] == 1234 and llm["tokens_used"] == 0 and llm["remaining"] == 1234
+
+
 def test_health_has_no_user_content(api: Api) -> None:
     secret = "zebra-unicorn-4711"
     api.post("/v1/events", json=make_event(body={"type": "text", "content": secret}))
