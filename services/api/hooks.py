@@ -9,6 +9,7 @@ the agent's "nothing to add": an engram hook must never break the agent.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
@@ -54,8 +55,12 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
 
 def _context(agent: str, payload: dict[str, Any]) -> HookContext:
     start = _project_dir(payload)
-    # No path at all means the global project, never the server's own cwd.
-    root = project.find_root(start) if start else None
+    # No path at all means the global project, never the server's own cwd. A path this
+    # server cannot see (the API runs in a container) is taken as the root as given.
+    if start and os.path.isdir(start):
+        root = project.find_root(start)
+    else:
+        root = os.path.normpath(start) if start else None
     actor = request.headers.get("X-Engram-Actor") or project.actor()
     actor = project.sanitize_actor(actor)
     return HookContext(

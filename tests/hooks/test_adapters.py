@@ -176,6 +176,20 @@ def test_header_project_wins_over_cwd(
     assert len(_events(sqlite_hooks, namespace)) == 1
 
 
+def test_a_project_path_the_server_cannot_see_is_the_root_as_given(
+    sqlite_hooks: Hooks, tmp_path: Path
+) -> None:
+    # The API in a container does not see the host's folders: the header still decides.
+    from shared import project
+
+    host_root = "/home/dev/projects/shop"
+    payload = load("claude-code", "UserPromptSubmit", tmp_path / "elsewhere")
+    res = sqlite_hooks.post("claude-code", payload, **{"X-Engram-Project": host_root})
+    assert res.status_code == 204
+    expected = project.namespace_for("alice", project.project_id(host_root))
+    assert len(_events(sqlite_hooks, expected)) == 1
+
+
 def test_no_project_marker_means_the_global_project(sqlite_hooks: Hooks, tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     bare.mkdir()
