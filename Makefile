@@ -45,3 +45,35 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# --- deployment: docker compose (see README "Deploy with Docker Compose") ------------------
+COMPOSE ?= docker compose
+N ?= 2
+
+.PHONY: env up down logs ps scale-workers stack
+
+env:
+	scripts/make-env.sh .env
+
+.env:
+	scripts/make-env.sh .env
+
+up: .env
+	$(COMPOSE) up -d --build
+
+down:
+	$(COMPOSE) down
+
+logs:
+	$(COMPOSE) logs -f --tail=200
+
+ps:
+	$(COMPOSE) ps
+
+scale-workers:
+	$(COMPOSE) up -d --no-recreate --scale worker=$(N) worker
+
+# The same processes as compose.yaml (migrate, gunicorn, two Celery workers, beat), in
+# the foreground, against ENGRAM_DATABASE_URL and ENGRAM_REDIS_URL.
+stack: install
+	$(BIN)/python tests/stack/stack.py

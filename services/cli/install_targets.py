@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 Edit = Callable[[Any, bool], Any]
@@ -45,12 +47,32 @@ def mcp_server(w: Where) -> dict[str, Any]:
     return server
 
 
+# The forwarder is stdlib-only, so any Python 3.9+ runs it. The system interpreter is
+# usually a static, PGO-optimized build that starts several ms faster than a venv's
+# (often a shared-library build, as pyenv makes them); that start is paid on every hook.
+SYSTEM_PYTHON = "/usr/bin/python3"
+_MIN_FORWARDER_PYTHON = (3, 9)
+
+
 def hook_command(agent: str, event: str = "") -> str:
-    """The forwarder as a file run by this interpreter with ``-S -E -s``: no site, no
-    ``.pth`` files, no console-script shim — the fastest start the stdlib allows."""
+    """The forwarder as a file run with ``-S -E -s``: no site, no ``.pth`` files, no
+    console-script shim — the fastest start the stdlib allows."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook.py")
-    parts = [sys.executable, "-S", "-E", "-s", script, agent] + ([event] if event else [])
+    parts = [forwarder_python(), "-S", "-E", "-s", script, agent] + ([event] if event else [])
     return " ".join(shlex.quote(p) for p in parts)
+
+
+@cache
+def forwarder_python(candidate: str = SYSTEM_PYTHON) -> str:
+    """``candidate`` if it runs and is Python 3.9 or newer, else this interpreter."""
+    check = f"import sys; sys.exit(sys.version_info[:2] < {_MIN_FORWARDER_PYTHON!r})"
+    try:
+        done = subprocess.run(
+            [candidate, "-S", "-E", "-s", "-c", check], capture_output=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return sys.executable
+    return candidate if done.returncode == 0 else sys.executable
 
 
 def engram_bin() -> str:

@@ -30,9 +30,11 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
         "--workers", str(workers),
         "--worker-class", "gthread",
         "--threads", str(threads),
-        # Recycle workers now and then so a slow leak can never grow without bound.
-        "--max-requests", "1000",
-        "--max-requests-jitter", "100",
+        # Recycle workers now and then so a slow leak can never grow without bound, but
+        # rarely: a restart re-imports the app and reloads the model (~0.5 s of CPU), and
+        # at 1,000 requests it cost ingest about a third of its throughput (bench/ingest).
+        "--max-requests", "50000",
+        "--max-requests-jitter", "5000",
         "--graceful-timeout", "10",
         # gunicorn 27's control socket is one fixed path per user: several servers (tests,
         # bench) would fight over it, and engram does not use it.

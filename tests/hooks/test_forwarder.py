@@ -175,3 +175,32 @@ def test_forwarder_imports_only_the_standard_library(tmp_path: Path, project_dir
     }
     assert foreign == set()
     assert not modules & {"socket", "re", "json", "pathlib", "urllib.request", "http.client"}
+
+
+def test_the_command_install_writes_runs_the_forwarder(
+    server: Server, project_dir: Path, namespace: str
+) -> None:
+    import shlex
+
+    from services.cli.install_targets import hook_command
+
+    record = remember(server.runtime, namespace)
+    payload = json.dumps(load("claude-code", "SessionStart", project_dir)).encode()
+    env = _env(server.settings.home, server.settings.port, server.token)
+    argv = shlex.split(hook_command("claude-code", "SessionStart"))
+    out = subprocess.run(argv, input=payload, env=env, cwd=project_dir, capture_output=True)
+    assert (out.returncode, out.stderr) == (0, b"")
+    assert record.title in json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_forwarder_python_prefers_a_working_system_python3(tmp_path: Path) -> None:
+    from services.cli.install_targets import forwarder_python
+
+    too_old = tmp_path / "python2"
+    too_old.write_text("#!/bin/sh\nexit 1\n")
+    too_old.chmod(0o755)
+    assert forwarder_python(str(too_old)) == sys.executable
+    assert forwarder_python(str(tmp_path / "missing")) == sys.executable
+    system = "/usr/bin/python3"
+    if os.access(system, os.X_OK):
+        assert forwarder_python(system) == system

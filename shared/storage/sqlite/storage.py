@@ -28,7 +28,7 @@ from shared.storage.base import (
 )
 from shared.storage.sqlite import codec
 from shared.storage.sqlite import queries as q
-from shared.storage.sqlite.connection import Connections, immediate
+from shared.storage.sqlite.connection import Connections
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class SqliteStorage(Storage):
     # --- events and turns -------------------------------------------------------------
     def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
         now = utcnow()
-        with immediate(self._conns.get()) as conn:
+        with self._conns.write() as conn:
             return [self._put_event(conn, event, now) for event in events]
 
     def _put_event(self, conn: sqlite3.Connection, event: Event, now: datetime) -> PutEventResult:
@@ -164,7 +164,7 @@ class SqliteStorage(Storage):
 
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": codec.ts(utcnow()), "before": codec.ts(idle_before)}
-        with immediate(self._conns.get()) as conn:
+        with self._conns.write() as conn:
             return [r["turn_id"] for r in conn.execute(q.CLOSE_IDLE_TURNS, params).fetchall()]
 
     def pending_turns(self, limit: int = 1000) -> list[str]:
@@ -173,7 +173,7 @@ class SqliteStorage(Storage):
     # --- memory records ---------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
-        with immediate(self._conns.get()) as conn:
+        with self._conns.write() as conn:
             tx = SqliteTx(conn)
             yield tx
         # Reached only after COMMIT: readers told to drop caches will see the new rows.
@@ -210,7 +210,7 @@ class SqliteStorage(Storage):
         return Page([codec.to_record(r) for r in rows], total, limit, offset)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
-        with immediate(self._conns.get()) as conn:
+        with self._conns.write() as conn:
             row = conn.execute(q.SET_PINNED, (int(pinned), record_id)).fetchone()
         if row is None:
             raise NotFoundError(f"no memory record {record_id}")
@@ -287,7 +287,7 @@ class SqliteStorage(Storage):
         return [codec.to_record(r) for r in self._read(q.MISSING_EMBEDDING, params)]
 
     def clear_embeddings(self, namespace: str | None = None) -> int:
-        with immediate(self._conns.get()) as conn:
+        with self._conns.write() as conn:
             rows = conn.execute(
                 q.CLEAR_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)}
             ).fetchall()

@@ -1,0 +1,90 @@
+"""SQLite write path: WAL checkpoints run off-thread, catching up under the write lock."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from shared.config import Settings, prepare_home
+from shared.models import Event, new_ulid
+from shared.storage import migrate, open_storage
+from shared.storage.sqlite import connection
+
+
+def event(kind: str = "note", session: str = "s1") -> Event:
+    return Event(
+        event_id=new_ulid(),
+        session_id=session,
+        actor_id="a",
+        namespace="/actor/a/project/a/",
+        kind=kind,
+        body={"type": "text", "content": "hello"},
+        valid_time=datetime.now(UTC),
+        source={"surface": "test"},
+    )
+
+
+@pytest.fixture
+def store(settings: Settings) -> Any:
+    prepare_home(settings)
+    migrate(settings)
+    store = open_storage(settings)
+    yield store
+    store.close()
+
+
+def test_checkpoints_run_in_the_background_and_stop_on_close(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connection, "CHECKPOINT_COMMITS", 5)
+    conn = store._conns.get()
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == connection.BACKSTOP_PAGES
+    for i in range(40):
+        store.put_event(event("note", session=f"s{i}"))
+    checkpointer = store._conns._checkpointer
+    for _ in range(10_000):  # bounded wait for the thread's first pass
+        if checkpointer.passes:
+            break
+        threading.Event().wait(0.001)
+    assert checkpointer.passes >= 1
+    thread = checkpointer._thread
+    assert thread is not None and thread.is_alive()
+    store.close()
+    assert not thread.is_alive()
+
+
+class _CountingLock:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.entered = 0
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+        self.entered += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def test_a_long_wal_gets_a_catch_up_pass_under_the_write_lock(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpointer = store._conns._checkpointer
+    checkpointer._write_lock = lock = _CountingLock()
+    side = connection.connect(store.path)
+    try:
+        for i in range(10):
+            store.put_event(event("note", session=f"a{i}"))
+        monkeypatch.setattr(connection, "CATCH_UP_FRAMES", 10**9)
+        checkpointer._checkpoint(side)
+        assert lock.entered == 0  # a short WAL: writers are never held up
+        for i in range(10):
+            store.put_event(event("note", session=f"b{i}"))
+        monkeypatch.setattr(connection, "CATCH_UP_FRAMES", 1)
+        checkpointer._checkpoint(side)
+        assert lock.entered == 1
+    finally:
+        side.close()
