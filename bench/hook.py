@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest import Server, _pct
-from services.cli.install_targets import hook_command
+from services.cli.install_targets import Where, hook_command
 
 RUNS = 200
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/hooks/claude-code/PostToolUse.json"
@@ -45,7 +45,9 @@ def run(runs: int = RUNS) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
         env.update(ENGRAM_PORT=str(server.port), ENGRAM_TOKEN=server.token)
         base = json.loads(FIXTURE.read_text())
-        forwarder = shlex.split(hook_command("claude-code"))
+        # A default install (port 37800, ~/.engram): the command has no env prefix.
+        default = Where(home=os.path.expanduser("~"), project=None, port=37800, token=None)
+        forwarder = shlex.split(hook_command(default, "claude-code"))
         venv_forwarder = [sys.executable, *forwarder[1:]]
         script = [str(Path(sys.executable).with_name("engram")), "hook", "claude-code"]
         # Same forwarder, nothing listening: its own cost without the server's work.

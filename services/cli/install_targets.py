@@ -35,13 +35,20 @@ class Where:
 DEFAULT_PORT = 37800
 
 
+def _engram_env(w: Where) -> dict[str, str]:
+    """The non-default settings a hook or MCP process must be told: agents start them
+    with their own environment, not the one ``engram install`` ran in."""
+    env = {"ENGRAM_PORT": str(w.port)} if w.port != DEFAULT_PORT else {}
+    if w.engram_home:
+        env["ENGRAM_HOME"] = w.engram_home
+    return env
+
+
 def mcp_server(w: Where) -> dict[str, Any]:
     """``engram mcp`` by absolute path. A non-default port or home goes in ``env``: some
     agents (Codex) start MCP servers with a scrubbed environment."""
     server: dict[str, Any] = {"command": engram_bin(), "args": ["mcp"]}
-    env = {"ENGRAM_PORT": str(w.port)} if w.port != DEFAULT_PORT else {}
-    if w.engram_home:
-        env["ENGRAM_HOME"] = w.engram_home
+    env = _engram_env(w)
     if env:
         server["env"] = env
     return server
@@ -54,11 +61,14 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 _MIN_FORWARDER_PYTHON = (3, 9)
 
 
-def hook_command(agent: str, event: str = "") -> str:
+def hook_command(w: Where, agent: str, event: str = "") -> str:
     """The forwarder as a file run with ``-S -E -s``: no site, no ``.pth`` files, no
-    console-script shim — the fastest start the stdlib allows."""
+    console-script shim — the fastest start the stdlib allows. Non-default settings go
+    first through ``env`` (works both as a shell command and as an argv)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook.py")
-    parts = [forwarder_python(), "-S", "-E", "-s", script, agent] + ([event] if event else [])
+    env = [f"{k}={v}" for k, v in _engram_env(w).items()]
+    parts = (["/usr/bin/env", *env] if env else []) + [forwarder_python(), "-S", "-E", "-s"]
+    parts += [script, agent] + ([event] if event else [])
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -161,7 +171,7 @@ def claude_code(w: Where) -> list[tuple[str, Edit]]:
         "timeout": 5,
     }
     # SessionStart runs only command hooks; the forwarder prints the JSON reply.
-    start = {"type": "command", "command": hook_command("claude-code", "SessionStart")}
+    start = {"type": "command", "command": hook_command(w, "claude-code", "SessionStart")}
     groups = {
         "SessionStart": {"hooks": [{**start, "timeout": 10}]},
         "UserPromptSubmit": {"hooks": [http]},
@@ -192,7 +202,7 @@ def claude_code(w: Where) -> list[tuple[str, Edit]]:
 
 def gemini_cli(w: Where) -> list[tuple[str, Edit]]:
     path = os.path.join(w.project or w.home, ".gemini", "settings.json")
-    cmd = hook_command("gemini-cli")
+    cmd = hook_command(w, "gemini-cli")
 
     def handler(name: str, timeout: int = 5000) -> dict[str, Any]:
         return {"name": f"engram-{name}", "type": "command", "command": cmd, "timeout": timeout}
@@ -214,7 +224,7 @@ def gemini_cli(w: Where) -> list[tuple[str, Edit]]:
 
 def kiro_cli(w: Where) -> list[tuple[str, Edit]]:
     path = os.path.join(w.project or w.home, ".kiro", "agents", "engram.json")
-    cmd = hook_command("kiro-cli")
+    cmd = hook_command(w, "kiro-cli")
     handlers = {
         "agentSpawn": {"command": cmd, "timeout_ms": 5000},
         "userPromptSubmit": {"command": cmd, "timeout_ms": 5000},
@@ -242,7 +252,7 @@ def kiro_cli(w: Where) -> list[tuple[str, Edit]]:
 
 def cursor(w: Where) -> list[tuple[str, Edit]]:
     base = os.path.join(w.project or w.home, ".cursor")
-    cmd = hook_command("cursor")
+    cmd = hook_command(w, "cursor")
     events = ("beforeSubmitPrompt", "afterShellExecution", "afterFileEdit", "afterAgentResponse")
     handlers = {event: {"command": cmd} for event in events}
 
@@ -276,7 +286,7 @@ def _strip_blocks(text: str) -> str:
 
 def codex(w: Where) -> list[tuple[str, Edit]]:
     base = os.path.join(w.project or w.home, ".codex")
-    cmd = hook_command("codex")
+    cmd = hook_command(w, "codex")
     handler = {"type": "command", "command": cmd, "timeout": 10}
     groups = {
         "SessionStart": {"matcher": "startup|resume|clear|compact", "hooks": [handler]},
@@ -304,7 +314,7 @@ def codex(w: Where) -> list[tuple[str, Edit]]:
             # Top-level key: must precede every table, so it goes first. Codex appends
             # the turn report as one JSON argument; the Stop hook reports the same turn
             # and the adapter stores it once (same turn id).
-            argv = json.dumps(shlex.split(hook_command("codex", "notify")))
+            argv = json.dumps(shlex.split(hook_command(w, "codex", "notify")))
             text = f"{BEGIN}\nnotify = {argv}\n{END}\n" + text
         return text
 

@@ -182,12 +182,22 @@ def test_the_command_install_writes_runs_the_forwarder(
 ) -> None:
     import shlex
 
-    from services.cli.install_targets import hook_command
+    from services.cli.install_targets import Where, hook_command
 
     record = remember(server.runtime, namespace)
     payload = json.dumps(load("claude-code", "SessionStart", project_dir)).encode()
-    env = _env(server.settings.home, server.settings.port, server.token)
-    argv = shlex.split(hook_command("claude-code", "SessionStart"))
+    # The agent's environment knows nothing of engram: the command carries the port and
+    # home it was installed with, and the token comes from that home.
+    env = _env(server.settings.home, server.settings.port)
+    del env["ENGRAM_HOME"], env["ENGRAM_PORT"]
+    where = Where(
+        home=str(project_dir),
+        project=None,
+        port=server.settings.port,
+        token=None,
+        engram_home=str(server.settings.home),
+    )
+    argv = shlex.split(hook_command(where, "claude-code", "SessionStart"))
     out = subprocess.run(argv, input=payload, env=env, cwd=project_dir, capture_output=True)
     assert (out.returncode, out.stderr) == (0, b"")
     assert record.title in json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
