@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # command -> (module under services.cli, one-line help). Each module defines
@@ -55,12 +56,21 @@ def main(argv: list[str] | None = None) -> int:
         return int(_load(args._module).run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`engram install --dry-run ... | head`): not worth a
+        # traceback; point stdout at /dev/null so the interpreter's final flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # a one-line error, never a traceback, for known failures
         from shared.config import ConfigError
+        from shared.storage import StorageError
 
         if isinstance(exc, ConfigError):
             print(f"engram: {exc}", file=sys.stderr)
             return 2
+        if isinstance(exc, StorageError):
+            print(f"engram: database error: {exc}", file=sys.stderr)
+            return 1
         raise
 
 
