@@ -1,0 +1,219 @@
+"""Relevance of the search legs and fusions on the labelled set in tests/fixtures/relevance.
+
+Reports recall@5 and MRR (over the top 10) for lexical only, vector only, plain RRF,
+the tuned fusion, and the shipped configuration end to end through ``Retriever.search``.
+Needs the ONNX model (``ENGRAM_MODEL_PATH`` or ``$ENGRAM_HOME/models``); Postgres as in
+``bench/search.py`` (skipped when unreachable). Run alone:
+``python -m bench.relevance``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ulid import ULID
+
+from bench.search import DEFAULT_PG, _drop_schema, _pg_schema_url
+from shared.config import Settings, prepare_home
+from shared.models import MemoryRecord
+from shared.retrieval.fusion import PLAIN, TUNED, Candidate, FusionParams, fuse
+from shared.retrieval.retriever import CANDIDATES
+from shared.retrieval.vectors import VectorSet
+from shared.runtime import Runtime
+from shared.storage import migrate
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "relevance"
+ACTOR = "/actor/eval/"
+BASE_TIME = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+K = 5  # recall@K
+DEPTH = 10  # ranks considered for MRR
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    namespace: str
+    kind: str
+    relevant: frozenset[str]  # record ids
+
+
+def namespace(project: str) -> str:
+    return ACTOR if project == "*" else f"{ACTOR}project/{project}/"
+
+
+def record_id(key: str, created: datetime) -> str:
+    entropy = hashlib.sha256(key.encode()).digest()[:10]
+    ms = int(created.timestamp() * 1000).to_bytes(6, "big")
+    return "mr_" + str(ULID.from_bytes(ms + entropy))
+
+
+def load() -> tuple[list[MemoryRecord], list[Query]]:
+    records: list[MemoryRecord] = []
+    ids: dict[str, str] = {}
+    lines = (FIXTURES / "records.jsonl").read_text().splitlines()
+    for i, line in enumerate(lines):
+        row = json.loads(line)
+        created = BASE_TIME + timedelta(hours=i)
+        ids[row["key"]] = record_id(row["key"], created)
+        records.append(
+            MemoryRecord(
+                record_id=ids[row["key"]],
+                namespace=namespace(row["project"]),
+                title=row["title"],
+                summary=row["summary"],
+                facts=row["facts"],
+                files_touched=row["files"],
+                observation_type=row["type"],
+                created_at=created,
+            )
+        )
+    queries = []
+    for line in (FIXTURES / "queries.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        queries.append(
+            Query(
+                row["query"],
+                namespace(row["project"]),
+                row["kind"],
+                frozenset(ids[k] for k in row["relevant"]),
+            )
+        )
+    return records, queries
+
+
+def populate(runtime: Runtime, records: list[MemoryRecord]) -> None:
+    """Records and their real embeddings, written in one transaction."""
+    vectors = runtime.embedder.embed([r.embedding_text() for r in records])
+    with runtime.storage.transaction() as tx:
+        for record, vector in zip(records, vectors, strict=True):
+            tx.put_memory_record(record)
+            tx.put_embedding(record.record_id, vector)
+
+
+def score(ranking: list[str], relevant: frozenset[str]) -> tuple[float, float]:
+    """(recall@K, reciprocal rank within DEPTH) of one ranked id list."""
+    recall = len(relevant & set(ranking[:K])) / len(relevant)
+    rr = next((1.0 / (i + 1) for i, rid in enumerate(ranking[:DEPTH]) if rid in relevant), 0.0)
+    return recall, rr
+
+
+def rankings(
+    runtime: Runtime, queries: list[Query], variants: dict[str, FusionParams]
+) -> dict[str, list[list[str]]]:
+    """Per variant, the ranked ids of each query (legs computed once per query)."""
+    storage, embedder = runtime.storage, runtime.embedder
+    depth = DEPTH * CANDIDATES
+    sets = {
+        ns: VectorSet.build(storage.list_embeddings(ns)) for ns in {q.namespace for q in queries}
+    }
+    out: dict[str, list[list[str]]] = {"lexical": [], "vector": [], **{v: [] for v in variants}}
+    for q in queries:
+        lexical = storage.search_lexical(q.namespace, q.text, depth)
+        vector = sets[q.namespace].top(embedder.embed_query(q.text), depth)
+        lex = [Candidate(h.record.record_id, h.record.created_at.timestamp()) for h in lexical]
+        out["lexical"].append([c.record_id for c in lex][:DEPTH])
+        out["vector"].append([c.record_id for c in vector][:DEPTH])
+        for name, params in variants.items():
+            out[name].append([f.record_id for f in fuse(lex, vector, DEPTH, params)])
+    return out
+
+
+def summarize(queries: list[Query], ranked: list[list[str]]) -> dict[str, Any]:
+    per_kind: dict[str, list[tuple[float, float]]] = {}
+    scores = [score(r, q.relevant) for q, r in zip(queries, ranked, strict=True)]
+    for q, s in zip(queries, scores, strict=True):
+        per_kind.setdefault(q.kind, []).append(s)
+
+    def agg(items: list[tuple[float, float]]) -> dict[str, float]:
+        n = len(items) or 1
+        return {
+            f"recall@{K}": round(sum(r for r, _ in items) / n, 4),
+            "mrr": round(sum(m for _, m in items) / n, 4),
+        }
+
+    return {**agg(scores), "by_kind": {k: agg(v) for k, v in sorted(per_kind.items())}}
+
+
+def evaluate(runtime: Runtime, queries: list[Query]) -> dict[str, Any]:
+    ranked = rankings(runtime, queries, {"rrf": PLAIN, "tuned": TUNED})
+    retriever = runtime.retriever
+    ranked["shipped"] = [
+        [h.record.record_id for h in retriever.search(q.namespace, q.text, DEPTH).items]
+        for q in queries
+    ]
+    return {name: summarize(queries, r) for name, r in ranked.items()}
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    if settings.backend == "sqlite":
+        prepare_home(settings)
+    migrate(settings)
+    runtime = Runtime.build(settings)
+    runtime.embedder.warm()
+    return runtime
+
+
+def run(database_url: str | None = None, model_path: Path | None = None) -> dict[str, Any]:
+    records, queries = load()
+    model = model_path or Settings.from_env().onnx_model_path
+    pg_base = database_url or os.environ.get("ENGRAM_BENCH_DATABASE_URL", DEFAULT_PG)
+    result: dict[str, Any] = {"records": len(records), "queries": len(queries), "backends": {}}
+    try:
+        schema, pg_url = _pg_schema_url(pg_base)
+    except Exception as exc:  # no Postgres here: SQLite alone still answers the question
+        result["postgres_skipped"] = f"{exc.__class__.__name__}: {exc}"[:200]
+        schema, pg_url = None, None
+    backends = {"sqlite": None, **({"postgres": pg_url} if pg_url else {})}
+    try:
+        _evaluate_backends(result, backends, records, queries, model)
+    finally:
+        if schema:
+            _drop_schema(pg_base, schema)
+    result["shipped_fusion"] = Settings().fusion
+    return result
+
+
+def _evaluate_backends(
+    result: dict[str, Any],
+    backends: dict[str, str | None],
+    records: list[MemoryRecord],
+    queries: list[Query],
+    model: Path,
+) -> None:
+    for name, url in backends.items():
+        with tempfile.TemporaryDirectory() as home:
+            settings = Settings(home=Path(home), model_path=model, database_url=url)
+            runtime = build_runtime(settings)
+            ids = [r.record_id for r in records]
+            try:
+                runtime.storage.delete_memory_records(ids)  # a shared Postgres: start clean
+                populate(runtime, records)
+                result["backends"][name] = evaluate(runtime, queries)
+            finally:
+                runtime.storage.delete_memory_records(ids)
+                runtime.close()
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"# Relevance: {result['records']} records, {result['queries']} queries",
+        "",
+        f"Shipped fusion: `{result['shipped_fusion']}`.",
+    ]
+    for backend, variants in result["backends"].items():
+        lines += ["", f"## {backend}", "", f"| variant | recall@{K} | MRR |", "|---|---|---|"]
+        for name, m in variants.items():
+            lines.append(f"| {name} | {m[f'recall@{K}']:.3f} | {m['mrr']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    out = run()
+    print(markdown(out))

@@ -1,0 +1,259 @@
+"""Search latency at 1k/10k/50k records in one namespace, SQLite and Postgres, plus parts.
+
+Synthetic but realistic records (identifiers, file names, error words) with random unit
+vectors, written through the storage's transaction API in batches. Each size reports the
+full search (query embedding, lexical, cosine, fusion, hydration) and, measured in the
+same run, the raw cost of its parts: query embed alone, lexical alone, cosine alone. The
+RSS of a warm process holding the 50k namespace is measured in a subprocess.
+Postgres: ``ENGRAM_BENCH_DATABASE_URL`` (default: the test database, in a fresh schema).
+Run alone: ``python -m bench.search``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from shared.config import Settings, prepare_home
+from shared.models import OBSERVATION_TYPES, MemoryRecord
+from shared.retrieval.vectors import VectorSet
+from shared.runtime import Runtime
+from shared.storage import migrate
+
+SIZES = (1_000, 10_000, 50_000)
+QUERIES = 500
+BATCH = 1_000
+NS = "/actor/bench/project/search/"
+DEFAULT_PG = "postgresql://engram@127.0.0.1:5432/engram_test"
+TARGET_P95_MS = 25.0
+TARGET_RSS_MB = 350.0
+
+_VOCAB_TEXT = (
+    "cache redis token login session webhook stripe parser migration index timeout retry "
+    "worker celery queue consumer kafka partition offset schema validation import export "
+    "config settings logging tracing metrics histogram latency budget fusion embedding "
+    "vector cosine lexical sqlite postgres pgvector transaction deadlock lock pool "
+    "connection socket http grpc json protobuf decimal rounding invoice refund checkout "
+    "cart coupon shipping thumbnail upload s3 cdn nginx gunicorn docker compose image "
+    "pytest fixture hypothesis flaky race goroutine channel context deadline panic nil "
+    "map slice pandas dataframe merge groupby parquet arrow torch cuda gradient loss "
+    "optimizer scheduler checkpoint tokenizer onnx quantize airflow dag sensor backfill"
+)
+VOCAB = _VOCAB_TEXT.split()
+FILES = ["api/ingest.py", "store/writer.go", "train/loop.py", "cart/pricing.py", "app.ts"]
+ERRORS = ["TimeoutError", "KeyError", "IntegrityError", "panic", "ValueError", "OOMKilled"]
+
+
+# Real notes mix a few common words with many rare identifiers: a Zipf-weighted vocabulary
+# of the common words plus generated identifiers (snake_case names, numbered modules), so
+# a query term matches a realistic share of records rather than all of them.
+IDENTIFIERS = [f"{a}_{b}" for a in VOCAB[:60] for b in VOCAB[40:100]]
+WORDS = VOCAB + IDENTIFIERS
+WEIGHTS = [1.0 / (rank + 1) for rank in range(len(WORDS))]
+
+
+def _words(rng: random.Random, k: int) -> list[str]:
+    return rng.choices(WORDS, weights=WEIGHTS, k=k)
+
+
+def _record(rng: random.Random, i: int, base: datetime) -> MemoryRecord:
+    words = _words(rng, 12)
+    return MemoryRecord(
+        namespace=NS,
+        title=f"{rng.choice(ERRORS)} in {rng.choice(FILES)}: {' '.join(words[:5])}",
+        summary=" ".join(_words(rng, 40)) + ".",
+        facts=[f"{rng.choice(FILES)}:{rng.randint(1, 900)} {' '.join(words[5:9])}"],
+        files_touched=[rng.choice(FILES)],
+        observation_type=rng.choice(OBSERVATION_TYPES),
+        created_at=base + timedelta(seconds=i),
+    )
+
+
+def _fill(runtime: Runtime, start: int, stop: int, rng: random.Random) -> float:
+    """Insert records ``start..stop`` with random unit vectors; returns seconds taken."""
+    base = datetime(2024, 1, 1, tzinfo=UTC)
+    began = time.perf_counter()
+    for lo in range(start, stop, BATCH):
+        records = [_record(rng, i, base) for i in range(lo, min(stop, lo + BATCH))]
+        vectors = np.random.default_rng(lo).standard_normal((len(records), 384))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        with runtime.storage.transaction() as tx:
+            for record, vector in zip(records, vectors.astype(np.float32), strict=True):
+                tx.put_memory_record(record)
+                tx.put_embedding(record.record_id, vector)
+    return time.perf_counter() - began
+
+
+def _queries(rng: random.Random) -> list[str]:
+    out = []
+    for _ in range(QUERIES):
+        words = _words(rng, rng.randint(2, 6))
+        if rng.random() < 0.3:
+            words.append(rng.choice(FILES + ERRORS))
+        out.append(" ".join(words))
+    return out
+
+
+def _timed(fn: Callable[[str], Any], queries: list[str]) -> dict[str, float]:
+    samples = []
+    for q in queries:
+        t = time.perf_counter()
+        fn(q)
+        samples.append((time.perf_counter() - t) * 1000.0)
+    arr = np.array(samples)
+    return {
+        "p50_ms": round(float(np.percentile(arr, 50)), 2),
+        "p95_ms": round(float(np.percentile(arr, 95)), 2),
+        "mean_ms": round(float(arr.mean()), 2),
+    }
+
+
+def _measure(runtime: Runtime, queries: list[str]) -> dict[str, Any]:
+    retriever, storage, embedder = runtime.retriever, runtime.storage, runtime.embedder
+    vectors = VectorSet.build(storage.list_embeddings(NS))
+    qvecs = {q: embedder.embed_query(q) for q in queries}
+    retriever.search(NS, queries[0])  # loads the namespace matrix once
+    degraded = 0
+
+    def full(q: str) -> None:
+        nonlocal degraded
+        degraded += retriever.search(NS, q, limit=10).degraded
+
+    out = {
+        "search": _timed(full, queries),
+        "embed_query": _timed(embedder.embed_query, queries),
+        "lexical": _timed(lambda q: storage.search_lexical(NS, q, 40), queries),
+        "cosine": _timed(lambda q: vectors.top(qvecs[q], 40), queries),
+    }
+    out["degraded"] = degraded
+    return out
+
+
+def _pg_schema_url(base: str) -> tuple[str, str]:
+    import psycopg
+
+    schema = "bench_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in base else "?"
+    return schema, f"{base}{sep}options={quote(f'-csearch_path={schema},public')}"
+
+
+def _drop_schema(base: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _backend(settings: Settings, queries: list[str]) -> dict[str, Any]:
+    if settings.backend == "sqlite":
+        prepare_home(settings)
+    migrate(settings)
+    runtime = Runtime.build(settings)
+    runtime.embedder.warm()
+    rng = random.Random(7)
+    out: dict[str, Any] = {}
+    try:
+        done = 0
+        for size in SIZES:
+            insert_s = _fill(runtime, done, size, rng)
+            done = size
+            out[str(size)] = {"insert_s": round(insert_s, 1), **_measure(runtime, queries)}
+    finally:
+        runtime.close()
+    return out
+
+
+_RSS_CHILD = """
+import json, sys
+from shared.config import Settings
+from shared.runtime import Runtime
+from pathlib import Path
+args = json.loads(sys.argv[1])
+settings = Settings(**{k: Path(v) if k in ("home", "model_path") else v for k, v in args.items()})
+rt = Runtime.build(settings)
+rt.embedder.warm()
+for q in json.loads(sys.argv[2]):
+    rt.retriever.search(sys.argv[3], q)
+rss = next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]
+print(json.dumps({"rss_mb": int(rss) / 1024, "cache": rt.retriever.metrics()["vector_cache"]}))
+"""
+
+
+def _rss(settings: Settings, queries: list[str]) -> dict[str, Any]:
+    """RSS of a fresh process after warming the model and the 50k-record namespace."""
+    args = {"home": str(settings.home), "model_path": str(settings.onnx_model_path)}
+    if settings.database_url:
+        args["database_url"] = settings.database_url
+    proc = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, json.dumps(args), json.dumps(queries[:50]), NS],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def run(model_path: Path | None = None, database_url: str | None = None) -> dict[str, Any]:
+    model = model_path or Settings.from_env().onnx_model_path
+    pg_base = database_url or os.environ.get("ENGRAM_BENCH_DATABASE_URL", DEFAULT_PG)
+    queries = _queries(random.Random(11))
+    result: dict[str, Any] = {"queries": QUERIES, "sizes": list(SIZES), "backends": {}}
+    with tempfile.TemporaryDirectory() as home:
+        sqlite = Settings(home=Path(home), model_path=model)
+        result["backends"]["sqlite"] = _backend(sqlite, queries)
+        result["backends"]["sqlite"]["rss_50k"] = _rss(sqlite, queries)
+    schema, url = _pg_schema_url(pg_base)
+    try:
+        with tempfile.TemporaryDirectory() as home:
+            pg = Settings(home=Path(home), model_path=model, database_url=url)
+            result["backends"]["postgres"] = _backend(pg, queries)
+            result["backends"]["postgres"]["rss_50k"] = _rss(pg, queries)
+    finally:
+        _drop_schema(pg_base, schema)
+    result["targets"] = {"p95_ms_at_50k": TARGET_P95_MS, "rss_mb": TARGET_RSS_MB}
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"# Search latency ({result['queries']} queries per size, one namespace)",
+        "",
+        f"Targets: p95 <= {TARGET_P95_MS} ms at 50k; warm RSS <= {TARGET_RSS_MB} MB.",
+    ]
+    for backend, sizes in result["backends"].items():
+        lines += [
+            "",
+            f"## {backend}",
+            "",
+            "| records | search p50 | search p95 | embed p95 | lexical p95 | cosine p95 |",
+            "|---|---|---|---|---|---|",
+        ]
+        for size in result["sizes"]:
+            m = sizes[str(size)]
+            lines.append(
+                f"| {size} | {m['search']['p50_ms']} | {m['search']['p95_ms']} | "
+                f"{m['embed_query']['p95_ms']} | {m['lexical']['p95_ms']} | "
+                f"{m['cosine']['p95_ms']} |"
+            )
+        lines.append(f"\nWarm RSS with 50k cached: {sizes['rss_50k']['rss_mb']:.0f} MB.")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(run()))

@@ -1,0 +1,52 @@
+"""Cache coherence: writes through another process's storage reach the next search."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from shared.config import Settings
+from shared.runtime import Runtime
+from tests.retrieval.conftest import NS, make_record, put
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def two_runtimes(onnx_settings: Settings, redis_url: str) -> Iterator[tuple[Runtime, Runtime]]:
+    """An API-like reader and a worker-like writer sharing the database and Redis epochs."""
+    settings = onnx_settings.replace(redis_url=redis_url)
+    reader, writer = Runtime.build(settings), Runtime.build(settings)
+    reader.embedder.warm()
+    yield reader, writer
+    reader.close()
+    writer.close()
+
+
+def test_write_and_delete_elsewhere_are_seen_by_the_next_search(
+    two_runtimes: tuple[Runtime, Runtime],
+) -> None:
+    reader, writer = two_runtimes
+    first = make_record(NS, "Sitemap split into paginated pages", 0)
+    put(writer, [first], embed=True)
+    query = "people billed two times when pressing pay"
+    assert reader.retriever.search(NS, query).items[0].record.record_id == first.record_id
+    loads = reader.retriever.metrics()["vector_cache"]["loads"]
+    reader.retriever.search(NS, query)
+    assert reader.retriever.metrics()["vector_cache"]["loads"] == loads  # cached
+
+    charged = make_record(NS, "Customers were charged twice on double click", 1)
+    put(writer, [charged], embed=True)  # as a worker would: another storage, same Redis
+    hits = reader.retriever.search(NS, query).items
+    assert hits[0].record.record_id == charged.record_id
+    assert hits[0].match_source == "semantic"
+    # The actor prefix is bumped too.
+    assert reader.retriever.search("/actor/alice/", query).items[0].record.record_id == (
+        charged.record_id
+    )
+
+    writer.storage.delete_memory_records([charged.record_id])
+    for ns in (NS, "/actor/alice/"):
+        ids = [h.record.record_id for h in reader.retriever.search(ns, query).items]
+        assert charged.record_id not in ids and ids == [first.record_id]

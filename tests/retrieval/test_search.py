@@ -1,0 +1,208 @@
+"""Hybrid search on real backends: degradation, determinism, isolation, budget, coherence."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared.config import Settings
+from shared.embedding import Embedder, EmbedderUnavailable
+from shared.runtime import Runtime
+from tests.retrieval.conftest import NS, OTHER, STRANGER, make_record, put
+
+WORDS = ["cache", "login", "token", "stripe", "webhook", "parser", "migration", "redis", "timeout"]
+_ns_counter = itertools.count()
+FAST = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def _fresh_ns(actor: str = "alice") -> str:
+    return f"/actor/{actor}/project/h{next(_ns_counter)}/"
+
+
+def _ids(result) -> list[str]:  # type: ignore[no-untyped-def]
+    return [h.record.record_id for h in result.items]
+
+
+text_st = st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join)
+
+
+@FAST
+@given(corpus=st.lists(st.tuples(text_st, text_st), min_size=1, max_size=12), query=text_st)
+def test_dead_embedder_gives_exactly_the_lexical_list(
+    runtime: Runtime, corpus: list[tuple[str, str]], query: str
+) -> None:
+    ns = _fresh_ns()
+    put(runtime, [make_record(ns, t, i, summary=s) for i, (t, s) in enumerate(corpus)])
+    result = runtime.retriever.search(ns, query, limit=5)
+    lexical = runtime.storage.search_lexical(ns, query, 5 * 4)[:5]
+    assert _ids(result) == [h.record.record_id for h in lexical]
+    assert all(h.match_source == "fts" for h in result.items)
+    assert result.degraded
+    assert _ids(runtime.retriever.search(ns, query, limit=5)) == _ids(result)  # deterministic
+
+
+@FAST
+@given(query=st.text(max_size=80))
+def test_any_user_text_searches_without_raising(runtime: Runtime, query: str) -> None:
+    put(runtime, [make_record(_fresh_ns(), "parser crash on input", 0)])
+    result = runtime.retriever.search("/actor/alice/", query, limit=10)
+    assert isinstance(result.items, list)
+    assert runtime.retriever.metrics()["errors"] == 0
+
+
+def test_no_hit_from_outside_the_namespace_or_prefix(hybrid: Runtime) -> None:
+    records = [
+        make_record(NS, "redis timeout in the cache layer", 0),
+        make_record(OTHER, "redis timeout in the webhook", 1),
+        make_record(STRANGER, "redis timeout for bob", 2),
+    ]
+    put(hybrid, records, embed=True)
+    r = hybrid.retriever
+    for ns, allowed in [(NS, {NS}), ("/actor/alice/", {NS, OTHER}), (STRANGER, {STRANGER})]:
+        result = r.search(ns, "redis timeout", limit=10)
+        assert {h.record.namespace for h in result.items} == allowed
+        assert not result.degraded
+    # A prefix must end at a path boundary: /project/p never matches /project/p1/.
+    assert r.search("/actor/alice/project/p/", "redis timeout").items == []
+
+
+def test_semantic_hit_found_without_shared_words(hybrid: Runtime) -> None:
+    records = [
+        make_record(NS, "Customers were charged twice on double click", 0),
+        make_record(NS, "Sitemap generation split into pages", 1),
+    ]
+    put(hybrid, records, embed=True)
+    result = hybrid.retriever.search(NS, "people billed two times when pressing pay", limit=1)
+    assert _ids(result) == [records[0].record_id]
+    assert result.items[0].match_source == "semantic"
+    hit = hybrid.retriever.search(NS, "charged twice", limit=2).items[0]
+    assert hit.match_source == "hybrid" and hit.record.record_id == records[0].record_id
+
+
+def test_filters_apply_to_both_legs(hybrid: Runtime) -> None:
+    old = make_record(NS, "redis cache eviction bug", 0, observation_type="bugfix")
+    new_fix = make_record(NS, "redis cache eviction decision", 1, observation_type="decision")
+    new_fix = new_fix.model_copy(
+        update={"created_at": new_fix.created_at.now(new_fix.created_at.tzinfo)}
+    )
+    put(hybrid, [old, new_fix], embed=True)
+    r = hybrid.retriever
+    assert _ids(r.search(NS, "redis cache", observation_type="bugfix")) == [old.record_id]
+    assert _ids(r.search(NS, "redis cache", days=7)) == [new_fix.record_id]
+    assert r.search(NS, "redis cache", observation_type="note").items == []
+
+
+class _Failing(Embedder):
+    @property
+    def state(self) -> str:
+        return "ready"
+
+    def embed_query(self, text: str) -> np.ndarray:
+        raise EmbedderUnavailable("model file vanished")
+
+
+class _Slow(_Failing):
+    def embed_query(self, text: str) -> np.ndarray:
+        time.sleep(2.0)
+        return np.ones(384, dtype=np.float32)
+
+
+def _with_embedder(settings: Settings, embedder: Embedder) -> Runtime:
+    rt = Runtime.build(settings.replace(embedder="onnx"))
+    rt.__dict__["embedder"] = embedder  # the runtime's part, swapped before first use
+    return rt
+
+
+def test_failing_query_embed_degrades_to_lexical(
+    hybrid: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    records = [make_record(NS, f"webhook token {i}", i) for i in range(3)]
+    put(hybrid, records, embed=True)
+    rt = _with_embedder(hybrid.settings, _Failing(Path("/nonexistent")))
+    try:
+        with caplog.at_level(logging.WARNING, logger="shared.retrieval"):
+            result = rt.retriever.search(NS, "webhook token", limit=10)
+            rt.retriever.search(NS, "webhook token", limit=10)
+        lexical = rt.storage.search_lexical(NS, "webhook token", 40)
+        assert _ids(result) == [h.record.record_id for h in lexical]
+        assert result.degraded
+        warnings = [r for r in caplog.records if "degraded" in r.getMessage()]
+        assert len(warnings) == 1  # rate-limited: one per reason, not one per search
+    finally:
+        rt.close()
+
+
+def test_slow_vector_stage_gives_empty_result_within_budget(backend_settings: Settings) -> None:
+    settings = backend_settings.replace(retrieval_budget_ms=100)
+    rt = _with_embedder(settings, _Slow(Path("/nonexistent")))
+    try:
+        put(rt, [make_record(NS, "webhook token", 0)])
+        rt.storage.put_embedding(
+            rt.storage.list_memory_records(NS).items[0].record_id, np.ones(384, np.float32)
+        )
+        result = rt.retriever.search(NS, "webhook token")
+        assert result.items == [] and result.degraded
+        assert 100 <= result.latency_ms <= 150
+        assert rt.retriever.metrics()["timeouts"] == 1
+    finally:
+        rt.close()
+
+
+def test_cold_model_never_blocks_a_search(onnx_settings: Settings) -> None:
+    rt = Runtime.build(onnx_settings)
+    try:
+        put(rt, [make_record(NS, "webhook token", 0)])
+        assert rt.embedder.state == "not_loaded"
+        result = rt.retriever.search(NS, "webhook token")
+        assert result.degraded and len(result.items) == 1  # lexical while warming up
+        for _ in range(200):  # the background warm-up finishes on its own
+            if rt.embedder.state == "ready":
+                break
+            time.sleep(0.05)
+        assert rt.embedder.state == "ready"
+    finally:
+        rt.close()
+
+
+def test_for_prompt_and_session_index(runtime: Runtime) -> None:
+    records = [
+        make_record(NS, f"login token fix {i}", i, summary="Refreshed é token.") for i in range(5)
+    ]
+    pinned = make_record(NS, "Pinned architecture note", 99, pinned=True)
+    put(runtime, [*records, pinned])
+    event = {"type": "message", "turns": [{"role": "user", "content": "login token"}]}
+    out = runtime.retriever.for_prompt(NS, event)
+    assert out["context"].startswith("## Prior observations\n\n### login token fix")
+    assert len(out["records"]) == 5 and "mr_" not in out["context"]
+    empty = runtime.retriever.for_prompt(NS, {"type": "text", "content": ""})
+    assert empty["context"] == "" and empty["records"] == []
+    index = runtime.retriever.session_index(NS, 200)
+    lines = index["context"].splitlines()
+    assert lines[1].startswith("- Pinned architecture note")
+    assert index["used_bytes"] == len(index["context"].encode()) <= 200
+
+
+def test_search_works_in_a_forked_child(runtime: Runtime) -> None:
+    """gunicorn forks workers: a child must not inherit dead pool threads."""
+    import os
+
+    put(runtime, [make_record(NS, "webhook token", 0)])
+    assert len(runtime.retriever.search(NS, "webhook").items) == 1  # pool threads started
+    pid = os.fork()
+    if pid == 0:  # the child: exit code says whether the search found the record
+        ok = False
+        try:
+            ok = len(runtime.retriever.search(NS, "webhook").items) == 1
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

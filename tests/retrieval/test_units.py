@@ -1,0 +1,108 @@
+"""Query extraction, fusion order and labels, markdown formatting and byte budgets."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.models import MemoryRecord
+from shared.retrieval import format_context, format_index, query_text
+from shared.retrieval.formatting import INDEX_HEADER
+from shared.retrieval.fusion import Candidate, FusionParams, VectorCandidate, fuse
+from shared.retrieval.metrics import SearchMetrics
+
+NS = "/actor/a/project/p/"
+
+
+def test_query_from_each_body_shape() -> None:
+    assert query_text({"type": "text", "content": "  fix the bug  "}) == "fix the bug"
+    turns = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "last one"}]
+    assert query_text({"type": "message", "turns": turns}) == "last one"
+    assert query_text({"type": "json", "data": {"b": 1, "a": "x"}}) == '{"a": "x", "b": 1}'
+    assert query_text({"type": "text", "content": "   "}) == ""
+    assert query_text({"type": "json", "data": {}}) == ""
+    assert query_text(None) == ""
+    assert query_text({"body": {"type": "text", "content": "via event"}}) == "via event"
+
+
+def test_rrf_scores_labels_and_tie_breaks() -> None:
+    lex = [Candidate("mr_b", 10.0), Candidate("mr_a", 20.0)]
+    vec = [VectorCandidate("mr_a", 20.0, 0.9), VectorCandidate("mr_c", 30.0, 0.5)]
+    out = fuse(lex, vec, 10)
+    assert [(f.record_id, f.match_source) for f in out] == [
+        ("mr_a", "hybrid"),  # 1/62 + 1/61
+        ("mr_b", "fts"),  # 1/61
+        ("mr_c", "semantic"),  # 1/62
+    ]
+    assert out[0].score == 1 / 62 + 1 / 61
+    # Equal scores: newer first, then record_id ascending.
+    tie = fuse([Candidate("mr_x", 5.0)], [VectorCandidate("mr_y", 6.0, 0.1)], 10)
+    assert [f.record_id for f in tie] == ["mr_y", "mr_x"]
+    same_time = fuse([Candidate("mr_z", 5.0)], [VectorCandidate("mr_y", 5.0, 0.1)], 10)
+    assert [f.record_id for f in same_time] == ["mr_y", "mr_z"]
+
+
+def test_tuned_floor_and_cap_only_touch_semantic_only_hits() -> None:
+    params = FusionParams(semantic_floor=0.5, semantic_cap=1)
+    lex = [Candidate("mr_l", 1.0)]
+    vec = [
+        VectorCandidate("mr_l", 1.0, 0.1),  # below the floor but also lexical: kept
+        VectorCandidate("mr_s1", 2.0, 0.9),
+        VectorCandidate("mr_s2", 3.0, 0.8),  # over the cap
+        VectorCandidate("mr_s3", 4.0, 0.2),  # below the floor
+    ]
+    assert [f.record_id for f in fuse(lex, vec, 10, params)] == ["mr_l", "mr_s1"]
+
+
+@given(st.lists(st.integers(0, 50), unique=True, max_size=30), st.integers(1, 40))
+def test_fusion_of_lexical_alone_keeps_its_order(ids: list[int], limit: int) -> None:
+    lex = [Candidate(f"mr_{i:03d}", float(i % 7)) for i in ids]
+    out = fuse(lex, [], limit)
+    assert [f.record_id for f in out] == [c.record_id for c in lex][:limit]
+    assert all(f.match_source == "fts" for f in out)
+
+
+def test_context_block_is_exactly_the_design() -> None:
+    records = [
+        MemoryRecord(
+            namespace=NS, title="Fix   login", summary="Token was stale.", facts=["a", "b"]
+        ),
+        MemoryRecord(namespace=NS, title="Second"),
+    ]
+    assert format_context(records) == (
+        "## Prior observations\n\n### Fix login\nToken was stale.\n- a\n- b\n\n### Second\n"
+    )
+    assert format_context([]) == ""
+
+
+@given(
+    st.lists(st.tuples(st.text(min_size=1, max_size=60), st.text(max_size=300)), max_size=40),
+    st.integers(1, 9500),
+)
+def test_index_stays_in_budget_and_never_cuts_a_character(
+    rows: list[tuple[str, str]], max_bytes: int
+) -> None:
+    records = [MemoryRecord(namespace=NS, title=t.strip() or "x", summary=s) for t, s in rows]
+    text, used = format_index(records, max_bytes)
+    assert used == len(text.encode()) <= max_bytes
+    assert text == "" or text.startswith(INDEX_HEADER)
+    text.encode().decode("utf-8")  # whole characters only
+
+
+def test_index_pinned_order_is_kept_and_lines_are_whole() -> None:
+    records = [MemoryRecord(namespace=NS, title=f"t{i}", summary="é" * 10) for i in range(50)]
+    text, used = format_index(records, 300)
+    lines = text.splitlines()[1:]
+    assert lines[0].startswith("- t0: ") and lines[1].startswith("- t1: ")
+    assert used <= 300
+
+
+def test_metrics_are_counts_and_percentiles() -> None:
+    m = SearchMetrics(window=4)
+    for ms in (1, 2, 3, 100, 5):
+        m.record(ms, degraded=ms == 100, lexical_hits=0 if ms == 1 else 3)
+    snap = m.snapshot()
+    assert snap["requests"] == 5 and snap["zero_lexical_hits"] == 1
+    assert snap["degraded_rate"] == 0.2
+    assert snap["p50_ms"] == 4.0  # window keeps 2, 3, 100, 5
+    assert any(line.startswith("engram_search_requests_total 5") for line in m.prometheus_lines())
