@@ -21,8 +21,11 @@ def worker() -> bool:
     from shared.config import Settings
 
     app = create_celery(Settings.from_env())
-    # Only this container's worker: a live sibling must not hide a wedged one.
-    return bool(app.control.ping(destination=[f"celery@{socket.gethostname()}"], timeout=5))
+    # Only this container's worker (node ``engram-<pid>@<host>``, see `engram worker`):
+    # a live sibling in another container must not hide a wedged one.
+    suffix = f"@{socket.gethostname()}"
+    replies = app.control.ping(timeout=5)
+    return any(name.endswith(suffix) for reply in replies for name in reply)
 
 
 def beat() -> bool:
