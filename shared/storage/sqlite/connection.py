@@ -6,6 +6,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +35,7 @@ def connect(path: Path | str) -> sqlite3.Connection:
     )
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    _set_wal(conn)
     # NORMAL in WAL mode: a commit is durable across a process crash (the WAL is written
     # before COMMIT returns) and the database can never be corrupted; only an OS crash or
     # power loss may roll back the last commits. SQLite's recommended setting for WAL.
@@ -42,6 +43,21 @@ def connect(path: Path | str) -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
     return conn
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    # Switching a new database to WAL needs an exclusive lock, and SQLite answers "locked"
+    # at once (no busy handler) while a second process opens the file at the same moment.
+    # Once set, WAL is stored in the file and later switches are no-ops.
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 @contextmanager
