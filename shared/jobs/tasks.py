@@ -93,19 +93,17 @@ def _merge(
 
     out: list[MemoryRecord] = []
     replaced: set[str] = set()
-    rows = runtime.storage.list_embeddings(records[0].namespace)
-    if not rows:
+    existing = runtime.storage.list_embeddings(records[0].namespace)
+    if not len(existing):
         return records, []
-    matrix = np.stack([row.vector for row in rows]).astype(np.float32)
+    row_ids, matrix = existing.record_ids, existing.vectors
     matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     for record, vector in zip(records, vectors, strict=True):
         cosines = matrix @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
         top = [int(i) for i in np.argsort(-cosines)[:MERGE_NEIGHBOURS]]
-        ids = [rows[i].record_id for i in top if rows[i].record_id not in replaced]
+        ids = [row_ids[i] for i in top if row_ids[i] not in replaced]
         by_id = {r.record_id: r for r in runtime.storage.get_memory_records(ids)}
-        neighbours = [
-            (by_id[rows[i].record_id], float(cosines[i])) for i in top if rows[i].record_id in by_id
-        ]
+        neighbours = [(by_id[row_ids[i]], float(cosines[i])) for i in top if row_ids[i] in by_id]
         merge = conservative_merge(record, neighbours)
         if merge is None:
             out.append(record)

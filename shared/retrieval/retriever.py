@@ -80,7 +80,9 @@ class Retriever:
         self._settings = runtime.settings
         self._fusion = params_for(runtime.settings.fusion)
         self._cache = VectorCache(
-            lambda ns: self._rt.storage.list_embeddings(ns), lambda ns: self._rt.epochs.get(ns)
+            lambda ns, since: self._rt.storage.list_embeddings(ns, since),
+            lambda ns: self._rt.epochs.get(ns),
+            lambda ns: self._rt.storage.embedded_ids(ns),
         )
         self._metrics = SearchMetrics()
         self._start_pools()
@@ -100,7 +102,7 @@ class Retriever:
         locks another thread may hold: start both afresh."""
         if os.getpid() != self._pid:
             self._start_pools()
-            self._cache = VectorCache(self._cache._load, self._cache._epoch_of)
+            self._cache = self._cache.fresh()
             self._warm_lock = threading.Lock()
             self._warming = False
 

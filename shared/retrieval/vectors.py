@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -12,39 +12,120 @@ import numpy as np
 
 from shared.models import EMBEDDING_DIM, OBSERVATION_TYPES
 from shared.retrieval.fusion import VectorCandidate
-from shared.storage.base import EmbeddingRow
+from shared.retrieval.memory import release_free_memory
+from shared.storage.base import EmbeddingMatrix
 
 _TYPE_CODE = {name: code for code, name in enumerate(OBSERVATION_TYPES)}
+HEADROOM = 1 / 8  # spare rows kept after a refresh, so the next appends copy nothing
+
+
+def _normalize(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to norm 1 in place (a zero row stays zero)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    return matrix
+
+
+def _codes(types: list[str]) -> np.ndarray:
+    return np.fromiter((_TYPE_CODE.get(t, -1) for t in types), dtype=np.int8, count=len(types))
 
 
 @dataclass(frozen=True)
 class VectorSet:
-    """Unit-normalized float32 rows with the filter columns kept beside them."""
+    """Unit-normalized float32 rows with the filter columns kept beside them.
+
+    ``matrix`` may be the first rows of a larger ``buffer``: a refresh that only adds
+    records writes them past the end, where no reader of this set ever looks, and returns
+    a new set over the longer prefix. Rows inside a set are never written again.
+    """
 
     ids: list[str]
     matrix: np.ndarray  # (n, 384) float32, rows of norm 1 (or 0 for a zero vector)
     created_ts: np.ndarray  # (n,) float64 seconds since the epoch
     types: np.ndarray  # (n,) int8 code of observation_type, -1 if unknown
+    watermark: int = 0  # the storage snapshot this set is current as of
+    buffer: np.ndarray | None = None  # what ``matrix`` is a prefix of, if it has spare rows
 
     @classmethod
-    def build(cls, rows: Sequence[EmbeddingRow]) -> VectorSet:
-        n = len(rows)
-        matrix = np.empty((n, EMBEDDING_DIM), dtype=np.float32)
-        created = np.empty(n, dtype=np.float64)
-        types = np.empty(n, dtype=np.int8)
-        ids: list[str] = []
-        for i, row in enumerate(rows):
-            matrix[i] = row.vector
-            created[i] = row.created_at.timestamp()
-            types[i] = _TYPE_CODE.get(row.observation_type, -1)
-            ids.append(row.record_id)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        np.divide(matrix, norms, out=matrix, where=norms > 0)
-        return cls(ids, matrix, created, types)
+    def build(cls, columns: EmbeddingMatrix) -> VectorSet:
+        """Takes ownership of ``columns.vectors`` (normalized in place, no copy)."""
+        matrix = _normalize(np.ascontiguousarray(columns.vectors, dtype=np.float32))
+        created = np.asarray(columns.created_at, dtype=np.float64)
+        types = _codes(columns.observation_types)
+        return cls(list(columns.record_ids), matrix, created, types, columns.watermark)
 
     @property
     def nbytes(self) -> int:
         return self.matrix.nbytes + self.created_ts.nbytes + self.types.nbytes
+
+    def patched(self, delta: EmbeddingMatrix) -> VectorSet:
+        """This set with ``delta``'s rows added or, for ids already here, replaced."""
+        if not len(delta):
+            return VectorSet(
+                self.ids, self.matrix, self.created_ts, self.types, delta.watermark, self.buffer
+            )
+        vectors = _normalize(np.ascontiguousarray(delta.vectors, dtype=np.float32))
+        created = np.asarray(delta.created_at, dtype=np.float64)
+        types = _codes(delta.observation_types)
+        where = {rid: i for i, rid in enumerate(self.ids)}
+        old = np.array([where.get(rid, -1) for rid in delta.record_ids], dtype=np.int64)
+        new = old < 0
+        # Postgres may hand back rows already seen (written by a transaction that was
+        # still open at the last snapshot's xmin): unchanged rows need no copy.
+        seen = np.flatnonzero(~new)
+        same = np.all(self.matrix[old[seen]] == vectors[seen], axis=1)
+        same &= self.types[old[seen]] == types[seen]
+        if same.all():
+            keep = np.flatnonzero(new)
+            added_ids = [delta.record_ids[i] for i in keep]
+            return self._appended(
+                added_ids, vectors[keep], created[keep], types[keep], delta.watermark
+            )
+        # A re-embedded record: copy, never write a row a concurrent reader may be using.
+        matrix, created_all, types_all = (
+            self.matrix.copy(),
+            self.created_ts.copy(),
+            self.types.copy(),
+        )
+        hit = old[~new]
+        matrix[hit], created_all[hit], types_all[hit] = vectors[~new], created[~new], types[~new]
+        base = VectorSet(list(self.ids), matrix, created_all, types_all, self.watermark)
+        added = [rid for rid, is_new in zip(delta.record_ids, new, strict=True) if is_new]
+        return base._appended(added, vectors[new], created[new], types[new], delta.watermark)
+
+    def _appended(
+        self,
+        ids: list[str],
+        vectors: np.ndarray,
+        created: np.ndarray,
+        types: np.ndarray,
+        watermark: int,
+    ) -> VectorSet:
+        n, k = len(self.ids), len(ids)
+        buffer = self.buffer if self.buffer is not None else self.matrix
+        if buffer.shape[0] < n + k:
+            grown = np.empty((n + k + int((n + k) * HEADROOM) + 64, EMBEDDING_DIM), np.float32)
+            grown[:n] = self.matrix
+            buffer = grown
+        buffer[n : n + k] = vectors
+        return VectorSet(
+            [*self.ids, *ids],
+            buffer[: n + k],
+            np.concatenate([self.created_ts, created]),
+            np.concatenate([self.types, types]),
+            watermark,
+            buffer,
+        )
+
+    def keeping(self, alive: Collection[str]) -> VectorSet:
+        """Only the rows whose id is in ``alive`` (a new, compact set)."""
+        keep = np.fromiter((rid in alive for rid in self.ids), dtype=bool, count=len(self.ids))
+        if keep.all():
+            return self
+        ids = [rid for rid, kept in zip(self.ids, keep, strict=True) if kept]
+        return VectorSet(
+            ids, self.matrix[keep], self.created_ts[keep], self.types[keep], self.watermark
+        )
 
     def top(
         self,
@@ -81,26 +162,38 @@ class VectorSet:
         ]
 
 
+Loader = Callable[[str, int | None], EmbeddingMatrix]  # list_embeddings(namespace, since)
+
+
 class VectorCache:
     """Namespace -> VectorSet, valid while the namespace's epoch is unchanged.
 
     The epoch is read before loading, so a write that lands during a load leaves the
-    entry one epoch behind and the next search reloads it.
+    entry one epoch behind and the next search refreshes it. A refresh asks storage only
+    for rows embedded since the entry's watermark and patches the set; deletions show as
+    a count that no longer matches, and then (only then) the ids are listed to drop them.
     """
 
     def __init__(
         self,
-        load: Callable[[str], Sequence[EmbeddingRow]],
+        load: Loader,
         epoch_of: Callable[[str], int],
+        embedded_ids: Callable[[str], list[str]],
         max_namespaces: int = 4,
     ) -> None:
         self._load = load
         self._epoch_of = epoch_of
+        self._embedded_ids = embedded_ids
         self._max = max_namespaces
         self._entries: OrderedDict[str, tuple[int, VectorSet]] = OrderedDict()
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()  # one load at a time: no stampede on a cold cache
         self.loads = 0
+        self.refreshes = 0
+
+    def fresh(self) -> VectorCache:
+        """An empty cache over the same sources (a forked child starts with one)."""
+        return VectorCache(self._load, self._epoch_of, self._embedded_ids, self._max)
 
     def get(self, namespace: str) -> VectorSet:
         epoch = self._epoch_of(namespace)
@@ -111,14 +204,31 @@ class VectorCache:
             hit = self._lookup(namespace, epoch)
             if hit is not None:
                 return hit
-            vset = VectorSet.build(self._load(namespace))
-            self.loads += 1
+            with self._lock:
+                stale = self._entries.get(namespace)
+            if stale is not None:
+                vset = self._refresh(namespace, stale[1])
+            else:
+                vset = VectorSet.build(self._load(namespace, None))
+                self.loads += 1
+                release_free_memory()  # the fetched rows left freed heap behind
             with self._lock:
                 self._entries[namespace] = (epoch, vset)
                 self._entries.move_to_end(namespace)
                 while len(self._entries) > self._max:
                     self._entries.popitem(last=False)
             return vset
+
+    def _refresh(self, namespace: str, stale: VectorSet) -> VectorSet:
+        """``stale`` brought up to date from what changed since it."""
+        delta = self._load(namespace, stale.watermark)
+        # Every record embedded now was in ``stale`` (unchanged since) or is in the delta,
+        # so the patched set holds them all; equal counts mean it holds nothing more.
+        vset = stale.patched(delta)
+        if len(vset.ids) != delta.total:
+            vset = vset.keeping(set(self._embedded_ids(namespace)))
+        self.refreshes += 1
+        return vset
 
     def _lookup(self, namespace: str, epoch: int) -> VectorSet | None:
         with self._lock:
@@ -135,4 +245,5 @@ class VectorCache:
                 "rows": sum(len(v.ids) for _, v in self._entries.values()),
                 "bytes": sum(v.nbytes for _, v in self._entries.values()),
                 "loads": self.loads,
+                "refreshes": self.refreshes,
             }

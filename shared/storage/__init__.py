@@ -12,7 +12,7 @@ from shared.config import Settings
 from shared.storage.base import (
     DuplicateRecordError,
     EmbeddingDecodeError,
-    EmbeddingRow,
+    EmbeddingMatrix,
     LexicalHit,
     MigrationDriftError,
     NotFoundError,
@@ -33,7 +33,7 @@ __all__ = [
     "ChangeHook",
     "DuplicateRecordError",
     "EmbeddingDecodeError",
-    "EmbeddingRow",
+    "EmbeddingMatrix",
     "LexicalHit",
     "MigrationDriftError",
     "NotFoundError",

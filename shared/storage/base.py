@@ -68,11 +68,22 @@ class LexicalHit:
 
 
 @dataclass(frozen=True)
-class EmbeddingRow:
-    record_id: str
-    created_at: datetime
-    observation_type: str
-    vector: np.ndarray  # float32, shape (384,)
+class EmbeddingMatrix:
+    """Embedded records as columns: row ``i`` of every column is one record.
+
+    Built without a Python object per vector, so a 50k-record namespace loads as one
+    array. ``total`` and ``watermark`` come from the same snapshot as the rows.
+    """
+
+    record_ids: list[str]
+    created_at: np.ndarray  # (n,) float64 seconds since the Unix epoch
+    observation_types: list[str]
+    vectors: np.ndarray  # (n, 384) float32, C-contiguous; the caller owns it (writable)
+    total: int  # every embedded record under the namespace, even when this is a delta
+    watermark: int  # opaque; pass as ``since`` to list only what changed after this
+
+    def __len__(self) -> int:
+        return len(self.record_ids)
 
 
 @dataclass(frozen=True)
@@ -203,8 +214,18 @@ class Storage(abc.ABC):
         engine refuses the query, escaped substring match ordered by recency."""
 
     @abc.abstractmethod
-    def list_embeddings(self, namespace: str) -> list[EmbeddingRow]:
-        """Every embedded record under the namespace (prefix)."""
+    def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
+        """Embedded records under the namespace (prefix), oldest first.
+
+        With ``since`` (the ``watermark`` of an earlier result): at least every record
+        embedded (or re-embedded) after that result's snapshot, possibly a few more; a
+        record embedded at or before it and unchanged since is left out. Deletions (and
+        cleared embeddings) show only in ``total`` and ``embedded_ids``.
+        """
+
+    @abc.abstractmethod
+    def embedded_ids(self, namespace: str) -> list[str]:
+        """Ids of every embedded record under the namespace (no vectors: cheap)."""
 
     @abc.abstractmethod
     def records_missing_embedding(

@@ -214,7 +214,8 @@ def test_delete_cascades_without_ghost_fulltext_rows(storage: Storage) -> None:
     assert [h.record.record_id for h in storage.search_lexical(NS, "quux", 10)] == [kept.record_id]
     assert storage.get_memory_record(doomed.record_id) is None
     assert not storage.has_embedding(doomed.record_id)
-    assert [row.record_id for row in storage.list_embeddings(NS)] == [kept.record_id]
+    assert storage.list_embeddings(NS).record_ids == [kept.record_id]
+    assert storage.embedded_ids(NS) == [kept.record_id]
     assert storage.delete_memory_records([doomed.record_id]) == []
 
 
@@ -291,15 +292,17 @@ def test_embeddings_list_missing_and_clear(storage: Storage) -> None:
     assert storage.has_embedding(recs[1].record_id)
 
     rows = storage.list_embeddings(NS)
-    assert [r.record_id for r in rows] == [recs[1].record_id]
-    assert rows[0].vector.dtype == np.float32 and rows[0].vector.shape == (384,)
-    assert np.array_equal(rows[0].vector, vec(1))
-    assert rows[0].created_at == recs[1].created_at and rows[0].observation_type == "note"
+    assert rows.record_ids == [recs[1].record_id] and rows.total == 1
+    assert rows.vectors.dtype == np.float32 and rows.vectors.shape == (1, 384)
+    assert rows.vectors.flags.c_contiguous and rows.vectors.flags.writeable
+    assert np.array_equal(rows.vectors[0], vec(1))
+    assert rows.created_at.tolist() == [recs[1].created_at.timestamp()]
+    assert rows.observation_types == ["note"]
     missing = storage.records_missing_embedding(10, namespace=NS)
     assert [r.record_id for r in missing] == [recs[0].record_id, recs[2].record_id]
 
     assert storage.clear_embeddings(NS) == 1
-    assert storage.list_embeddings(NS) == []
+    assert len(storage.list_embeddings(NS)) == 0 and storage.embedded_ids(NS) == []
     assert storage.has_embedding(other.record_id)
     assert storage.clear_embeddings() == 1
     assert storage.stats()["pending_embedding"] == 4
@@ -471,7 +474,8 @@ def test_namespace_isolation(storage: Storage) -> None:
         assert set(ids_of(storage.search_lexical(ns, "shared walrus", 10))) == set(lexical)
         assert set(ids_of(storage.search_lexical(ns, "d w", 10))) == set(lexical)  # fallback
         listed = [r.record_id for r in storage.list_memory_records(ns).items]
-        embedded = [r.record_id for r in storage.list_embeddings(ns)]
+        embedded = storage.list_embeddings(ns).record_ids
+        assert set(storage.embedded_ids(ns)) == set(embedded)
         assert set(lexical) == set(listed) == set(embedded)
         assert storage.stats(ns)["memories"] == len(listed)
         assert storage.stats(ns)["events"] == len(listed)
@@ -556,8 +560,8 @@ def test_sqlite_embedding_bits_round_trip(sqlite_store: Any, raw: bytes) -> None
     if sqlite_store.get_memory_record(BITS.record_id) is None:
         sqlite_store.put_memory_record(BITS)
     sqlite_store.put_embedding(BITS.record_id, np.frombuffer(raw, dtype="<f4"))
-    [row] = sqlite_store.list_embeddings(NS)
-    assert row.vector.tobytes() == raw  # NaN payloads and signed zeros included
+    [vector] = sqlite_store.list_embeddings(NS).vectors
+    assert vector.tobytes() == raw  # NaN payloads and signed zeros included
 
 
 BITS = record("bits")

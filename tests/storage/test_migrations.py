@@ -152,4 +152,7 @@ def test_misnamed_file_is_an_error(tmp_path: Path) -> None:
 def test_shipped_migrations_are_well_formed() -> None:
     for backend in ("sqlite", "postgres"):
         migrations = discover(default_directory(backend))
-        assert [m.id for m in migrations] == list(range(1, len(migrations) + 1)), backend
+        ids = [m.id for m in migrations]
+        # Strictly increasing from 1; a gap is allowed while a parallel branch's number
+        # (taken to avoid a clash) waits for its predecessor to land.
+        assert ids[0] == 1 and ids == sorted(set(ids)), backend

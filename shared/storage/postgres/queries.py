@@ -151,6 +151,8 @@ SELECT t.token,
  GROUP BY t.token
 """
 
+DOC_COUNT = "SELECT n FROM fts_doc_count WHERE id = 1"
+
 # One plainto_tsquery per term (no operator in user text survives), OR-ed together;
 # NULL when no term has a lexeme.
 BUILD_TSQUERY = """
@@ -172,6 +174,20 @@ SELECT {RECORD_COLUMNS} FROM memory_records
  LIMIT %(limit)s
 """
 
+# The same, over the namespace's records created from %(after)s on: walked newest first
+# through memory_records_namespace_recent when the query terms are in most rows, where a
+# bitmap of every match would read (and rank) nearly the whole namespace.
+SEARCH_FTS_RECENT = SEARCH_FTS.replace(
+    "AND namespace", "AND namespace = %(exact)s AND created_at >= %(after)s AND namespace"
+)
+
+# The creation time of the namespace's record %(skip)s places from the newest.
+WINDOW_START = """
+SELECT created_at FROM memory_records WHERE namespace = %(exact)s
+ ORDER BY created_at DESC, record_id DESC
+OFFSET %(skip)s LIMIT 1
+"""
+
 SEARCH_SUBSTRING = f"""
 SELECT {RECORD_COLUMNS} FROM memory_records
  WHERE (title ILIKE %(pattern)s ESCAPE '\\'
@@ -187,9 +203,26 @@ SELECT {RECORD_COLUMNS} FROM memory_records
 # vector_send: the raw binary form, decoded in one numpy call for the whole namespace.
 # No ORDER BY: sorting 1.5 kB rows spills to disk (measured 590 vs 320 ms for 50k rows);
 # the caller sorts the narrow keys instead.
+REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+# The watermark is the snapshot's xmin: every transaction below it had ended before the
+# snapshot, so rows stamped (embedded_xid) below it were already visible. since = -1: all.
+EMBEDDINGS_SNAPSHOT = f"""
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, count(*),
+       count(*) FILTER (WHERE embedded_xid >= %(since)s)
+  FROM memory_records WHERE namespace {NS} AND embedding IS NOT NULL
+"""
+
+# No ORDER BY: sorting the vectors would spill to disk; callers do not need an order.
 LIST_EMBEDDINGS = f"""
-SELECT record_id, created_at, observation_type, vector_send(embedding) FROM memory_records
- WHERE namespace {NS} AND embedding IS NOT NULL
+SELECT record_id, extract(epoch FROM created_at)::float8, observation_type,
+       vector_send(embedding)
+  FROM memory_records
+ WHERE namespace {NS} AND embedding IS NOT NULL AND embedded_xid >= %(since)s
+"""
+
+EMBEDDED_IDS = f"""
+SELECT record_id FROM memory_records WHERE namespace {NS} AND embedding IS NOT NULL
 """
 
 MISSING_EMBEDDING = f"""

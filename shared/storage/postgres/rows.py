@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from shared.models import EMBEDDING_DIM, Event, MemoryRecord, Source, StoredEvent, body_from_json
-from shared.storage.base import EmbeddingDecodeError
+from shared.storage.columns import check_sizes
 
 
 def event_params(event: Event, transaction_time: datetime) -> dict[str, Any]:
@@ -105,12 +105,7 @@ def check_vector(vector: np.ndarray) -> np.ndarray:
 
 
 def decode_vectors(raw: list[bytes], record_ids: list[str]) -> np.ndarray:
-    """pgvector's binary form (u16 dim, u16 unused, big-endian float32s) → (n, 384)."""
-    size = 4 + 4 * EMBEDDING_DIM
-    for record_id, blob in zip(record_ids, raw, strict=True):
-        if len(blob) != size:
-            raise EmbeddingDecodeError(
-                f"embedding of {record_id} has {len(blob)} bytes, expected {size}"
-            )
+    """pgvector's binary form (u16 dim, u16 unused, big-endian float32s) → (n, 384) view."""
+    check_sizes(raw, record_ids, 4 + 4 * EMBEDDING_DIM)
     flat = np.frombuffer(b"".join(raw), dtype=">f4").reshape(len(raw), EMBEDDING_DIM + 1)
-    return flat[:, 1:].astype(np.float32)
+    return flat[:, 1:]

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from shared.models import Event, MemoryRecord, StoredEvent, new_ulid, utcnow
-from shared.storage import lexical
+from shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, new_ulid, utcnow
+from shared.storage import columns, lexical
 from shared.storage.base import (
     DuplicateRecordError,
-    EmbeddingRow,
+    EmbeddingMatrix,
     LexicalHit,
     NotFoundError,
     Page,
@@ -35,6 +35,8 @@ from shared.storage.postgres.rows import (
 )
 
 ChangeHook = Callable[[set[str]], None]
+# Matches ranked when the query terms are in most rows (see ``_recent``).
+RECENT_MATCHES = 2000
 
 
 class PostgresTx(Tx):
@@ -235,11 +237,30 @@ class PostgresStorage(Storage):
         }
         query = lexical.encodable(query)
         with self._db.connection() as conn:
-            tsquery = self._tsquery(conn, lexical.tokenize(query))
+            tokens = lexical.tokenize(query)
+            count = conn.execute(q.DOC_COUNT).fetchone()
+            total = int(count[0]) if count else None
+            freq: dict[str, int] = {}
+            tsquery, terms = self._tsquery(conn, tokens, total, freq)
             rows: list[tuple[Any, ...]] | None = None
             if tsquery is not None:
                 try:
-                    rows = conn.execute(q.SEARCH_FTS, {**params, "tsquery": tsquery}).fetchall()
+                    search = {**params, "tsquery": tsquery}
+                    rows = _recent(conn, search, namespace, total, freq, terms)
+                    if rows is None:
+                        rows = conn.execute(q.SEARCH_FTS, search).fetchall()
+                    every = self._tsquery(conn, tokens, None, freq)[0]
+                    if every is not None and every != tsquery:
+                        fts = {**params, "tsquery": every}
+                        rows = lexical.fill(
+                            rows,
+                            lambda: (
+                                _recent(conn, fts, namespace, total, freq, tokens)
+                                or conn.execute(q.SEARCH_FTS, fts).fetchall()
+                            ),
+                            lambda r: str(r[0]),
+                            limit,
+                        )
                 except (psycopg.ProgrammingError, psycopg.DataError):
                     rows = None  # the engine refused it: fall through to the substring
             if rows is None:
@@ -250,29 +271,50 @@ class PostgresStorage(Storage):
         return [LexicalHit(memory_record(r), i) for i, r in enumerate(rows)]
 
     @staticmethod
-    def _tsquery(conn: psycopg.Connection, tokens: list[str]) -> str | None:
-        """The OR of the (at most 32 rarest) tokens as tsquery text; None if none is usable."""
+    def _tsquery(
+        conn: psycopg.Connection, tokens: list[str], total: int | None, freq: dict[str, int]
+    ) -> tuple[str | None, list[str]]:
+        """The OR of the (at most 32 rarest) tokens as tsquery text, without the common ones
+        if ``total`` (the document count) is given, and the tokens kept; None if none is
+        usable. ``freq`` caches the document frequencies looked up."""
 
         def doc_freq(words: Sequence[str]) -> dict[str, int]:
-            return dict(conn.execute(q.TOKEN_DOC_FREQ, (list(words),)).fetchall())
+            missing = [w for w in words if w not in freq]
+            if missing:
+                freq.update(conn.execute(q.TOKEN_DOC_FREQ, (missing,)).fetchall())
+            return freq
 
-        terms = lexical.select_terms(tokens, doc_freq)
+        terms = lexical.select_terms(tokens, doc_freq, total=total)
         if not terms:
-            return None
+            return None, terms
         row = conn.execute(q.BUILD_TSQUERY, (terms,)).fetchone()
-        return row[0] if row else None
+        return (row[0] if row else None), terms
 
-    def list_embeddings(self, namespace: str) -> list[EmbeddingRow]:
-        with self._db.connection() as conn, conn.cursor(binary=True) as cur:
-            rows = cur.execute(
-                q.LIST_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)}
-            ).fetchall()
-        if not rows:
-            return []
-        rows.sort(key=lambda r: (r[1], r[0]))  # oldest first, like the other listings
-        ids = [r[0] for r in rows]
-        matrix = decode_vectors([r[3] for r in rows], ids)
-        return [EmbeddingRow(r[0], r[1], r[2], v) for r, v in zip(rows, matrix, strict=True)]
+    def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "since": -1 if since is None else since,
+        }
+        with self._db.connection() as conn, conn.transaction():
+            # One snapshot for the watermark, the counts and the rows.
+            conn.execute(q.REPEATABLE_READ)
+            head = conn.execute(q.EMBEDDINGS_SNAPSHOT, params).fetchone()
+            watermark, total, changed = head if head else (0, 0, 0)
+            with conn.cursor(binary=True) as cur:
+                cur.execute(q.LIST_EMBEDDINGS, params)
+                return columns.collect(
+                    columns.fetch_batches(cur),
+                    changed,
+                    decode_vectors,
+                    float,
+                    total=total,
+                    watermark=watermark,
+                )
+
+    def embedded_ids(self, namespace: str) -> list[str]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.EMBEDDED_IDS, {"ns": lexical.namespace_pattern(namespace)})
+            return [r[0] for r in rows]
 
     def search_vector(self, namespace: str, vector: np.ndarray, limit: int) -> list[str]:
         """Record ids nearest to ``vector`` (cosine) through the HNSW index; Postgres only,
@@ -333,3 +375,28 @@ class PostgresStorage(Storage):
 def _basename(path: str) -> str | None:
     # Hooks on Windows send backslash paths; either separator ends a component.
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or None
+
+
+def _recent(
+    conn: psycopg.Connection,
+    params: dict[str, Any],
+    namespace: str,
+    total: int | None,
+    freq: dict[str, int],
+    terms: list[str],
+) -> list[tuple[Any, ...]] | None:
+    """The search ranked over the newest records only, when the terms are so common that
+    those hold about ``RECENT_MATCHES`` matches; None when that does not apply or came back
+    short (the caller then ranks every match)."""
+    if not total or not NAMESPACE_RE.fullmatch(namespace):
+        return None
+    # Of an OR, at least the commonest kept term's share of the rows match.
+    common = max((freq.get(t, 0) for t in terms if freq.get(t, 0) <= total), default=0)
+    if common * 4 < total:
+        return None
+    window = {**params, "exact": namespace, "skip": RECENT_MATCHES * total // common}
+    start = conn.execute(q.WINDOW_START, window).fetchone()
+    if start is None:
+        return None
+    rows = conn.execute(q.SEARCH_FTS_RECENT, {**window, "after": start[0]}).fetchall()
+    return rows if len(rows) >= params["limit"] else None

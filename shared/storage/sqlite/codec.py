@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from shared.models import EMBEDDING_DIM, MemoryRecord, StoredEvent, body_from_json
-from shared.storage.base import EmbeddingDecodeError
+from shared.storage.columns import check_sizes
 
 EMBEDDING_BYTES = EMBEDDING_DIM * 4
 _F32_LE = np.dtype("<f4")
@@ -35,12 +35,14 @@ def encode_embedding(vector: np.ndarray) -> bytes:
     return array.tobytes()
 
 
-def decode_embedding(blob: bytes, record_id: str) -> np.ndarray:
-    if len(blob) != EMBEDDING_BYTES:
-        raise EmbeddingDecodeError(
-            f"embedding of {record_id} has {len(blob)} bytes, expected {EMBEDDING_BYTES}"
-        )
-    return np.frombuffer(blob, dtype=_F32_LE).astype(np.float32)
+def decode_embeddings(blobs: list[bytes], record_ids: list[str]) -> np.ndarray:
+    """(k, 384) little-endian float32 view of the joined blobs (sizes checked first)."""
+    check_sizes(blobs, record_ids, EMBEDDING_BYTES)
+    return np.frombuffer(b"".join(blobs), dtype=_F32_LE).reshape(-1, EMBEDDING_DIM)
+
+
+def seconds(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
 
 
 def record_params(record: MemoryRecord) -> dict[str, Any]:

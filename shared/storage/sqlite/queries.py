@@ -79,10 +79,17 @@ WHERE namespace = :namespace AND (created_at, record_id) > (:created_at, :record
 ORDER BY created_at, record_id LIMIT :n
 """
 HAS_EMBEDDING = "SELECT embedding IS NOT NULL FROM memory_records WHERE record_id = ?"
+# :since is -1 for everything (rows embedded before migration 0003 are stamped 0).
+EMBEDDINGS_SNAPSHOT = f"""
+SELECT (SELECT value FROM embedding_seq WHERE id = 1) AS watermark, count(*) AS total,
+       count(*) FILTER (WHERE embedded_seq > :since) AS changed
+FROM memory_records WHERE {_NS} AND embedding IS NOT NULL
+"""
 LIST_EMBEDDINGS = f"""
 SELECT record_id, created_at, observation_type, embedding FROM memory_records
-WHERE {_NS} AND embedding IS NOT NULL ORDER BY created_at, record_id
+WHERE {_NS} AND embedding IS NOT NULL AND embedded_seq > :since ORDER BY created_at, record_id
 """
+EMBEDDED_IDS = f"SELECT record_id FROM memory_records WHERE {_NS} AND embedding IS NOT NULL"
 MISSING_EMBEDDING = f"""
 SELECT * FROM memory_records WHERE embedding IS NULL AND {_NS}
 ORDER BY created_at, record_id LIMIT :limit
@@ -97,11 +104,13 @@ _FILTERS = """
 AND (:observation_type IS NULL OR r.observation_type = :observation_type)
 AND (:since IS NULL OR r.created_at >= :since)
 """
-# bm25 is lower-is-better; column weights put title above summary above facts.
+# bm25 is lower-is-better; column weights put title above summary above facts, and the
+# scope column (namespace tokens, migration 0002) nowhere. :after bounds the ranked rows
+# (shared.storage.sqlite.fts); the namespace test stays, exact whatever the MATCH says.
 SEARCH_FTS = f"""
 SELECT r.* FROM memory_fts JOIN memory_records r ON r.id = memory_fts.rowid
-WHERE memory_fts MATCH :match AND r.{_NS} {_FILTERS}
-ORDER BY bm25(memory_fts, 4.0, 2.0, 1.0), r.created_at DESC, r.record_id ASC
+WHERE memory_fts MATCH :match AND memory_fts.rowid > :after AND r.{_NS} {_FILTERS}
+ORDER BY bm25(memory_fts, 4.0, 2.0, 1.0, 0.0), r.created_at DESC, r.record_id ASC
 LIMIT :limit
 """
 SEARCH_SUBSTRING = f"""
@@ -112,7 +121,6 @@ WHERE r.{_NS} {_FILTERS}
 ORDER BY r.created_at DESC, r.record_id ASC
 LIMIT :limit
 """
-DOC_FREQ = "SELECT term, doc FROM memory_fts_vocab WHERE term IN (SELECT value FROM json_each(?))"
 
 # --- stats ----------------------------------------------------------------------------
 STATS = f"""

@@ -8,16 +8,17 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 import numpy as np
 
 from shared.models import Event, MemoryRecord, StoredEvent, new_ulid, utcnow
-from shared.storage import lexical
+from shared.storage import columns, lexical
 from shared.storage.base import (
     DuplicateRecordError,
-    EmbeddingRow,
+    EmbeddingMatrix,
     LexicalHit,
     NotFoundError,
     Page,
@@ -26,7 +27,7 @@ from shared.storage.base import (
     Turn,
     Tx,
 )
-from shared.storage.sqlite import codec
+from shared.storage.sqlite import codec, fts
 from shared.storage.sqlite import queries as q
 from shared.storage.sqlite.connection import Connections
 
@@ -78,6 +79,7 @@ class SqliteStorage(Storage):
         self.path = Path(path)
         self._conns = Connections(self.path)
         self._on_change = on_change
+        self._doc_freqs = fts.DocFreqs()
 
     def _read(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
         return self._conns.get().execute(sql, params).fetchall()
@@ -254,31 +256,46 @@ class SqliteStorage(Storage):
         }
         query = lexical.encodable(query)
         rows: list[sqlite3.Row] | None = None
-        terms = lexical.select_terms(lexical.tokenize(query), self._doc_freq)
-        if terms:
-            try:
-                rows = self._read(q.SEARCH_FTS, {**params, "match": lexical.or_query(terms)})
-            except sqlite3.OperationalError:
-                rows = None  # the engine refused the query: fall through to substring
+        conn = self._conns.get()
+        try:
+            tokens = lexical.tokenize(query)
+            doc_freq = partial(self._doc_freqs.lookup, conn)
+            terms = lexical.select_terms(tokens, doc_freq, total=self._doc_freqs.total(conn))
+            if terms:
+                rows = fts.search(conn, q.SEARCH_FTS, params, fts.scope_match(namespace, terms))
+                every = lexical.select_terms(tokens, doc_freq)
+                if every != terms:
+                    more = partial(fts.search, conn, q.SEARCH_FTS, params)
+                    rows = lexical.fill(
+                        rows, lambda: more(fts.scope_match(namespace, every)), _rid, limit
+                    )
+        except sqlite3.OperationalError:
+            rows = None  # the engine refused the query: fall through to substring
         if rows is None:
             pattern = lexical.substring_pattern(query)
             rows = self._read(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}) if pattern else []
         return [LexicalHit(codec.to_record(r), rank) for rank, r in enumerate(rows)]
 
-    def _doc_freq(self, terms: Sequence[str]) -> dict[str, int]:
-        return {r["term"]: r["doc"] for r in self._read(q.DOC_FREQ, (json.dumps(list(terms)),))}
-
-    def list_embeddings(self, namespace: str) -> list[EmbeddingRow]:
-        rows = self._read(q.LIST_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)})
-        return [
-            EmbeddingRow(
-                record_id=r["record_id"],
-                created_at=codec.from_ts(r["created_at"]),
-                observation_type=r["observation_type"],
-                vector=codec.decode_embedding(r["embedding"], r["record_id"]),
+    def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "since": -1 if since is None else since,
+        }
+        conn = self._conns.get()
+        with _snapshot(conn):  # watermark, counts and rows from one snapshot
+            head = conn.execute(q.EMBEDDINGS_SNAPSHOT, params).fetchone()
+            return columns.collect(
+                columns.fetch_batches(conn.execute(q.LIST_EMBEDDINGS, params)),
+                head["changed"],
+                codec.decode_embeddings,
+                codec.seconds,
+                total=head["total"],
+                watermark=head["watermark"],
             )
-            for r in rows
-        ]
+
+    def embedded_ids(self, namespace: str) -> list[str]:
+        rows = self._read(q.EMBEDDED_IDS, {"ns": lexical.namespace_pattern(namespace)})
+        return [r[0] for r in rows]
 
     def records_missing_embedding(
         self, limit: int, namespace: str | None = None
@@ -307,6 +324,10 @@ class SqliteStorage(Storage):
 
     def close(self) -> None:
         self._conns.close()
+
+
+def _rid(row: sqlite3.Row) -> str:
+    return str(row["record_id"])
 
 
 @contextmanager

@@ -1,0 +1,130 @@
+"""Common-term pruning, the FTS scope column and bounded ranking of the lexical search."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.models import MemoryRecord
+from shared.storage import Storage, lexical
+from shared.storage.sqlite import SqliteStorage, fts, migrate_sqlite
+from shared.storage.sqlite.migrate import migrator
+
+NS = "/actor/a/project/p/"
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def record(title: str, ns: str = NS, minutes: int = 0, **extra: object) -> MemoryRecord:
+    return MemoryRecord(
+        namespace=ns, title=title, created_at=T0 + timedelta(minutes=minutes), **extra
+    )
+
+
+def ids(hits: list) -> list[str]:  # type: ignore[type-arg]
+    return [h.record.record_id for h in hits]
+
+
+# --- the shared sanitizer ----------------------------------------------------------------
+
+
+def test_pruning_drops_the_ubiquitous_term_and_keeps_the_rare_one() -> None:
+    freq = {"error": 95, "zebra": 2, "fix": 60}
+    terms = ["error", "zebra", "fix"]
+    assert lexical.select_terms(terms, lambda t: freq, total=100) == ["zebra"]
+    # Without the document count only the 32-term cap applies.
+    assert lexical.select_terms(terms, lambda t: freq) == terms
+
+
+def test_pruning_keeps_everything_when_no_rarer_term_matches_anything() -> None:
+    freq = {"error": 95, "typo": 0}
+    assert lexical.select_terms(["error", "typo"], lambda t: freq, total=100) == ["error", "typo"]
+    assert lexical.select_terms(["error"], lambda t: freq, total=100) == ["error"]
+    # A token of unknown frequency (a phrase like foo_bar) counts as rare and present.
+    assert lexical.select_terms(["error", "foo_bar"], lambda t: freq, total=100) == ["foo_bar"]
+
+
+def test_fill_tops_up_from_the_wider_search_without_repeats() -> None:
+    assert lexical.fill([1, 2], lambda: [2, 3, 4, 5], str, 4) == [1, 2, 3, 4]
+    assert lexical.fill([1, 2], lambda: pytest.fail("not needed"), str, 2) == [1, 2]
+
+
+# --- both backends -----------------------------------------------------------------------
+
+
+def test_rare_term_ranks_first_and_common_term_hits_fill_the_rest(storage: Storage) -> None:
+    rare = record("zebra crossing", minutes=0)
+    common = [record(f"common entry {i}", minutes=i) for i in range(1, 10)]
+    for r in (rare, *common):
+        storage.put_memory_record(r)
+    assert ids(storage.search_lexical(NS, "common zebra", 1)) == [rare.record_id]
+    hits = ids(storage.search_lexical(NS, "common zebra", 20))
+    assert hits[0] == rare.record_id and sorted(hits[1:]) == sorted(r.record_id for r in common)
+
+
+@pytest.mark.parametrize(
+    "other", ["/actor/a/project/pq/", "/actor/b/project/p/", "/actor/ab/project/p/"]
+)
+def test_namespace_and_actor_scopes_are_exact(storage: Storage, other: str) -> None:
+    mine = record("shared words here", ns=NS)
+    sibling = record("shared words here", ns="/actor/a/project/q/")
+    theirs = record("shared words here", ns=other)
+    for r in (mine, sibling, theirs):
+        storage.put_memory_record(r)
+    assert ids(storage.search_lexical(NS, "shared words", 10)) == [mine.record_id]
+    actor = set(ids(storage.search_lexical("/actor/a/", "shared words", 10)))
+    expected = {mine.record_id, sibling.record_id}
+    if other.startswith("/actor/a/"):
+        expected.add(theirs.record_id)
+    assert actor == expected
+    # A prefix the index has no scope token for still filters exactly.
+    everyone = set(ids(storage.search_lexical("/actor/", "shared words", 10)))
+    assert everyone == {mine.record_id, sibling.record_id, theirs.record_id}
+    deleted = storage.delete_memory_records([mine.record_id])
+    assert deleted == [mine.record_id]
+    assert storage.search_lexical(NS, "shared words", 10) == []
+
+
+def test_bounded_ranking_reruns_unbounded_when_filters_leave_it_short(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tiny windows so that 12 records exceed them on both backends.
+    monkeypatch.setattr(fts, "WINDOW", 3)
+    from shared.storage.postgres import storage as pg
+
+    monkeypatch.setattr(pg, "RECENT_MATCHES", 2)
+    old = record("deploy script failed", minutes=0, observation_type="decision")
+    newer = [record(f"deploy script failed {i}", minutes=i + 1) for i in range(11)]
+    for r in (old, *newer):
+        storage.put_memory_record(r)
+    assert ids(storage.search_lexical(NS, "deploy", 5, observation_type="decision")) == [
+        old.record_id
+    ]
+    assert len(storage.search_lexical(NS, "deploy", 20)) == 12
+    assert len(storage.search_lexical(NS, "deploy", 2)) == 2
+
+
+# --- SQLite migration --------------------------------------------------------------------
+
+
+def test_sqlite_scope_migration_reindexes_existing_records(tmp_path: Path) -> None:
+    first = tmp_path / "only-0001"
+    first.mkdir()
+    shutil.copy(migrator.default_directory("sqlite") / "0001_initial.sql", first)
+    path = tmp_path / "engram.db"
+    migrate_sqlite(path, first)
+    before = SqliteStorage(path)
+    mine = record("legacy parser note")
+    theirs = record("legacy parser note", ns="/actor/z/project/p/")
+    before.put_memory_record(mine)
+    before.put_memory_record(theirs)
+    before.close()
+    assert "0002_fts_scope" in migrate_sqlite(path)
+    after = SqliteStorage(path)
+    try:
+        assert ids(after.search_lexical(NS, "parser", 10)) == [mine.record_id]
+        assert ids(after.search_lexical("/actor/z/", "legacy", 10)) == [theirs.record_id]
+    finally:
+        after.close()
