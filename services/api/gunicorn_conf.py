@@ -1,4 +1,5 @@
-"""gunicorn hooks for ``engram serve``: start each worker's job runner, close it on exit."""
+"""gunicorn hooks for ``engram serve``: start each worker's job runner and warm its
+embedder; close it on exit."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ def post_worker_init(worker: Any) -> None:
     # at the first enqueue, so pending work left by a previous run is picked up.
     runtime = worker.wsgi.extensions["engram"]
     runtime.jobs.start()
+    # Load the model now, in the background and after the fork (onnxruntime must never
+    # be loaded in the master), so the first prompt already gets vector results.
+    if runtime.settings.embedder != "off":
+        runtime.retriever.warm_up()
 
 
 def worker_exit(server: Any, worker: Any) -> None:

@@ -253,7 +253,7 @@ class Retriever:
         embedder = self._rt.embedder
         state = embedder.state
         if state == "not_loaded":
-            self._warm_up()
+            self.warm_up()
             return "embedder not loaded yet (warming up)"
         if state != "ready":
             return f"embedder {state}"
@@ -290,7 +290,7 @@ class Retriever:
             if len(page.items) < INDEX_PAGE or offset >= page.total:
                 return
 
-    def _warm_up(self) -> None:
+    def warm_up(self) -> None:
         """Load the model in the background: a search never waits for a cold model."""
         with self._warm_lock:
             if self._warming:

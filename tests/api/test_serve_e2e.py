@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +58,8 @@ def _call(
         conn.close()
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
-    port = _free_port()
-    env = _env(tmp_path / "home", port)
+@contextmanager
+def _serving(env: dict[str, str], port: int) -> Iterator[None]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.cli.main", "serve", "--port", str(port), "--workers", "1"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -76,7 +75,7 @@ def server(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
                 time.sleep(0.1)
         else:
             pytest.fail("engram serve never became healthy")
-        yield port, env
+        yield
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -84,6 +83,30 @@ def server(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    port = _free_port()
+    env = _env(tmp_path / "home", port)
+    with _serving(env, port):
+        yield port, env
+
+
+def test_serve_warms_the_embedder_before_any_search(tmp_path: Path, onnx_model_path: Path) -> None:
+    # The first prompt of a session should already get vector results, not a cold model.
+    port = _free_port()
+    env = _env(tmp_path / "home", port)
+    env.update(ENGRAM_EMBEDDER="onnx", ENGRAM_MODEL_PATH=str(onnx_model_path))
+    with _serving(env, port):
+        state = None
+        for _ in range(600):  # bounded: up to ~60 s on a loaded machine
+            state = _call(port, "GET", "/health", None)[1]["embedder"]["state"]
+            if state == "ready":
+                break
+            time.sleep(0.1)
+        assert state == "ready"
+        assert _call(port, "GET", "/health", None)[1]["search"]["requests"] == 0
 
 
 def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]) -> None:
