@@ -37,6 +37,13 @@ Namespace = Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_PAT
 UlidStr = Annotated[str, Field(pattern=ULID_PATTERN)]
 RecordId = Annotated[str, Field(pattern=RECORD_ID_PATTERN)]
 ShortStr = Annotated[str, Field(min_length=1, max_length=200)]
+# A memory record's text fields, with their limits: shared by the record and the API's
+# direct-write input so the two can never disagree.
+Title = Annotated[str, Field(min_length=1, max_length=200)]
+Summary = Annotated[str, Field(max_length=4000)]
+Facts = Annotated[list[Annotated[str, Field(max_length=2000)]], Field(max_length=100)]
+Concepts = Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length=50)]
+Files = Annotated[list[Annotated[str, Field(max_length=1000)]], Field(max_length=200)]
 
 
 def new_ulid() -> str:
@@ -129,17 +136,11 @@ def body_from_json(raw: str | bytes) -> TextBody | MessageBody | JsonBody:
 class MemoryRecord(_Strict):
     record_id: RecordId = Field(default_factory=new_record_id)
     namespace: Namespace
-    title: str = Field(min_length=1, max_length=200)
-    summary: str = Field(default="", max_length=4000)
-    facts: list[Annotated[str, Field(max_length=2000)]] = Field(
-        default_factory=list, max_length=100
-    )
-    concepts: list[Annotated[str, Field(max_length=100)]] = Field(
-        default_factory=list, max_length=50
-    )
-    files_touched: list[Annotated[str, Field(max_length=1000)]] = Field(
-        default_factory=list, max_length=200
-    )
+    title: Title
+    summary: Summary = ""
+    facts: Facts = Field(default_factory=list)
+    concepts: Concepts = Field(default_factory=list)
+    files_touched: Files = Field(default_factory=list)
     observation_type: ObservationType = "note"
     source_event_ids: list[UlidStr] = Field(default_factory=list, max_length=1000)
     strategy: Strategy = "deterministic"

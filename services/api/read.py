@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from services.api import pipeline
 from services.api.errors import ApiError
 from services.api.params import int_arg, json_object, namespace_arg, str_arg
-from shared.models import MemoryRecord, Namespace, ObservationType
+from shared.models import (
+    Concepts,
+    Facts,
+    Files,
+    MemoryRecord,
+    Namespace,
+    ObservationType,
+    Summary,
+    Title,
+)
 from shared.privacy import scrub
 
 bp = Blueprint("read", __name__)
@@ -22,17 +29,11 @@ class NewMemory(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     namespace: Namespace
-    title: str = Field(min_length=1, max_length=200)
-    summary: str = Field(max_length=4000)
-    facts: list[Annotated[str, Field(max_length=2000)]] = Field(
-        default_factory=list, max_length=100
-    )
-    concepts: list[Annotated[str, Field(max_length=100)]] = Field(
-        default_factory=list, max_length=50
-    )
-    files_touched: list[Annotated[str, Field(max_length=1000)]] = Field(
-        default_factory=list, max_length=200
-    )
+    title: Title
+    summary: Summary
+    facts: Facts = Field(default_factory=list)
+    concepts: Concepts = Field(default_factory=list)
+    files_touched: Files = Field(default_factory=list)
     observation_type: ObservationType = "note"
     pinned: StrictBool = False
 
