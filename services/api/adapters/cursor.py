@@ -18,6 +18,7 @@ from services.api.adapters.base import (
     text_field,
     tool_data,
 )
+from shared.models import Event
 
 NAME = "cursor"
 _TOOL_HOOKS = ("afterShellExecution", "afterFileEdit", "afterMCPExecution")
@@ -29,29 +30,9 @@ def map_payload(payload: dict[str, Any], ctx: HookContext) -> Mapped:
         return Mapped(hook, SESSION_START)
     if hook == "beforeSubmitPrompt":
         # Stored and answered with {"continue": true}: this hook gates the prompt.
-        session = session_of(payload, "conversation_id", "session_id")
-        body = text_body(text_field(payload, "prompt") or "")
-        event = make_event(
-            ctx,
-            session_id=session,
-            kind="prompt",
-            body=body,
-            stable_ids=(payload.get("generation_id"),),
-            version=payload.get("cursor_version"),
-        )
-        return Mapped(hook, PROMPT, [event])
+        return Mapped(hook, PROMPT, [_text_event(payload, ctx, "prompt", "prompt")])
     if hook == "afterAgentResponse":
-        session = session_of(payload, "conversation_id", "session_id")
-        body = text_body(text_field(payload, "text") or "")
-        event = make_event(
-            ctx,
-            session_id=session,
-            kind="session_summary",
-            body=body,
-            stable_ids=(payload.get("generation_id"),),
-            version=payload.get("cursor_version"),
-        )
-        return Mapped(hook, OBSERVE, [event])
+        return Mapped(hook, OBSERVE, [_text_event(payload, ctx, "session_summary", "text")])
     if hook not in _TOOL_HOOKS:
         return Mapped(hook, IGNORE)
     session = session_of(payload, "conversation_id", "session_id")
@@ -85,3 +66,14 @@ def reply(mapped: Mapped, context: str) -> dict[str, Any] | None:
     if mapped.intent == SESSION_START and context:
         return {"additional_context": context}
     return None  # never `followup_message`: Cursor would submit it as a new prompt
+
+
+def _text_event(payload: dict[str, Any], ctx: HookContext, kind: str, field: str) -> Event:
+    return make_event(
+        ctx,
+        session_id=session_of(payload, "conversation_id", "session_id"),
+        kind=kind,
+        body=text_body(text_field(payload, field) or ""),
+        stable_ids=(payload.get("generation_id"),),
+        version=payload.get("cursor_version"),
+    )
