@@ -380,6 +380,20 @@ def test_search_ties_break_by_recency_then_id(storage: Storage) -> None:
     assert ids_of(storage.search_lexical(NS, "walrus", 10)) == expected
 
 
+def test_search_ties_at_the_limit_break_by_recency_then_id(storage: Storage) -> None:
+    # Inserted out of creation order, more tied rows than the limit: the cut keeps the
+    # newest by created_at, then the lowest ids, whatever order the index holds them in.
+    minutes = [3, 9, 1, 7, 5, 9, 2, 8, 4, 6, 0]
+    same = [record("identical walrus", minutes=m) for m in minutes]
+    for r in same:
+        storage.put_memory_record(r)
+    expected = [
+        r.record_id for r in sorted(same, key=lambda r: (-r.created_at.timestamp(), r.record_id))
+    ]
+    for limit in (1, 2, 3, 5, 11):
+        assert ids_of(storage.search_lexical(NS, "walrus", limit)) == expected[:limit], limit
+
+
 def test_search_filters_and_limit(storage: Storage) -> None:
     old = record("walrus old", observation_type="bugfix", minutes=1)
     new = record("walrus new", observation_type="decision", minutes=10)

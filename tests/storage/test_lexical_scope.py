@@ -87,6 +87,20 @@ def test_namespace_and_actor_scopes_are_exact(storage: Storage, other: str) -> N
     assert storage.search_lexical(NS, "shared words", 10) == []
 
 
+def test_a_namespace_alone_in_the_index_then_with_a_neighbour(storage: Storage) -> None:
+    # Alone, the MATCH needs no scope; once another namespace has records it must again.
+    mine = [record(f"lonely parser {i}", minutes=i) for i in range(3)]
+    for r in mine:
+        storage.put_memory_record(r)
+    expected = [r.record_id for r in reversed(mine)]
+    assert ids(storage.search_lexical(NS, "parser", 10)) == expected
+    assert ids(storage.search_lexical("/actor/a/", "parser", 10)) == expected
+    for ns in ("/actor/a/project/pq/", "/actor/a/project/o/", "/actor/b/project/p/"):
+        storage.put_memory_record(record("lonely parser", ns=ns, minutes=9))
+    assert ids(storage.search_lexical(NS, "parser", 10)) == expected
+    assert len(storage.search_lexical("/actor/a/", "parser", 10)) == 5
+
+
 def test_bounded_ranking_reruns_unbounded_when_filters_leave_it_short(
     storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:

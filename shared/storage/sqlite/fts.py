@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
-
-from shared.storage import lexical
 
 # FTS5's bm25() first counts, per query phrase, every document holding it, then scores each
 # match: with common terms that is the whole index. Only the newest WINDOW matches are
@@ -17,6 +16,7 @@ from shared.storage import lexical
 WINDOW = 2000
 _FULL = re.compile(r"/actor/[^/]+/project/[^/]+/")
 _ACTOR = re.compile(r"/actor/[^/]+/")
+TOTAL_TTL_S = 1.0  # the document count is re-read at most once a second
 
 # The query's tokens as the index stems them: a scratch FTS5 table per connection (TEMP,
 # so nothing is written to the database file) and its per-instance vocabulary.
@@ -31,21 +31,34 @@ PUT_QUERY = "INSERT INTO temp.engram_query (rowid, t) VALUES (?, ?)"
 QUERY_STEMS = "SELECT doc, term FROM temp.engram_query_stems"
 STEM_DF = "SELECT doc FROM memory_fts_vocab WHERE term = ?"
 DOC_COUNT = "SELECT count(*) FROM memory_records"
+# Whether a record lies outside [lo, hi): two probes of memory_by_namespace.
+OUTSIDE = """
+SELECT EXISTS (SELECT 1 FROM memory_records WHERE namespace < :lo)
+    OR EXISTS (SELECT 1 FROM memory_records WHERE namespace >= :hi)
+"""
 WINDOW_START = """
 SELECT rowid FROM memory_fts WHERE memory_fts MATCH :match
 ORDER BY rowid DESC LIMIT 1 OFFSET :window
 """
 
 
-def scope_match(namespace: str, terms: Sequence[str]) -> str:
-    """The MATCH of the OR of ``terms``, restricted by scope token when the namespace is
-    a full one or an actor prefix (the forms migration 0002 indexes)."""
-    query = lexical.or_query(terms)
+def scope(conn: sqlite3.Connection, namespace: str) -> tuple[str, bool]:
+    """The MATCH prefix restricting a search to ``namespace``, and whether the MATCH alone
+    is then exact (no record of another namespace can match it).
+
+    No prefix when no record lies outside the namespace: a scope phrase holding every
+    document only costs bm25 a walk of its doclist. Otherwise the scope token of a full
+    namespace or an actor prefix (the forms migration 0002 indexes); any other prefix has
+    none, and the namespace is then checked against the records.
+    """
+    hi = namespace[:-1] + chr(ord(namespace[-1]) + 1)  # every string with the prefix is < hi
+    if not conn.execute(OUTSIDE, {"lo": namespace, "hi": hi}).fetchone()[0]:
+        return "", True
     if _FULL.fullmatch(namespace):
-        return f'scope : "ns{namespace.encode().hex()}" AND ({query})'
+        return f'scope : "ns{namespace.encode().hex()}" AND ', True
     if _ACTOR.fullmatch(namespace):
-        return f'scope : "na{namespace.encode().hex()}" AND ({query})'
-    return query
+        return f'scope : "na{namespace.encode().hex()}" AND ', True
+    return "", False
 
 
 class DocFreqs:
@@ -59,14 +72,23 @@ class DocFreqs:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._df: dict[str, int] = {}
+        self._baseline = 0  # the document count when the frequencies were last dropped
         self._total = 0
+        self._counted_at = -TOTAL_TTL_S
 
     def total(self, conn: sqlite3.Connection) -> int:
+        """The document count, re-counted at most every ``TOTAL_TTL_S`` (counting walks an
+        index of every record: ~0.5 ms at 50k)."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._counted_at < TOTAL_TTL_S:
+                return self._total
         total = int(conn.execute(DOC_COUNT).fetchone()[0])
         with self._lock:
-            if abs(total - self._total) * 8 > self._total:
+            if abs(total - self._baseline) * 8 > self._baseline:
                 self._df.clear()
-                self._total = total
+                self._baseline = total
+            self._total, self._counted_at = total, now
         return total
 
     def lookup(self, conn: sqlite3.Connection, tokens: Sequence[str]) -> dict[str, int]:
@@ -101,15 +123,30 @@ def _stems(conn: sqlite3.Connection, tokens: Sequence[str]) -> dict[str, list[st
     return out
 
 
-def search(
+def ranked(
     conn: sqlite3.Connection, sql: str, params: dict[str, Any], match: str
-) -> list[sqlite3.Row]:
-    """Rows of ``sql`` (bound to ``:match`` and ``:after``), ranking only the newest
-    ``WINDOW`` matches when there are more; unbounded again if that came back short."""
+) -> list[tuple[int, float]]:
+    """``(rowid, bm25)`` best first, for ``sql`` (bound to ``:match``, ``:after`` and
+    ``:limit``): at least ``params["limit"]`` rows when there are that many, plus every row
+    tied with the last, so the caller can break ties on columns the index lacks. Only the
+    newest ``WINDOW`` matches are ranked when there are more; unbounded again if that came
+    back short."""
     limit = int(params["limit"])
     start = conn.execute(WINDOW_START, {"match": match, "window": max(WINDOW, limit)}).fetchone()
-    rows = conn.execute(sql, {**params, "match": match, "after": start[0] if start else 0})
-    found = rows.fetchall()
+    found = _with_ties(conn, sql, params, match, start[0] if start else 0)
     if start is not None and len(found) < limit:
-        found = conn.execute(sql, {**params, "match": match, "after": 0}).fetchall()
+        found = _with_ties(conn, sql, params, match, 0)
     return found
+
+
+def _with_ties(
+    conn: sqlite3.Connection, sql: str, params: dict[str, Any], match: str, after: int
+) -> list[tuple[int, float]]:
+    limit = max(int(params["limit"]), 1)
+    n = 2 * limit  # rows past the limit, so that a tie at the limit rarely needs a rerun
+    while True:
+        bound = {**params, "match": match, "after": after, "limit": n}
+        rows = [(int(r[0]), float(r[1])) for r in conn.execute(sql, bound)]
+        if len(rows) < n or rows[-1][1] != rows[limit - 1][1]:
+            return [r for r in rows if r[1] <= rows[limit - 1][1]] if len(rows) >= limit else rows
+        n *= 4

@@ -43,6 +43,9 @@ WHERE turn_id = :turn_id AND extracted_at IS NULL
 """
 
 # --- memory records -------------------------------------------------------------------
+# Every column but the id and the embedding: what a MemoryRecord is built from.
+RECORD_COLUMNS = """record_id, namespace, title, summary, facts, concepts, files_touched,
+observation_type, source_event_ids, strategy, quality, pinned, created_at"""
 INSERT_RECORD = """
 INSERT INTO memory_records (record_id, namespace, title, summary, facts, facts_text, concepts,
     files_touched, observation_type, source_event_ids, strategy, quality, pinned, created_at)
@@ -106,12 +109,24 @@ AND (:since IS NULL OR r.created_at >= :since)
 """
 # bm25 is lower-is-better; column weights put title above summary above facts, and the
 # scope column (namespace tokens, migration 0002) nowhere. :after bounds the ranked rows
-# (shared.storage.sqlite.fts); the namespace test stays, exact whatever the MATCH says.
-SEARCH_FTS = f"""
-SELECT r.* FROM memory_fts JOIN memory_records r ON r.id = memory_fts.rowid
+# (shared.storage.sqlite.fts). RANK_FTS ranks the index alone, for a MATCH that is exact
+# for the namespace; RANK_FTS_CHECKED joins the records for the namespace test and filters.
+_BM25 = "bm25(memory_fts, 4.0, 2.0, 1.0, 0.0)"
+RANK_FTS = f"""
+SELECT rowid, {_BM25} AS score FROM memory_fts
+WHERE memory_fts MATCH :match AND rowid > :after
+ORDER BY score LIMIT :limit
+"""
+RANK_FTS_CHECKED = f"""
+SELECT memory_fts.rowid, {_BM25} AS score FROM memory_fts
+JOIN memory_records r ON r.id = memory_fts.rowid
 WHERE memory_fts MATCH :match AND memory_fts.rowid > :after AND r.{_NS} {_FILTERS}
-ORDER BY bm25(memory_fts, 4.0, 2.0, 1.0, 0.0), r.created_at DESC, r.record_id ASC
-LIMIT :limit
+ORDER BY score LIMIT :limit
+"""
+# The ranked rows' records (the namespace tested again), with their index rowid.
+RANKED_RECORDS = f"""
+SELECT id, {RECORD_COLUMNS} FROM memory_records
+WHERE id IN (SELECT value FROM json_each(:ids)) AND {_NS}
 """
 SEARCH_SUBSTRING = f"""
 SELECT r.* FROM memory_records r

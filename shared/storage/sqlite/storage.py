@@ -262,13 +262,18 @@ class SqliteStorage(Storage):
             doc_freq = partial(self._doc_freqs.lookup, conn)
             terms = lexical.select_terms(tokens, doc_freq, total=self._doc_freqs.total(conn))
             if terms:
-                rows = fts.search(conn, q.SEARCH_FTS, params, fts.scope_match(namespace, terms))
+                prefix, exact = fts.scope(conn, namespace)
+                filtered = observation_type is not None or since is not None
+                sql = q.RANK_FTS if exact and not filtered else q.RANK_FTS_CHECKED
+
+                def search(words: list[str]) -> list[sqlite3.Row]:
+                    match = prefix + "(" + lexical.or_query(words) + ")"
+                    return _records_by_rank(conn, fts.ranked(conn, sql, params, match), params)
+
+                rows = search(terms)
                 every = lexical.select_terms(tokens, doc_freq)
                 if every != terms:
-                    more = partial(fts.search, conn, q.SEARCH_FTS, params)
-                    rows = lexical.fill(
-                        rows, lambda: more(fts.scope_match(namespace, every)), _rid, limit
-                    )
+                    rows = lexical.fill(rows, lambda: search(every), _rid, limit)
         except sqlite3.OperationalError:
             rows = None  # the engine refused the query: fall through to substring
         if rows is None:
@@ -324,6 +329,20 @@ class SqliteStorage(Storage):
 
     def close(self) -> None:
         self._conns.close()
+
+
+def _records_by_rank(
+    conn: sqlite3.Connection, ranked: list[tuple[int, float]], params: dict[str, Any]
+) -> list[sqlite3.Row]:
+    """The records of ``(rowid, bm25)`` pairs ordered by (bm25, newest, record id), the
+    first ``params["limit"]``; a record deleted (or moved) since it was ranked drops out."""
+    score = dict(ranked)
+    ids = json.dumps(list(score))
+    rows = conn.execute(q.RANKED_RECORDS, {"ids": ids, "ns": params["ns"]}).fetchall()
+    rows.sort(key=_rid)
+    rows.sort(key=lambda r: r["created_at"], reverse=True)
+    rows.sort(key=lambda r: score[r["id"]])
+    return rows[: int(params["limit"])]
 
 
 def _rid(row: sqlite3.Row) -> str:
