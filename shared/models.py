@@ -7,6 +7,7 @@ retrieval returns; their embedding lives beside them in storage, never on the wi
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -116,7 +117,9 @@ class Event(_Strict):
         return body
 
     def body_json(self) -> str:
-        return self.body.model_dump_json()
+        # model_copy(update=...) skips validation, so a body can arrive as a plain dict.
+        body: Any = self.body
+        return body.model_dump_json() if isinstance(body, BaseModel) else json.dumps(body)
 
 
 class StoredEvent(Event):

@@ -11,8 +11,9 @@ so ``/actor/a/project/ab/`` never matches ``/actor/a/project/abc/``.
 Turns: ``put_events`` assigns each event to a turn of its session. A ``prompt`` closes
 the session's open turn and opens a new one; ``tool_use`` joins the open turn (opening
 one if there is none); ``session_summary`` joins the open turn and closes it; a ``note``
-is a turn of its own, closed at once. A turn is pending extraction until
-``mark_turn_extracted`` commits together with its records.
+is a turn of its own, closed at once. A batch assigns turns exactly as its events
+stored one at a time would (the rules live once, in ``shared.storage.turns``). A turn is
+pending extraction until ``mark_turn_extracted`` commits together with its records.
 """
 
 from __future__ import annotations

@@ -154,6 +154,59 @@ def test_repeated_prompt_closes_nothing(storage: Storage) -> None:
     assert turn is not None and not turn.closed
 
 
+# (kind, session, index of an earlier step to repeat or None)
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["prompt", "tool_use", "session_summary", "note"]),
+        st.sampled_from(["s1", "s2"]),
+        st.none() | st.integers(min_value=0, max_value=30),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@hsettings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=STEPS, split=st.integers(min_value=0, max_value=30))
+def test_a_batch_assigns_turns_exactly_as_events_one_by_one(
+    storage: Storage, steps: list[tuple[str, str, int | None]], split: int
+) -> None:
+    """The same steps, in two fresh namespaces: stored one event at a time, and as two
+    batches (the first ending at ``split``). Turn ids differ; their shape may not."""
+    runs = []
+    for batched in (False, True):
+        ns = f"/actor/a/project/{new_ulid().lower()}/"
+        events: list[Event] = []
+        for kind, session, repeat in steps:
+            again = repeat is not None and repeat < len(events)
+            events.append(events[repeat] if again else event(kind, session=session, ns=ns))  # type: ignore[index]
+        if batched:
+            results = storage.put_events(events[:split]) + storage.put_events(events[split:])
+        else:
+            results = [storage.put_event(e) for e in events]
+        runs.append(_turn_shape(storage, events, results))
+    assert runs[0] == runs[1]
+
+
+def _turn_shape(storage: Storage, events: list[Event], results: list[Any]) -> Any:
+    """Results and turns with each turn id replaced by its order of first appearance."""
+    names: dict[str | None, int] = {}
+
+    def name(turn_id: str | None) -> int:
+        return names.setdefault(turn_id, len(names))
+
+    shape = [(r.stored, name(r.turn_id), [name(t) for t in r.closed_turns]) for r in results]
+    position = {e.event_id: i for i, e in reversed(list(enumerate(events)))}
+    turns = []
+    for turn_id, n in list(names.items()):
+        turn = storage.get_turn(turn_id or "")
+        assert turn is not None
+        turns.append((n, turn.closed, sorted(position[m.event_id] for m in turn.events)))
+    return shape, turns
+
+
 def test_close_idle_turns(storage: Storage) -> None:
     open_turn = storage.put_event(event("prompt")).turn_id
     assert storage.close_idle_turns(datetime.now(UTC) - timedelta(hours=1)) == []

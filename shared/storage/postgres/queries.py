@@ -18,14 +18,11 @@ INSERT_EVENT = f"""
 INSERT INTO events ({EVENT_COLUMNS})
 VALUES (%(event_id)s, %(parent_event_id)s, %(session_id)s, %(actor_id)s, %(namespace)s,
         %(kind)s, %(body)s, %(valid_time)s, %(source_surface)s, %(source_version)s,
-        %(project_path)s, %(schema_version)s, %(transaction_time)s, NULL)
+        %(project_path)s, %(schema_version)s, %(transaction_time)s, %(turn_id)s)
 ON CONFLICT (event_id) DO NOTHING
-RETURNING event_id
 """
 
-EVENT_TURN = "SELECT turn_id FROM events WHERE event_id = %s"
-
-SET_EVENT_TURN = "UPDATE events SET turn_id = %s WHERE event_id = %s"
+EVENTS_TURNS = "SELECT event_id, turn_id FROM events WHERE event_id = ANY(%s)"
 
 # FOR UPDATE: an idle sweep closing this turn waits for us, then re-checks last_event_at.
 OPEN_TURN = """

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from shared.models import EMBEDDING_DIM, Event, MemoryRecord, Source, StoredEvent, body_from_json
 from shared.storage.columns import check_sizes
@@ -21,7 +19,7 @@ def event_params(event: Event, transaction_time: datetime) -> dict[str, Any]:
         "actor_id": event.actor_id,
         "namespace": event.namespace,
         "kind": event.kind,
-        "body": _body_json(event.body),
+        "body": event.body_json(),
         "valid_time": event.valid_time,
         "source_surface": event.source.surface,
         "source_version": event.source.version,
@@ -29,11 +27,6 @@ def event_params(event: Event, transaction_time: datetime) -> dict[str, Any]:
         "schema_version": event.schema_version,
         "transaction_time": transaction_time,
     }
-
-
-def _body_json(body: Any) -> str:
-    # model_copy(update=...) skips validation, so a body can arrive as a plain dict.
-    return body.model_dump_json() if isinstance(body, BaseModel) else json.dumps(body)
 
 
 def stored_event(row: tuple[Any, ...]) -> StoredEvent:

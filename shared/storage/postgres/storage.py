@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, new_ulid, utcnow
-from shared.storage import columns, lexical
+from shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
+from shared.storage import columns, lexical, turns
 from shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
@@ -85,51 +85,40 @@ class PostgresStorage(Storage):
         if not events:
             return []
         now = utcnow()
+        rows = {id(e): event_params(e, now) for e in events}
         with self._db.connection() as conn, conn.transaction():
             # Lock every session of the batch up front, in one order, so two batches
             # touching the same sessions cannot deadlock.
-            for key in sorted({f"{e.namespace}\n{e.session_id}" for e in events}):
-                conn.execute(q.LOCK_SESSION, (key,))
-            return [self._put_event(conn, event, now) for event in events]
+            for namespace, session_id in turns.sessions(events):
+                conn.execute(q.LOCK_SESSION, (f"{namespace}\n{session_id}",))
+            ids = [e.event_id for e in events]
+            stored = dict(conn.execute(q.EVENTS_TURNS, (ids,)).fetchall())
 
-    def _put_event(self, conn: psycopg.Connection, event: Event, now: datetime) -> PutEventResult:
-        if conn.execute(q.INSERT_EVENT, event_params(event, now)).fetchone() is None:
-            row = conn.execute(q.EVENT_TURN, (event.event_id,)).fetchone()
-            return PutEventResult(event.event_id, False, row[0] if row else None)
+            def open_turn(key: turns.SessionKey) -> str | None:
+                row = conn.execute(q.OPEN_TURN, key).fetchone()
+                return row[0] if row else None
 
-        def new_turn(closed: bool) -> str:
-            turn_id = new_ulid()
-            conn.execute(
-                q.INSERT_TURN,
-                {
-                    "turn_id": turn_id,
-                    "namespace": event.namespace,
-                    "session_id": event.session_id,
-                    "now": now,
-                    "closed_at": now if closed else None,
-                },
-            )
-            return turn_id
-
-        found = conn.execute(q.OPEN_TURN, (event.namespace, event.session_id)).fetchone()
-        open_turn: str | None = found[0] if found else None
-        closed: list[str] = []
-        if event.kind == "note":
-            turn_id = new_turn(closed=True)
-            closed.append(turn_id)
-        elif event.kind == "prompt":
-            if open_turn is not None:
-                conn.execute(q.CLOSE_TURN, (now, open_turn))
-                closed.append(open_turn)
-            turn_id = new_turn(closed=False)
-        else:  # tool_use joins the open turn; session_summary joins and closes it
-            turn_id = open_turn if open_turn is not None else new_turn(closed=False)
-            conn.execute(q.TOUCH_TURN, (now, turn_id))
-            if event.kind == "session_summary":
-                conn.execute(q.CLOSE_TURN, (now, turn_id))
-                closed.append(turn_id)
-        conn.execute(q.SET_EVENT_TURN, (turn_id, event.event_id))
-        return PutEventResult(event.event_id, True, turn_id, tuple(closed))
+            plan = turns.plan(events, stored, open_turn)
+            with conn.cursor() as cur:
+                cur.executemany(q.CLOSE_TURN, [(now, t) for t in plan.close])
+                cur.executemany(
+                    q.INSERT_TURN,
+                    [
+                        {
+                            "turn_id": t.turn_id,
+                            "namespace": t.namespace,
+                            "session_id": t.session_id,
+                            "now": now,
+                            "closed_at": now if t.closed else None,
+                        }
+                        for t in plan.new_turns
+                    ],
+                )
+                cur.executemany(q.TOUCH_TURN, [(now, t) for t in plan.touch])
+                cur.executemany(
+                    q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]
+                )
+        return plan.results
 
     def get_event(self, event_id: str) -> StoredEvent | None:
         with self._db.connection() as conn:

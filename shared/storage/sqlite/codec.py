@@ -82,7 +82,8 @@ def to_record(row: sqlite3.Row) -> MemoryRecord:
     )
 
 
-def event_params(event: Any, turn_id: str, now: datetime) -> dict[str, Any]:
+def event_params(event: Any, now: str) -> dict[str, Any]:
+    """The columns of an event recorded at ``now`` (``ts`` text), all but its turn."""
     return {
         "event_id": event.event_id,
         "parent_event_id": event.parent_event_id,
@@ -94,8 +95,7 @@ def event_params(event: Any, turn_id: str, now: datetime) -> dict[str, Any]:
         "valid_time": ts(event.valid_time),
         "source": event.source.model_dump_json(),
         "schema_version": event.schema_version,
-        "transaction_time": ts(now),
-        "turn_id": turn_id,
+        "transaction_time": now,
     }
 
 

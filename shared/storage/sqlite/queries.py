@@ -4,7 +4,9 @@
 _NS = "namespace LIKE :ns ESCAPE '\\'"
 
 # --- events and turns -----------------------------------------------------------------
-EVENT_TURN = "SELECT turn_id FROM events WHERE event_id = ?"
+EVENTS_TURNS = """
+SELECT event_id, turn_id FROM events WHERE event_id IN (SELECT value FROM json_each(?))
+"""
 INSERT_EVENT = """
 INSERT INTO events (event_id, parent_event_id, session_id, actor_id, namespace, kind, body,
                     valid_time, source, schema_version, transaction_time, turn_id)

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.models import Event, MemoryRecord, StoredEvent, new_ulid, utcnow
-from shared.storage import columns, lexical
+from shared.models import Event, MemoryRecord, StoredEvent, utcnow
+from shared.storage import columns, lexical, turns
 from shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
@@ -86,55 +86,39 @@ class SqliteStorage(Storage):
 
     # --- events and turns -------------------------------------------------------------
     def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
-        now = utcnow()
+        if not events:
+            return []
+        now = codec.ts(utcnow())
+        # Encoded before taking the write lock: only SQL runs while other writers wait.
+        rows = {id(e): codec.event_params(e, now) for e in events}
         with self._conns.write() as conn:
-            return [self._put_event(conn, event, now) for event in events]
+            ids = json.dumps([e.event_id for e in events])
+            stored = {r[0]: r[1] for r in conn.execute(q.EVENTS_TURNS, (ids,))}
 
-    def _put_event(self, conn: sqlite3.Connection, event: Event, now: datetime) -> PutEventResult:
-        seen = conn.execute(q.EVENT_TURN, (event.event_id,)).fetchone()
-        if seen is not None:
-            return PutEventResult(event.event_id, stored=False, turn_id=seen["turn_id"])
-        turn_id, closed = self._assign_turn(conn, event, codec.ts(now))
-        conn.execute(q.INSERT_EVENT, codec.event_params(event, turn_id, now))
-        return PutEventResult(event.event_id, True, turn_id, tuple(closed))
+            def open_turn(key: turns.SessionKey) -> str | None:
+                row = conn.execute(q.OPEN_TURN, key).fetchone()
+                return row[0] if row else None
 
-    def _assign_turn(
-        self, conn: sqlite3.Connection, event: Event, now: str
-    ) -> tuple[str, list[str]]:
-        """The turn rules of ``shared.storage.base``; returns (turn, turns closed)."""
-        if event.kind == "note":
-            turn_id = self._new_turn(conn, event, now, closed=True)
-            return turn_id, [turn_id]
-        row = conn.execute(q.OPEN_TURN, (event.namespace, event.session_id)).fetchone()
-        current = row["turn_id"] if row else None
-        closed: list[str] = []
-        if event.kind == "prompt" and current is not None:
-            conn.execute(q.CLOSE_TURN, {"turn_id": current, "now": now})
-            closed.append(current)
-            current = None
-        if current is None:
-            current = self._new_turn(conn, event, now, closed=False)
-        else:
-            conn.execute(q.TOUCH_TURN, {"turn_id": current, "now": now})
-        if event.kind == "session_summary":
-            conn.execute(q.CLOSE_TURN, {"turn_id": current, "now": now})
-            closed.append(current)
-        return current, closed
-
-    @staticmethod
-    def _new_turn(conn: sqlite3.Connection, event: Event, now: str, closed: bool) -> str:
-        turn_id = new_ulid()
-        conn.execute(
-            q.INSERT_TURN,
-            {
-                "turn_id": turn_id,
-                "namespace": event.namespace,
-                "session_id": event.session_id,
-                "now": now,
-                "closed_at": now if closed else None,
-            },
-        )
-        return turn_id
+            plan = turns.plan(events, stored, open_turn)
+            conn.executemany(q.CLOSE_TURN, [{"turn_id": t, "now": now} for t in plan.close])
+            conn.executemany(
+                q.INSERT_TURN,
+                [
+                    {
+                        "turn_id": t.turn_id,
+                        "namespace": t.namespace,
+                        "session_id": t.session_id,
+                        "now": now,
+                        "closed_at": now if t.closed else None,
+                    }
+                    for t in plan.new_turns
+                ],
+            )
+            conn.executemany(q.TOUCH_TURN, [{"turn_id": t, "now": now} for t in plan.touch])
+            conn.executemany(
+                q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]
+            )
+        return plan.results
 
     def get_event(self, event_id: str) -> StoredEvent | None:
         rows = self._read(q.GET_EVENT, (event_id,))
