@@ -15,6 +15,7 @@ from shared.jobs.tasks import (
     backfill_embeddings,
     embed_records,
     extract_turn,
+    extract_turns,
     sweep,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "backfill_embeddings",
     "embed_records",
     "extract_turn",
+    "extract_turns",
     "open_dispatcher",
     "sweep",
 ]

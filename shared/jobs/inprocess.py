@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from shared.jobs import tasks
-from shared.jobs.names import EMBED_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
+from shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
 
 if TYPE_CHECKING:
     from shared.runtime import Runtime
@@ -120,26 +120,36 @@ class InProcessDispatcher:
             if self._stopping:
                 return None
             self._running += 1
-            if self._extract:  # extraction first: it creates the records to embed
-                return "x", [self._extract.popleft()]
-            batch = [self._embed.popleft() for _ in range(min(EMBED_BATCH, len(self._embed)))]
-            return "e", batch
+            # Extraction first: it creates the records to embed.
+            queue, kind, size = (
+                (self._extract, "x", EXTRACT_BATCH)
+                if self._extract
+                else (self._embed, "e", EMBED_BATCH)
+            )
+            return kind, [queue.popleft() for _ in range(min(size, len(queue)))]
 
     def _work(self) -> None:
         while (job := self._take()) is not None:
             kind, ids = job
             try:
-                if kind == "x":
-                    tasks.extract_turn(self._runtime, ids[0])
-                else:
-                    tasks.embed_records(self._runtime, ids)
-            except Exception:
-                log.exception("job %s %s failed; it stays pending for the next sweep", kind, ids)
+                self._run(kind, ids)
             finally:
                 with self._cond:
                     self._running -= 1
                     self._known.difference_update((kind, i) for i in ids)
                     self._cond.notify_all()
+
+    def _run(self, kind: str, ids: list[str]) -> None:
+        job = tasks.extract_turns if kind == "x" else tasks.embed_records
+        try:
+            job(self._runtime, ids)
+        except Exception:
+            if kind == "x" and len(ids) > 1:
+                # One bad turn must not hold the others back: each in its own transaction.
+                for turn_id in ids:
+                    self._run(kind, [turn_id])
+                return
+            log.exception("job %s %s failed; it stays pending for the next sweep", kind, ids)
 
     def _sweeper(self) -> None:
         # At start-up first (catch up on whatever a previous process left), then on a timer.

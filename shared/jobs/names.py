@@ -29,6 +29,8 @@ TASK_ROUTES = {
 }
 
 EMBED_BATCH = 64  # records per embed_records job: one model call, one transaction
+# Turns the in-process executor extracts together: one model call, one transaction.
+EXTRACT_BATCH = 32
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

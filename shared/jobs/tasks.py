@@ -2,8 +2,8 @@
 
 The database is the source of truth for pending work (unextracted turns, records with
 no embedding), so every function here may run twice, concurrently, or after a crash:
-``mark_turn_extracted`` is conditional and rolls the whole turn back if another worker
-won, and embedding skips records that already have a vector.
+``mark_turn_extracted`` is conditional, and a turn another worker marked first has none
+of its records written; embedding skips records that already have a vector.
 """
 
 from __future__ import annotations
@@ -31,10 +31,6 @@ log = logging.getLogger("engram.jobs")
 SWEEP_EMBED_LIMIT = 2000  # records re-enqueued per sweep; the rest wait for the next one
 
 Progress = Callable[[int, int], None]  # (done, total)
-
-
-class _LostRace(Exception):
-    """Another worker marked the turn extracted first: roll our records back."""
 
 
 def _embedder_unavailable() -> type[Exception]:
@@ -115,34 +111,51 @@ def _merge(
 
 def extract_turn(runtime: Runtime, turn_id: str) -> list[str]:
     """Extract one closed turn into records; returns the ids written ([] if nothing to do)."""
+    return extract_turns(runtime, [turn_id])
+
+
+def extract_turns(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
+    """Extract closed turns into records, embedded in one call and written in one
+    transaction (a commit costs more than a record); returns the ids written. A turn that
+    is unknown, open or already extracted is skipped, and so is one another worker marks
+    extracted first: none of its records are written. With the conservative merge on,
+    turns go one transaction each, so each merges against the records of the last."""
+    if runtime.settings.merge == "conservative" and len(turn_ids) > 1:
+        return [i for turn_id in turn_ids for i in extract_turns(runtime, [turn_id])]
     storage = runtime.storage
-    turn = storage.get_turn(turn_id)
-    if turn is None or turn.extracted or not turn.closed:
+    turns = [t for t in storage.get_turns(turn_ids) if t.closed and not t.extracted]
+    candidates = [_candidates(turn, runtime) for turn in turns]
+    all_vectors = _try_embed(runtime, [r for records in candidates for r in records])
+    plans: list[tuple[str, list[MemoryRecord], np.ndarray | None, list[str]]] = []
+    start = 0
+    for turn, records in zip(turns, candidates, strict=True):
+        vectors = None if all_vectors is None else all_vectors[start : start + len(records)]
+        start += len(records)
+        deleted: list[str] = []
+        if vectors is not None:
+            records, vectors = _dedupe(records, vectors)
+            if runtime.settings.merge == "conservative" and records:
+                records, deleted = _merge(runtime, records, vectors)
+        plans.append((turn.turn_id, records, vectors, deleted))
+    if not plans:
         return []
-    records = _candidates(turn, runtime)
-    vectors = _try_embed(runtime, records)
-    deleted: list[str] = []
-    if vectors is not None:
-        records, vectors = _dedupe(records, vectors)
-        if runtime.settings.merge == "conservative" and records:
-            records, deleted = _merge(runtime, records, vectors)
-    ids = [r.record_id for r in records]
-    try:
-        with storage.transaction() as tx:
+    written: list[str] = []
+    with storage.transaction() as tx:
+        for turn_id, records, vectors, deleted in plans:
+            ids = [r.record_id for r in records]
+            if not tx.mark_turn_extracted(turn_id, ids):
+                log.debug("turn %s already extracted by another worker", turn_id)
+                continue
             for i, record in enumerate(records):
                 tx.put_memory_record(record)
                 if vectors is not None:
                     tx.put_embedding(record.record_id, vectors[i])
             if deleted:
                 tx.delete_memory_records(deleted)
-            if not tx.mark_turn_extracted(turn_id, ids):
-                raise _LostRace(turn_id)
-    except _LostRace:
-        log.debug("turn %s already extracted by another worker", turn_id)
-        return []
-    if vectors is None and ids and runtime.settings.embedder != "off":
-        runtime.jobs.enqueue_embed(ids)  # after commit: the rows exist
-    return ids
+            written += ids
+    if all_vectors is None and written and runtime.settings.embedder != "off":
+        runtime.jobs.enqueue_embed(written)  # after commit: the rows exist
+    return written
 
 
 # --- embedding ----------------------------------------------------------------------------

@@ -144,8 +144,14 @@ class Storage(abc.ABC):
     ) -> list[StoredEvent]:
         """Newest first (transaction_time desc, event_id desc)."""
 
+    def get_turn(self, turn_id: str) -> Turn | None:
+        turns = self.get_turns([turn_id])
+        return turns[0] if turns else None
+
     @abc.abstractmethod
-    def get_turn(self, turn_id: str) -> Turn | None: ...
+    def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
+        """The turns that exist among ``turn_ids``, in that order, each with its events
+        (read in one snapshot)."""
 
     @abc.abstractmethod
     def close_idle_turns(self, idle_before: datetime) -> list[str]:

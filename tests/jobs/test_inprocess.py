@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
 from shared.config import Settings
-from shared.jobs import open_dispatcher
+from shared.jobs import open_dispatcher, tasks
 from shared.jobs.inprocess import InProcessDispatcher
 
-from .conftest import assert_extracted_once, caught_up, ingest, wait_until
+from .conftest import NS, assert_extracted_once, caught_up, ingest, wait_until
 
 
 def test_open_dispatcher_picks_inprocess_without_redis(settings: Settings, make_runtime):
@@ -38,6 +39,27 @@ def test_enqueued_turns_are_extracted(backend_settings: Settings, make_runtime):
     turns = ingest(runtime, 10)
     assert runtime.jobs.wait_idle(timeout=60)
     assert_extracted_once(runtime, turns)
+
+
+def test_a_failing_turn_does_not_hold_back_its_batch(
+    backend_settings: Settings, make_runtime, monkeypatch: pytest.MonkeyPatch
+):
+    runtime = make_runtime(backend_settings)
+    turns = ingest(runtime, 8, enqueue=False)
+    bad = turns[3]
+    real = tasks.extract_turns
+
+    def fails_on_bad(rt: Any, ids: list[str]) -> list[str]:
+        if bad in ids:
+            raise RuntimeError("extraction blew up")
+        return real(rt, ids)
+
+    monkeypatch.setattr(tasks, "extract_turns", fails_on_bad)
+    runtime.jobs.enqueue_extract(turns)
+    assert runtime.jobs.wait_idle(timeout=60)
+    pending = [t for t in turns if not runtime.storage.get_turn(t).extracted]
+    assert pending == [bad]
+    assert runtime.storage.list_memory_records(NS).total == 7
 
 
 def test_queued_ids_are_deduplicated(settings: Settings, make_runtime):

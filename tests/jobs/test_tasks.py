@@ -17,6 +17,7 @@ from shared.jobs import (
     backfill_embeddings,
     embed_records,
     extract_turn,
+    extract_turns,
     sweep,
 )
 from shared.jobs.breaker import Breaker
@@ -43,6 +44,37 @@ def test_extract_turn_skips_open_and_unknown_turns(backend_settings: Settings, m
     assert extract_turn(runtime, result.turn_id) == []
     assert extract_turn(runtime, "no-such-turn") == []
     assert runtime.storage.list_memory_records(NS).total == 0
+
+
+def test_extract_turns_writes_a_batch_and_skips_what_is_not_pending(
+    backend_settings: Settings, make_runtime
+):
+    runtime = make_runtime(backend_settings)
+    turns = ingest(runtime, 6, enqueue=False)
+    [done_before] = extract_turn(runtime, turns[0])
+    [still_open] = runtime.storage.put_events([event("prompt", "still typing", "open")])
+    batch = [*turns, str(still_open.turn_id), "no-such-turn", turns[3]]
+    ids = extract_turns(runtime, batch)
+    assert len(ids) == len(set(ids)) == 5  # one per pending turn; the repeat writes nothing
+    assert extract_turns(runtime, batch) == []
+    assert_extracted_once(runtime, turns)
+    assert done_before not in ids
+
+
+def test_extract_turns_with_the_merge_on_goes_turn_by_turn(
+    backend_settings: Settings, make_runtime, onnx_model_path: Path
+):
+    # The second turn repeats the first: merged into it only if the first is already
+    # written when the second is extracted, as when each turn is its own job.
+    settings = backend_settings.replace(
+        embedder="onnx", model_path=onnx_model_path, merge="conservative"
+    )
+    runtime = make_runtime(settings)
+    first = runtime.storage.put_events(turn_events(1, "a"))[-1].closed_turns[0]
+    again = runtime.storage.put_events(turn_events(1, "b"))[-1].closed_turns[0]
+    ids = extract_turns(runtime, [first, again])
+    assert len(ids) == 2
+    assert runtime.storage.list_memory_records(NS).total == 1
 
 
 def test_note_becomes_one_record_as_written(backend_settings: Settings, make_runtime):

@@ -50,13 +50,13 @@ SELECT {EVENT_COLUMNS} FROM events
  LIMIT %(limit)s
 """
 
-GET_TURN = """
+GET_TURNS = """
 SELECT turn_id, namespace, session_id, closed_at IS NOT NULL, extracted_at IS NOT NULL
-  FROM turns WHERE turn_id = %s
+  FROM turns WHERE turn_id = ANY(%s)
 """
 
-TURN_EVENTS = f"""
-SELECT {EVENT_COLUMNS} FROM events WHERE turn_id = %s ORDER BY valid_time, event_id
+TURNS_EVENTS = f"""
+SELECT {EVENT_COLUMNS} FROM events WHERE turn_id = ANY(%s) ORDER BY turn_id, valid_time, event_id
 """
 
 CLOSE_IDLE_TURNS = """

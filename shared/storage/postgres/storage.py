@@ -133,16 +133,23 @@ class PostgresStorage(Storage):
             rows = conn.execute(q.LIST_EVENTS, {**params, "limit": limit}).fetchall()
         return [stored_event(r) for r in rows]
 
-    def get_turn(self, turn_id: str) -> Turn | None:
+    def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
+        ids = list(turn_ids)
         with self._db.connection() as conn, conn.transaction():
-            row = conn.execute(q.GET_TURN, (turn_id,)).fetchone()
-            if row is None:
-                return None
-            events = conn.execute(q.TURN_EVENTS, (turn_id,)).fetchall()
-        turn_id, namespace, session_id, closed, extracted = row
-        return Turn(
-            turn_id, namespace, session_id, closed, extracted, [stored_event(e) for e in events]
-        )
+            conn.execute(q.REPEATABLE_READ)  # the turns and their events from one snapshot
+            rows = conn.execute(q.GET_TURNS, (ids,)).fetchall()
+            events = conn.execute(q.TURNS_EVENTS, (ids,)).fetchall()
+        by_turn: dict[str, list[StoredEvent]] = {}
+        for e in events:
+            event = stored_event(e)
+            by_turn.setdefault(str(event.turn_id), []).append(event)
+        found = {
+            turn_id: Turn(
+                turn_id, namespace, session_id, closed, extracted, by_turn.get(turn_id, [])
+            )
+            for turn_id, namespace, session_id, closed, extracted in rows
+        }
+        return [found[t] for t in dict.fromkeys(ids) if t in found]
 
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": utcnow(), "idle_before": idle_before}

@@ -26,8 +26,11 @@ VALUES (:turn_id, :namespace, :session_id, :now, :now, :closed_at)
 """
 TOUCH_TURN = "UPDATE turns SET last_event_at = :now WHERE turn_id = :turn_id"
 CLOSE_TURN = "UPDATE turns SET closed_at = :now WHERE turn_id = :turn_id AND closed_at IS NULL"
-GET_TURN = "SELECT * FROM turns WHERE turn_id = ?"
-TURN_EVENTS = "SELECT * FROM events WHERE turn_id = ? ORDER BY valid_time, event_id"
+GET_TURNS = "SELECT * FROM turns WHERE turn_id IN (SELECT value FROM json_each(?))"
+TURNS_EVENTS = """
+SELECT * FROM events WHERE turn_id IN (SELECT value FROM json_each(?))
+ORDER BY turn_id, valid_time, event_id
+"""
 CLOSE_IDLE_TURNS = """
 UPDATE turns SET closed_at = :now WHERE closed_at IS NULL AND last_event_at < :before
 RETURNING turn_id

@@ -134,19 +134,27 @@ class SqliteStorage(Storage):
         }
         return [codec.to_event(r) for r in self._read(q.LIST_EVENTS, params)]
 
-    def get_turn(self, turn_id: str) -> Turn | None:
-        rows = self._read(q.GET_TURN, (turn_id,))
-        if not rows:
-            return None
-        row = rows[0]
-        return Turn(
-            turn_id=row["turn_id"],
-            namespace=row["namespace"],
-            session_id=row["session_id"],
-            closed=row["closed_at"] is not None,
-            extracted=row["extracted_at"] is not None,
-            events=[codec.to_event(r) for r in self._read(q.TURN_EVENTS, (turn_id,))],
-        )
+    def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
+        ids = json.dumps(list(turn_ids))
+        conn = self._conns.get()
+        with _snapshot(conn):
+            rows = conn.execute(q.GET_TURNS, (ids,)).fetchall()
+            events = conn.execute(q.TURNS_EVENTS, (ids,)).fetchall()
+        by_turn: dict[str, list[StoredEvent]] = {}
+        for e in events:
+            by_turn.setdefault(e["turn_id"], []).append(codec.to_event(e))
+        found = {
+            r["turn_id"]: Turn(
+                turn_id=r["turn_id"],
+                namespace=r["namespace"],
+                session_id=r["session_id"],
+                closed=r["closed_at"] is not None,
+                extracted=r["extracted_at"] is not None,
+                events=by_turn.get(r["turn_id"], []),
+            )
+            for r in rows
+        }
+        return [found[t] for t in dict.fromkeys(turn_ids) if t in found]
 
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": codec.ts(utcnow()), "before": codec.ts(idle_before)}
