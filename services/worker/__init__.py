@@ -76,8 +76,8 @@ def create_celery(settings: Settings) -> Celery:
     }
 
     @app.task(name=TASK_EXTRACT, **retry)
-    def extract_turn(turn_id: str) -> int:
-        return len(jobs.extract_turn(runtime.get(), turn_id))
+    def extract_turns(turn_ids: list[str]) -> int:
+        return len(jobs.extract_turns(runtime.get(), turn_ids))
 
     @app.task(name=TASK_EMBED, **retry)
     def embed_records(record_ids: list[str]) -> int:

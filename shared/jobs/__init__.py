@@ -14,7 +14,6 @@ from shared.jobs.tasks import (
     backfill_breaker,
     backfill_embeddings,
     embed_records,
-    extract_turn,
     extract_turns,
     sweep,
 )
@@ -56,7 +55,6 @@ __all__ = [
     "backfill_breaker",
     "backfill_embeddings",
     "embed_records",
-    "extract_turn",
     "extract_turns",
     "open_dispatcher",
     "sweep",

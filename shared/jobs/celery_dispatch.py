@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from shared.jobs import tasks
 from shared.jobs.names import (
     EMBED_BATCH,
+    EXTRACT_BATCH,
     QUEUES,
     TASK_BACKFILL,
     TASK_EMBED,
@@ -73,9 +74,10 @@ class CeleryDispatcher:
         """Nothing to start in the API process; beat and workers run elsewhere."""
 
     def enqueue_extract(self, turn_ids: Iterable[str]) -> None:
-        for turn_id in turn_ids:
-            if not self.send(TASK_EXTRACT, [turn_id]):
-                return  # broker down: don't pay the timeout once per id
+        ids = list(turn_ids)
+        for i in range(0, len(ids), EXTRACT_BATCH):
+            if not self.send(TASK_EXTRACT, [ids[i : i + EXTRACT_BATCH]]):
+                return  # broker down: don't pay the timeout once per batch
 
     def enqueue_embed(self, record_ids: Iterable[str]) -> None:
         if self._settings.embedder == "off":

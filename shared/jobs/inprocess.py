@@ -132,24 +132,15 @@ class InProcessDispatcher:
         while (job := self._take()) is not None:
             kind, ids = job
             try:
-                self._run(kind, ids)
+                run = tasks.extract_turns if kind == "x" else tasks.embed_records
+                run(self._runtime, ids)
+            except Exception:
+                log.exception("job %s %s failed; it stays pending for the next sweep", kind, ids)
             finally:
                 with self._cond:
                     self._running -= 1
                     self._known.difference_update((kind, i) for i in ids)
                     self._cond.notify_all()
-
-    def _run(self, kind: str, ids: list[str]) -> None:
-        job = tasks.extract_turns if kind == "x" else tasks.embed_records
-        try:
-            job(self._runtime, ids)
-        except Exception:
-            if kind == "x" and len(ids) > 1:
-                # One bad turn must not hold the others back: each in its own transaction.
-                for turn_id in ids:
-                    self._run(kind, [turn_id])
-                return
-            log.exception("job %s %s failed; it stays pending for the next sweep", kind, ids)
 
     def _sweeper(self) -> None:
         # At start-up first (catch up on whatever a previous process left), then on a timer.

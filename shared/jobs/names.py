@@ -15,7 +15,7 @@ QUEUE_EMBEDDING = "embedding"
 QUEUE_BACKFILL = "backfill"
 QUEUES = (QUEUE_EXTRACTION, QUEUE_EMBEDDING, QUEUE_BACKFILL)
 
-TASK_EXTRACT = "engram.extract_turn"
+TASK_EXTRACT = "engram.extract_turns"
 TASK_EMBED = "engram.embed_records"
 TASK_BACKFILL = "engram.backfill_embeddings"
 TASK_SWEEP = "engram.sweep"
@@ -29,8 +29,7 @@ TASK_ROUTES = {
 }
 
 EMBED_BATCH = 64  # records per embed_records job: one model call, one transaction
-# Turns the in-process executor extracts together: one model call, one transaction.
-EXTRACT_BATCH = 32
+EXTRACT_BATCH = 32  # turns per extract_turns job: one model call, one transaction
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shared.jobs.breaker import Breaker
-from shared.jobs.names import EMBED_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
+from shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
 from shared.models import MemoryRecord, utcnow
 from shared.storage.base import NotFoundError, Turn
 
@@ -109,19 +109,34 @@ def _merge(
     return out, sorted(replaced)
 
 
-def extract_turn(runtime: Runtime, turn_id: str) -> list[str]:
-    """Extract one closed turn into records; returns the ids written ([] if nothing to do)."""
-    return extract_turns(runtime, [turn_id])
-
-
 def extract_turns(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
     """Extract closed turns into records, embedded in one call and written in one
     transaction (a commit costs more than a record); returns the ids written. A turn that
     is unknown, open or already extracted is skipped, and so is one another worker marks
-    extracted first: none of its records are written. With the conservative merge on,
-    turns go one transaction each, so each merges against the records of the last."""
-    if runtime.settings.merge == "conservative" and len(turn_ids) > 1:
-        return [i for turn_id in turn_ids for i in extract_turns(runtime, [turn_id])]
+    extracted first: none of its records are written.
+
+    Should the batch fail, each turn is tried alone, so one bad turn holds no other back;
+    the first error is raised after (its turn stays pending). With the conservative merge
+    on, turns go one transaction each, so each merges against the records of the last.
+    """
+    if len(turn_ids) > 1 and runtime.settings.merge != "conservative":
+        try:
+            return _extract_together(runtime, turn_ids)
+        except Exception:
+            log.warning("extracting %d turns together failed; one by one", len(turn_ids))
+    written: list[str] = []
+    failed: Exception | None = None
+    for turn_id in turn_ids:
+        try:
+            written += _extract_together(runtime, [turn_id])
+        except Exception as exc:
+            failed = failed or exc
+    if failed is not None:
+        raise failed
+    return written
+
+
+def _extract_together(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
     storage = runtime.storage
     turns = [t for t in storage.get_turns(turn_ids) if t.closed and not t.extracted]
     candidates = [_candidates(turn, runtime) for turn in turns]
@@ -292,7 +307,7 @@ def sweep(runtime: Runtime, embeddings: bool = True) -> dict[str, int]:
     storage = runtime.storage
     closed = storage.close_idle_turns(utcnow() - timedelta(seconds=runtime.settings.turn_idle_s))
     pending = storage.pending_turns()
-    if pending and not _queued_enough(runtime, QUEUE_EXTRACTION, len(pending)):
+    if pending and not _queued_enough(runtime, QUEUE_EXTRACTION, -(-len(pending) // EXTRACT_BATCH)):
         runtime.jobs.enqueue_extract(pending)
     missing: list[str] = []
     if embeddings and runtime.settings.embedder != "off":

@@ -14,7 +14,7 @@ from redis import Redis
 from shared.config import Settings
 from shared.jobs import sweep
 from shared.jobs.celery_dispatch import CeleryDispatcher
-from shared.jobs.names import TASK_ROUTES, celery_config
+from shared.jobs.names import EXTRACT_BATCH, TASK_ROUTES, celery_config
 
 from .conftest import (
     Processes,
@@ -57,13 +57,14 @@ def test_config_routes_every_task_and_bounds_publish_time(deploy: Settings):
 
 def test_sweep_does_not_pile_up_copies_of_queued_work(deploy: Settings, make_runtime):
     runtime = make_runtime(deploy)  # no worker: everything stays queued
-    ingest(runtime, 5)
-    assert runtime.jobs.queue_depth("extraction") == 5
-    assert sweep(runtime)["extract"] == 5
-    assert runtime.jobs.queue_depth("extraction") == 5
+    for i in range(EXTRACT_BATCH + 5):  # one request's turn at a time, as the API sends them
+        ingest(runtime, 1, start=i)
+    assert runtime.jobs.queue_depth("extraction") == EXTRACT_BATCH + 5
+    assert sweep(runtime)["extract"] == EXTRACT_BATCH + 5
+    assert runtime.jobs.queue_depth("extraction") == EXTRACT_BATCH + 5
     Redis.from_url(deploy.redis_url).delete("extraction")  # the queue is lost
     sweep(runtime)
-    assert runtime.jobs.queue_depth() == 5
+    assert runtime.jobs.queue_depth() == 2  # everything again, in batches
 
 
 def test_worker_extracts_and_embeds(

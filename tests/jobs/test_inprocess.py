@@ -47,14 +47,14 @@ def test_a_failing_turn_does_not_hold_back_its_batch(
     runtime = make_runtime(backend_settings)
     turns = ingest(runtime, 8, enqueue=False)
     bad = turns[3]
-    real = tasks.extract_turns
+    real = tasks._candidates
 
-    def fails_on_bad(rt: Any, ids: list[str]) -> list[str]:
-        if bad in ids:
+    def fails_on_bad(turn: Any, rt: Any) -> Any:
+        if turn.turn_id == bad:
             raise RuntimeError("extraction blew up")
-        return real(rt, ids)
+        return real(turn, rt)
 
-    monkeypatch.setattr(tasks, "extract_turns", fails_on_bad)
+    monkeypatch.setattr(tasks, "_candidates", fails_on_bad)
     runtime.jobs.enqueue_extract(turns)
     assert runtime.jobs.wait_idle(timeout=60)
     pending = [t for t in turns if not runtime.storage.get_turn(t).extracted]

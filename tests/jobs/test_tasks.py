@@ -16,7 +16,6 @@ from shared.jobs import (
     backfill_breaker,
     backfill_embeddings,
     embed_records,
-    extract_turn,
     extract_turns,
     sweep,
 )
@@ -30,9 +29,9 @@ from .conftest import NS, assert_extracted_once, event, ingest, turn_events
 def test_extract_turn_writes_once_and_marks_the_turn(backend_settings: Settings, make_runtime):
     runtime = make_runtime(backend_settings)
     [turn_id] = ingest(runtime, 1, enqueue=False)
-    ids = extract_turn(runtime, turn_id)
+    ids = extract_turns(runtime, [turn_id])
     assert len(ids) == 1
-    assert extract_turn(runtime, turn_id) == []  # already extracted: a no-op
+    assert extract_turns(runtime, [turn_id]) == []  # already extracted: a no-op
     assert_extracted_once(runtime, [turn_id])
     assert runtime.storage.stats()["pending_extraction"] == 0
 
@@ -41,8 +40,8 @@ def test_extract_turn_skips_open_and_unknown_turns(backend_settings: Settings, m
     runtime = make_runtime(backend_settings)
     [result] = runtime.storage.put_events([event("prompt", "still typing", "open")])
     assert result.closed_turns == () and result.turn_id
-    assert extract_turn(runtime, result.turn_id) == []
-    assert extract_turn(runtime, "no-such-turn") == []
+    assert extract_turns(runtime, [result.turn_id]) == []
+    assert extract_turns(runtime, ["no-such-turn"]) == []
     assert runtime.storage.list_memory_records(NS).total == 0
 
 
@@ -51,7 +50,7 @@ def test_extract_turns_writes_a_batch_and_skips_what_is_not_pending(
 ):
     runtime = make_runtime(backend_settings)
     turns = ingest(runtime, 6, enqueue=False)
-    [done_before] = extract_turn(runtime, turns[0])
+    [done_before] = extract_turns(runtime, [turns[0]])
     [still_open] = runtime.storage.put_events([event("prompt", "still typing", "open")])
     batch = [*turns, str(still_open.turn_id), "no-such-turn", turns[3]]
     ids = extract_turns(runtime, batch)
@@ -81,7 +80,7 @@ def test_note_becomes_one_record_as_written(backend_settings: Settings, make_run
     runtime = make_runtime(backend_settings)
     [result] = runtime.storage.put_events([event("note", "Use uv for installs.", "n1")])
     [turn_id] = result.closed_turns
-    [record_id] = extract_turn(runtime, turn_id)
+    [record_id] = extract_turns(runtime, [turn_id])
     record = runtime.storage.get_memory_record(record_id)
     assert record is not None and record.observation_type == "note"
 
@@ -99,7 +98,7 @@ def test_concurrent_extraction_of_one_turn_writes_one_record(
         barrier.wait()
         try:
             for turn_id in turns:
-                extract_turn(runtime, turn_id)
+                extract_turns(runtime, [turn_id])
         except BaseException as exc:
             errors.append(exc)
 
@@ -117,7 +116,7 @@ def test_embedder_off_leaves_records_pending_without_errors(
 ):
     runtime = make_runtime(backend_settings)
     turns = ingest(runtime, 2, enqueue=False)
-    ids = [i for t in turns for i in extract_turn(runtime, t)]
+    ids = [i for t in turns for i in extract_turns(runtime, [t])]
     assert embed_records(runtime, ids) == 0
     assert backfill_embeddings(runtime)["embedded"] == 0
     assert runtime.storage.stats()["pending_embedding"] == 2
@@ -130,7 +129,7 @@ def test_extraction_embeds_inline_and_embed_records_skips_done_ones(
     settings = backend_settings.replace(embedder="onnx", model_path=onnx_model_path)
     runtime = make_runtime(settings)
     [turn_id] = ingest(runtime, 1, enqueue=False)
-    [record_id] = extract_turn(runtime, turn_id)
+    [record_id] = extract_turns(runtime, [turn_id])
     assert runtime.storage.has_embedding(record_id)
     assert embed_records(runtime, [record_id]) == 0  # already embedded: skipped
     plain = MemoryRecord(namespace=NS, title="written directly, no vector yet")
@@ -148,7 +147,7 @@ def test_unavailable_embedder_keeps_records_pending_then_backfill_completes(
     runtime = make_runtime(settings)
     turns = ingest(runtime, 5, enqueue=False)
     for turn_id in turns:
-        extract_turn(runtime, turn_id)  # no exception storm
+        extract_turns(runtime, [turn_id])  # no exception storm
     # Its enqueue of embed jobs started the in-process executor, whose start-up sweep
     # may have taken some of the turns: either way each turn has its one record.
     assert runtime.jobs.wait_idle(timeout=60)
@@ -208,9 +207,9 @@ def test_conservative_merge_folds_a_repeat_into_its_old_twin(
     )
     runtime = make_runtime(settings)
     [first] = runtime.storage.put_events(turn_events(0, session="a"))[-1].closed_turns
-    [old_id] = extract_turn(runtime, first)
+    [old_id] = extract_turns(runtime, [first])
     [again] = runtime.storage.put_events(turn_events(0, session="b"))[-1].closed_turns
-    [merged_id] = extract_turn(runtime, again)
+    [merged_id] = extract_turns(runtime, [again])
     page = runtime.storage.list_memory_records(NS)
     assert [r.record_id for r in page.items] == [merged_id] and merged_id != old_id
     merged = page.items[0]
