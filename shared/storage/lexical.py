@@ -95,6 +95,16 @@ def namespace_pattern(namespace: str | None) -> str:
     return escape_like(namespace) + "%"
 
 
+def namespace_range(namespace: str | None) -> dict[str, str]:
+    """``{"ns_lo", "ns_hi"}``: the names starting with ``namespace`` (a prefix ending in
+    '/') are exactly those in [ns_lo, ns_hi) in code point order, since '0' follows '/';
+    None means every namespace (each starts with '/')."""
+    prefix = "/" if namespace is None else namespace
+    if not prefix.endswith("/"):
+        raise ValueError(f"namespace prefix must end in '/': {namespace!r}")
+    return {"ns_lo": prefix, "ns_hi": prefix[:-1] + "0"}
+
+
 def fill(
     best: list[T], more: Callable[[], list[T]], key: Callable[[T], str], limit: int
 ) -> list[T]:

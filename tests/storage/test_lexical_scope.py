@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared.models import MemoryRecord
 from shared.storage import Storage, lexical
@@ -44,6 +46,27 @@ def test_pruning_keeps_everything_when_no_rarer_term_matches_anything() -> None:
     assert lexical.select_terms(["error"], lambda t: freq, total=100) == ["error"]
     # A token of unknown frequency (a phrase like foo_bar) counts as rare and present.
     assert lexical.select_terms(["error", "foo_bar"], lambda t: freq, total=100) == ["foo_bar"]
+
+
+@given(
+    prefix=st.lists(st.sampled_from(["a", "b", "/", "0", ".", "\u00e9", "\U0001f600"]), max_size=4),
+    name=st.text(
+        st.sampled_from(["a", "b", "/", "0", ".", "-", "\u00e9", "\U0001f600"]), max_size=8
+    ),
+    cut=st.integers(min_value=0, max_value=8),
+)
+def test_namespace_range_holds_exactly_the_names_with_the_prefix(
+    prefix: list[str], name: str, cut: int
+) -> None:
+    ns = "/" + "".join(prefix) + "/"
+    name = ns[: max(0, len(ns) - cut)] + name  # near the prefix, often inside it
+    bounds = lexical.namespace_range(ns)
+    # SQLite's BINARY collation compares UTF-8 bytes, which order as code points do.
+    inside = bounds["ns_lo"].encode() <= name.encode() < bounds["ns_hi"].encode()
+    assert inside == name.startswith(ns)
+    assert lexical.namespace_range(None)["ns_lo"] == "/"
+    with pytest.raises(ValueError):
+        lexical.namespace_range("/actor/a")
 
 
 def test_fill_tops_up_from_the_wider_search_without_repeats() -> None:

@@ -114,3 +114,34 @@ def test_processes_opening_a_new_database_at_once_all_get_wal(tmp_path: Any) -> 
             p.join(timeout=30)
         assert [p.exitcode for p in procs] == [0, 0, 0]
         assert connection.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+# --- reads that must not scan or sort a whole namespace -----------------------------------
+
+
+@pytest.mark.parametrize("pinned_first", [False, True])
+def test_one_namespace_lists_in_index_order(store: Any, pinned_first: bool) -> None:
+    from shared.storage import lexical
+    from shared.storage.sqlite import queries as q
+
+    params = {**lexical.namespace_range("/actor/a/project/a/"), "limit": 10, "offset": 0}
+    plan = _plan(store, q.LIST_RECORDS[pinned_first, True], params)
+    assert "TEMP B-TREE" not in plan and "SCAN memory_records" not in plan, plan
+    # A prefix over several namespaces still seeks its range of the index.
+    prefix = {**lexical.namespace_range("/actor/a/"), "limit": 10, "offset": 0}
+    assert "SCAN memory_records" not in _plan(store, q.LIST_RECORDS[pinned_first, False], prefix)
+
+
+def test_stats_and_counts_come_off_indexes(store: Any) -> None:
+    from shared.storage import lexical
+    from shared.storage.sqlite import queries as q
+
+    ns = lexical.namespace_range("/actor/a/project/a/")
+    for sql in (q.STATS, q.COUNT_RECORDS):
+        plan = _plan(store, sql, ns)
+        assert "SCAN memory_records" not in plan and "SCAN events" not in plan, plan
+
+
+def _plan(store: Any, sql: str, params: dict[str, Any]) -> str:
+    rows = store._conns.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+    return "\n".join(str(r[3]) for r in rows)

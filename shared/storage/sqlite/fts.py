@@ -9,6 +9,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from shared.storage import lexical
+
 # FTS5's bm25() first counts, per query phrase, every document holding it, then scores each
 # match: with common terms that is the whole index. Only the newest WINDOW matches are
 # ranked; a search that comes back short (filters, a prefix without scope token) reruns
@@ -31,10 +33,10 @@ PUT_QUERY = "INSERT INTO temp.engram_query (rowid, t) VALUES (?, ?)"
 QUERY_STEMS = "SELECT doc, term FROM temp.engram_query_stems"
 STEM_DF = "SELECT doc FROM memory_fts_vocab WHERE term = ?"
 DOC_COUNT = "SELECT count(*) FROM memory_records"
-# Whether a record lies outside [lo, hi): two probes of memory_by_namespace.
+# Whether a record lies outside the namespace range: two probes of memory_by_namespace.
 OUTSIDE = """
-SELECT EXISTS (SELECT 1 FROM memory_records WHERE namespace < :lo)
-    OR EXISTS (SELECT 1 FROM memory_records WHERE namespace >= :hi)
+SELECT EXISTS (SELECT 1 FROM memory_records WHERE namespace < :ns_lo)
+    OR EXISTS (SELECT 1 FROM memory_records WHERE namespace >= :ns_hi)
 """
 WINDOW_START = """
 SELECT rowid FROM memory_fts WHERE memory_fts MATCH :match
@@ -51,8 +53,7 @@ def scope(conn: sqlite3.Connection, namespace: str) -> tuple[str, bool]:
     namespace or an actor prefix (the forms migration 0002 indexes); any other prefix has
     none, and the namespace is then checked against the records.
     """
-    hi = namespace[:-1] + chr(ord(namespace[-1]) + 1)  # every string with the prefix is < hi
-    if not conn.execute(OUTSIDE, {"lo": namespace, "hi": hi}).fetchone()[0]:
+    if not conn.execute(OUTSIDE, lexical.namespace_range(namespace)).fetchone()[0]:
         return "", True
     if _FULL.fullmatch(namespace):
         return f'scope : "ns{namespace.encode().hex()}" AND ', True

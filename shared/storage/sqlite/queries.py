@@ -1,7 +1,11 @@
 """Every SQL statement of the SQLite backend, as named constants with bound parameters."""
 
-# Namespace arguments are escaped LIKE patterns built by shared.storage.lexical.
-_NS = "namespace LIKE :ns ESCAPE '\\'"
+# A namespace or prefix is the range [:ns_lo, :ns_hi) of shared.storage.lexical's
+# namespace_range: exact for prefixes, and a range the namespace indexes can seek (a LIKE
+# pattern would scan every row).
+_NS = "namespace >= :ns_lo AND namespace < :ns_hi"
+_R_NS = "r.namespace >= :ns_lo AND r.namespace < :ns_hi"
+_E_NS = "e.namespace >= :ns_lo AND e.namespace < :ns_hi"
 
 # --- events and turns -----------------------------------------------------------------
 EVENTS_TURNS = """
@@ -67,14 +71,21 @@ RETURNING record_id, namespace
 GET_RECORD = "SELECT * FROM memory_records WHERE record_id = ?"
 GET_RECORDS = "SELECT * FROM memory_records WHERE record_id IN (SELECT value FROM json_each(?))"
 COUNT_RECORDS = f"SELECT count(*) FROM memory_records WHERE {_NS}"
-LIST_RECORDS = f"""
-SELECT * FROM memory_records WHERE {_NS}
-ORDER BY created_at DESC, record_id DESC LIMIT :limit OFFSET :offset
+# A page of records, keyed (pinned first, one full namespace). For one namespace the
+# order comes straight off memory_by_namespace / memory_pinned_first (migration 0004); a
+# prefix spanning namespaces sorts what it matched.
+_ORDERS = {
+    False: "created_at DESC, record_id DESC",
+    True: "pinned DESC, " + "created_at DESC, record_id DESC",
+}
+LIST_RECORDS = {
+    (pinned, exact): f"""
+SELECT * FROM memory_records WHERE {"namespace = :ns_lo" if exact else _NS}
+ORDER BY {_ORDERS[pinned]} LIMIT :limit OFFSET :offset
 """
-LIST_RECORDS_PINNED_FIRST = f"""
-SELECT * FROM memory_records WHERE {_NS}
-ORDER BY pinned DESC, created_at DESC, record_id DESC LIMIT :limit OFFSET :offset
-"""
+    for pinned in (False, True)
+    for exact in (False, True)
+}
 SET_PINNED = "UPDATE memory_records SET pinned = ? WHERE record_id = ? RETURNING *"
 TIMELINE_BEFORE = """
 SELECT * FROM memory_records
@@ -125,7 +136,7 @@ ORDER BY score LIMIT :limit
 RANK_FTS_CHECKED = f"""
 SELECT memory_fts.rowid, {_BM25} AS score FROM memory_fts
 JOIN memory_records r ON r.id = memory_fts.rowid
-WHERE memory_fts MATCH :match AND memory_fts.rowid > :after AND r.{_NS} {_FILTERS}
+WHERE memory_fts MATCH :match AND memory_fts.rowid > :after AND {_R_NS} {_FILTERS}
 ORDER BY score LIMIT :limit
 """
 # The ranked rows' records (the namespace tested again), with their index rowid.
@@ -135,7 +146,7 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND {_NS}
 """
 SEARCH_SUBSTRING = f"""
 SELECT r.* FROM memory_records r
-WHERE r.{_NS} {_FILTERS}
+WHERE {_R_NS} {_FILTERS}
   AND (r.title LIKE :pattern ESCAPE '\\' OR r.summary LIKE :pattern ESCAPE '\\'
        OR r.facts_text LIKE :pattern ESCAPE '\\')
 ORDER BY r.created_at DESC, r.record_id ASC
@@ -149,8 +160,11 @@ SELECT
   (SELECT count(*) FROM memory_records WHERE {_NS}) AS memories,
   (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NOT NULL) AS embedded,
   (SELECT count(*) FROM events e JOIN turns t ON t.turn_id = e.turn_id
-    WHERE e.{_NS} AND t.extracted_at IS NULL) AS pending_extraction,
-  (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NULL) AS pending_embedding
+    WHERE {_E_NS} AND t.extracted_at IS NULL) AS pending_extraction,
+  -- both counts come off indexes; counting the NULLs would read every wide row
+  (SELECT count(*) FROM memory_records WHERE {_NS})
+    - (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NOT NULL)
+    AS pending_embedding
 """
 PROJECTS = """
 WITH names AS (SELECT namespace FROM events UNION SELECT namespace FROM memory_records)

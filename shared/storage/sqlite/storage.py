@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.models import Event, MemoryRecord, StoredEvent, utcnow
+from shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
 from shared.storage import columns, lexical, turns
 from shared.storage.base import (
     DuplicateRecordError,
@@ -128,7 +128,7 @@ class SqliteStorage(Storage):
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[StoredEvent]:
         params = {
-            "ns": lexical.namespace_pattern(namespace),
+            **lexical.namespace_range(namespace),
             "session_id": session_id,
             "limit": limit,
         }
@@ -195,12 +195,12 @@ class SqliteStorage(Storage):
     def list_memory_records(
         self, namespace: str, limit: int = 50, offset: int = 0, pinned_first: bool = False
     ) -> Page:
-        ns = lexical.namespace_pattern(namespace)
-        sql = q.LIST_RECORDS_PINNED_FIRST if pinned_first else q.LIST_RECORDS
+        ns = lexical.namespace_range(namespace)
+        sql = q.LIST_RECORDS[pinned_first, NAMESPACE_RE.fullmatch(ns["ns_lo"]) is not None]
         conn = self._conns.get()
         with _snapshot(conn):  # the page and its total from one snapshot
-            rows = conn.execute(sql, {"ns": ns, "limit": limit, "offset": offset}).fetchall()
-            total = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()[0]
+            rows = conn.execute(sql, {**ns, "limit": limit, "offset": offset}).fetchall()
+            total = conn.execute(q.COUNT_RECORDS, ns).fetchone()[0]
         return Page([codec.to_record(r) for r in rows], total, limit, offset)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
@@ -241,7 +241,7 @@ class SqliteStorage(Storage):
         since: datetime | None = None,
     ) -> list[LexicalHit]:
         params: dict[str, Any] = {
-            "ns": lexical.namespace_pattern(namespace),
+            **lexical.namespace_range(namespace),
             "observation_type": observation_type,
             "since": codec.ts(since) if since else None,
             "limit": limit,
@@ -275,7 +275,7 @@ class SqliteStorage(Storage):
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
         params = {
-            "ns": lexical.namespace_pattern(namespace),
+            **lexical.namespace_range(namespace),
             "since": -1 if since is None else since,
         }
         conn = self._conns.get()
@@ -291,26 +291,24 @@ class SqliteStorage(Storage):
             )
 
     def embedded_ids(self, namespace: str) -> list[str]:
-        rows = self._read(q.EMBEDDED_IDS, {"ns": lexical.namespace_pattern(namespace)})
+        rows = self._read(q.EMBEDDED_IDS, lexical.namespace_range(namespace))
         return [r[0] for r in rows]
 
     def records_missing_embedding(
         self, limit: int, namespace: str | None = None
     ) -> list[MemoryRecord]:
-        params = {"ns": lexical.namespace_pattern(namespace), "limit": limit}
+        params = {**lexical.namespace_range(namespace), "limit": limit}
         return [codec.to_record(r) for r in self._read(q.MISSING_EMBEDDING, params)]
 
     def clear_embeddings(self, namespace: str | None = None) -> int:
         with self._conns.write() as conn:
-            rows = conn.execute(
-                q.CLEAR_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)}
-            ).fetchall()
+            rows = conn.execute(q.CLEAR_EMBEDDINGS, lexical.namespace_range(namespace)).fetchall()
         self._notify({r["namespace"] for r in rows})
         return len(rows)
 
     # --- stats ------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:
-        row = self._read(q.STATS, {"ns": lexical.namespace_pattern(namespace)})[0]
+        row = self._read(q.STATS, lexical.namespace_range(namespace))[0]
         return {key: int(row[key]) for key in row.keys()}  # noqa: SIM118 - Row has no iter
 
     def projects(self) -> list[dict[str, Any]]:
@@ -330,7 +328,8 @@ def _records_by_rank(
     first ``params["limit"]``; a record deleted (or moved) since it was ranked drops out."""
     score = dict(ranked)
     ids = json.dumps(list(score))
-    rows = conn.execute(q.RANKED_RECORDS, {"ids": ids, "ns": params["ns"]}).fetchall()
+    bounds = {"ns_lo": params["ns_lo"], "ns_hi": params["ns_hi"]}
+    rows = conn.execute(q.RANKED_RECORDS, {"ids": ids, **bounds}).fetchall()
     rows.sort(key=_rid)
     rows.sort(key=lambda r: r["created_at"], reverse=True)
     rows.sort(key=lambda r: score[r["id"]])
