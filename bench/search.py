@@ -127,7 +127,9 @@ def _measure(runtime: Runtime, queries: list[str]) -> dict[str, Any]:
     retriever, storage, embedder = runtime.retriever, runtime.storage, runtime.embedder
     vectors = VectorSet.build(storage.list_embeddings(NS))
     qvecs = {q: embedder.embed_query(q) for q in queries}
-    retriever.search(NS, queries[0])  # loads the namespace matrix once
+    # The first search starts loading the namespace matrix; wait until it is in.
+    while retriever.search(NS, queries[0]).degraded:
+        time.sleep(0.05)
     degraded = 0
 
     def full(q: str) -> None:

@@ -37,6 +37,9 @@ CANDIDATES = 4  # each leg returns limit x 4 candidates for the fusion
 PROMPT_LIMIT = 5  # records in the prompt-time context block
 INDEX_PAGE = 100
 WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per search
+# A search waits this long for a namespace's vectors to load the first time; past it the
+# search is lexical only and the load finishes in the background for the next one.
+COLD_LOAD_WAIT_S = 0.15
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class Retriever:
         try:
             if not is_namespace_prefix(namespace) or budget <= 0:
                 return {"context": "", "used_bytes": 0}
+            self._warm_for_prompts(namespace)
             text, used = format_index(self._iter_records(namespace), budget)
             return {"context": text, "used_bytes": used}
         except Exception:
@@ -257,7 +261,9 @@ class Retriever:
             return "embedder not loaded yet (warming up)"
         if state != "ready":
             return f"embedder {state}"
-        vectors = self._cache.get(namespace)
+        vectors = self._cache.get_within(namespace, COLD_LOAD_WAIT_S)
+        if vectors is None:
+            return "vectors of the namespace still loading (first search)"
         if not vectors.ids:
             return "no embedded records in the namespace"
         return vectors.top(embedder.embed_query(text), k, observation_type, since)
@@ -289,6 +295,16 @@ class Retriever:
             offset += len(page.items)
             if len(page.items) < INDEX_PAGE or offset >= page.total:
                 return
+
+    def _warm_for_prompts(self, namespace: str) -> None:
+        """A session is starting: have the model and the namespace's vectors loaded (in
+        the background) by the time its first prompt searches."""
+        if self._settings.embedder == "off":
+            return
+        self._after_fork()
+        if self._rt.embedder.state == "not_loaded":
+            self.warm_up()
+        self._cache.warm(namespace)
 
     def warm_up(self) -> None:
         """Load the model in the background: a search never waits for a cold model."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection
@@ -162,6 +163,8 @@ class VectorSet:
         ]
 
 
+log = logging.getLogger(__name__)
+
 Loader = Callable[[str, int | None], EmbeddingMatrix]  # list_embeddings(namespace, since)
 
 
@@ -188,6 +191,7 @@ class VectorCache:
         self._entries: OrderedDict[str, tuple[int, VectorSet]] = OrderedDict()
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()  # one load at a time: no stampede on a cold cache
+        self._loading: dict[str, threading.Event] = {}  # background loads in flight
         self.loads = 0
         self.refreshes = 0
 
@@ -195,7 +199,46 @@ class VectorCache:
         """An empty cache over the same sources (a forked child starts with one)."""
         return VectorCache(self._load, self._epoch_of, self._embedded_ids, self._max)
 
+    def get_within(self, namespace: str, wait: float) -> VectorSet | None:
+        """``get``, but a namespace not cached at all (a load of the whole namespace:
+        ~0.5 s at 50k) loads on a background thread, and None comes back if that takes
+        over ``wait`` seconds; the load goes on, for the next search. Refreshes (small,
+        incremental) are always waited for."""
+        with self._lock:
+            cold = namespace not in self._entries
+        if cold and not self._load_in_background(namespace).wait(wait):
+            return None
+        return self.get(namespace)
+
+    def warm(self, namespace: str) -> None:
+        """Start loading a namespace not cached yet, without waiting."""
+        with self._lock:
+            cold = namespace not in self._entries
+        if cold:
+            self._load_in_background(namespace)
+
+    def _load_in_background(self, namespace: str) -> threading.Event:
+        with self._lock:
+            done = self._loading.get(namespace)
+            if done is not None:
+                return done
+            done = self._loading[namespace] = threading.Event()
+
+        def load() -> None:
+            try:
+                self.get(namespace)
+            except Exception as exc:  # the next search tries again, and degrades meanwhile
+                log.warning("loading the vectors of a namespace failed: %r", exc)
+            finally:
+                with self._lock:
+                    self._loading.pop(namespace, None)
+                done.set()
+
+        threading.Thread(target=load, name="engram-vector-load", daemon=True).start()
+        return done
+
     def get(self, namespace: str) -> VectorSet:
+        """The namespace's set, loaded or refreshed as needed."""
         epoch = self._epoch_of(namespace)
         hit = self._lookup(namespace, epoch)
         if hit is not None:

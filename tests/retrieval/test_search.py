@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -206,3 +208,39 @@ def test_search_works_in_a_forked_child(runtime: Runtime) -> None:
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_slow_first_vector_load_never_blocks_a_search(
+    hybrid: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = [make_record(NS, f"webhook token {i}", i) for i in range(3)]
+    put(hybrid, records, embed=True)
+    gate = threading.Event()
+    load = hybrid.storage.list_embeddings
+
+    def slow_load(namespace: str, since: int | None = None) -> Any:
+        gate.wait(10)  # a namespace too big to load inside one search
+        return load(namespace, since)
+
+    monkeypatch.setattr(hybrid.storage, "list_embeddings", slow_load)
+    first = hybrid.retriever.search(NS, "webhook token", limit=10)
+    assert first.degraded and len(first.items) == 3  # lexical while the vectors load
+    assert {h.match_source for h in first.items} == {"fts"}
+    gate.set()
+    for _ in range(200):
+        if not (later := hybrid.retriever.search(NS, "webhook token", limit=10)).degraded:
+            break
+        time.sleep(0.05)
+    assert not later.degraded and {h.match_source for h in later.items} == {"hybrid"}
+
+
+def test_session_start_warms_the_namespace_vectors(hybrid: Runtime) -> None:
+    put(hybrid, [make_record(NS, "webhook token", 0)], embed=True)
+    assert hybrid.retriever.metrics()["vector_cache"]["loads"] == 0
+    assert "webhook token" in hybrid.retriever.session_index(NS)["context"]
+    for _ in range(200):
+        if hybrid.retriever.metrics()["vector_cache"]["loads"] == 1:
+            break
+        time.sleep(0.05)
+    assert hybrid.retriever.metrics()["vector_cache"]["loads"] == 1
+    assert not hybrid.retriever.search(NS, "webhook token").degraded

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from typing import Any
 
 import numpy as np
@@ -154,3 +155,36 @@ def test_a_rebuild_is_patched_in_too(storage: Any) -> None:
         h.embed(i, 100 + i)
     assert _content(h.cache.get(h.ns)) == _full(h)
     assert h.cache.loads == 1 and h.cache.refreshes == 2
+
+
+def test_a_slow_first_load_finishes_in_the_background(storage: Any) -> None:
+    h = Harness(storage)
+    for seed in range(3):
+        h.add(seed)
+    gate = threading.Event()
+
+    def slow_load(ns: str, since: int | None) -> Any:
+        assert gate.wait(10), "never released"
+        return storage.list_embeddings(ns, since)
+
+    cache = VectorCache(slow_load, lambda ns: h.epoch, storage.embedded_ids)
+    assert cache.get_within(h.ns, 0.05) is None  # still loading: the caller degrades
+    assert cache.get_within(h.ns, 0.05) is None  # the same load, not a second one
+    gate.set()
+    loaded = cache.get_within(h.ns, 10)
+    assert loaded is not None and _content(loaded) == _full(h)
+    assert cache.stats()["loads"] == 1
+    # Once cached, a write is refreshed in the caller's thread, never skipped.
+    h.add(7)
+    refreshed = cache.get_within(h.ns, 0.0)
+    assert refreshed is not None and _content(refreshed) == _full(h)
+
+
+def test_warm_starts_one_background_load(storage: Any) -> None:
+    h = Harness(storage)
+    h.add(1)
+    h.cache.warm(h.ns)
+    h.cache.warm(h.ns)
+    loaded = h.cache.get_within(h.ns, 10)
+    assert loaded is not None and _content(loaded) == _full(h)
+    assert h.cache.stats()["loads"] == 1
