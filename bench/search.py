@@ -225,7 +225,7 @@ def _backend(settings: Settings, queries: list[str]) -> dict[str, Any]:
 
 
 _RSS_CHILD = """
-import json, sys
+import json, sys, time
 from shared.config import Settings
 from shared.runtime import Runtime
 from pathlib import Path
@@ -233,6 +233,8 @@ args = json.loads(sys.argv[1])
 settings = Settings(**{k: Path(v) if k in ("home", "model_path") else v for k, v in args.items()})
 rt = Runtime.build(settings)
 rt.embedder.warm()
+while rt.retriever.search(sys.argv[3], "warm up").degraded:  # the matrix loads in the background
+    time.sleep(0.05)
 for q in json.loads(sys.argv[2]):
     rt.retriever.search(sys.argv[3], q)
 rss = next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]
