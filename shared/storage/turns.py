@@ -24,6 +24,16 @@ class NewTurn:
     session_id: str
     closed: bool  # closed by the end of the batch
 
+    def row(self, now: object) -> dict[str, object]:
+        """The parameters of the backends' INSERT_TURN, opened (and maybe closed) ``now``."""
+        return {
+            "turn_id": self.turn_id,
+            "namespace": self.namespace,
+            "session_id": self.session_id,
+            "now": now,
+            "closed_at": now if self.closed else None,
+        }
+
 
 @dataclass
 class Plan:

@@ -103,16 +103,7 @@ class SqliteStorage(Storage):
             conn.executemany(q.CLOSE_TURN, [{"turn_id": t, "now": now} for t in plan.close])
             conn.executemany(
                 q.INSERT_TURN,
-                [
-                    {
-                        "turn_id": t.turn_id,
-                        "namespace": t.namespace,
-                        "session_id": t.session_id,
-                        "now": now,
-                        "closed_at": now if t.closed else None,
-                    }
-                    for t in plan.new_turns
-                ],
+                [t.row(now) for t in plan.new_turns],
             )
             conn.executemany(q.TOUCH_TURN, [{"turn_id": t, "now": now} for t in plan.touch])
             conn.executemany(
