@@ -202,7 +202,7 @@ def _analyze(settings: Settings) -> None:
         import psycopg
 
         with psycopg.connect(settings.database_url, autocommit=True) as conn:
-            conn.execute("ANALYZE memory_records")
+            conn.execute("ANALYZE memory_records, memory_fts")
 
 
 def _backend(settings: Settings, queries: list[str]) -> dict[str, Any]:

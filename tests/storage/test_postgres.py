@@ -41,7 +41,8 @@ def test_schema_has_hnsw_gin_and_plain_vector_storage(store: PostgresStorage, pg
         indexes = dict(
             conn.execute(
                 "SELECT indexname, indexdef FROM pg_indexes"
-                " WHERE tablename = 'memory_records' AND schemaname = current_schema()"
+                " WHERE tablename IN ('memory_records', 'memory_fts')"
+                " AND schemaname = current_schema()"
             ).fetchall()
         )
         storage = conn.execute(
@@ -49,7 +50,7 @@ def test_schema_has_hnsw_gin_and_plain_vector_storage(store: PostgresStorage, pg
             " WHERE attrelid = 'memory_records'::regclass AND attname = 'embedding'"
         ).fetchone()
     assert "USING hnsw (embedding vector_cosine_ops)" in indexes["memory_records_embedding"]
-    assert "USING gin (tsv)" in indexes["memory_records_tsv"]
+    assert "USING gin (tsv)" in indexes["memory_fts_tsv"]
     assert storage == ("p",)
 
 
@@ -167,7 +168,7 @@ def test_lexeme_df_matches_the_index(store: PostgresStorage, pg_url: str) -> Non
         conn.execute("UPDATE memory_records SET title = 'renamed' WHERE title = 'unrelated'")
         kept = conn.execute("SELECT lexeme, df FROM lexeme_df WHERE df > 0 ORDER BY 1").fetchall()
         truth = conn.execute(
-            "SELECT word, ndoc FROM ts_stat('SELECT tsv FROM memory_records') ORDER BY 1"
+            "SELECT word, ndoc FROM ts_stat('SELECT tsv FROM memory_fts') ORDER BY 1"
         ).fetchall()
     assert kept == truth
     assert ("sugar", 3) in kept and ("creme", 1) in kept and ("config", 1) in kept

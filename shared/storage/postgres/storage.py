@@ -35,7 +35,7 @@ from shared.storage.postgres.rows import (
 )
 
 ChangeHook = Callable[[set[str]], None]
-# Matches ranked when the query terms are in most rows (see ``_recent``).
+# A search ranks only the newest this many matches (queries.SEARCH_FTS).
 RECENT_MATCHES = 2000
 
 
@@ -103,16 +103,7 @@ class PostgresStorage(Storage):
                 cur.executemany(q.CLOSE_TURN, [(now, t) for t in plan.close])
                 cur.executemany(
                     q.INSERT_TURN,
-                    [
-                        {
-                            "turn_id": t.turn_id,
-                            "namespace": t.namespace,
-                            "session_id": t.session_id,
-                            "now": now,
-                            "closed_at": now if t.closed else None,
-                        }
-                        for t in plan.new_turns
-                    ],
+                    [t.row(now) for t in plan.new_turns],
                 )
                 cur.executemany(q.TOUCH_TURN, [(now, t) for t in plan.touch])
                 cur.executemany(
@@ -227,36 +218,19 @@ class PostgresStorage(Storage):
     ) -> list[LexicalHit]:
         params: dict[str, Any] = {
             "ns": lexical.namespace_pattern(namespace),
+            "exact": namespace if NAMESPACE_RE.fullmatch(namespace) else None,
             "type": observation_type,
             "since": since,
             "limit": limit,
+            "window": max(RECENT_MATCHES, limit),
         }
         query = lexical.encodable(query)
+        tokens = lexical.tokenize(query)
         with self._db.connection() as conn:
-            tokens = lexical.tokenize(query)
-            count = conn.execute(q.DOC_COUNT).fetchone()
-            total = int(count[0]) if count else None
-            freq: dict[str, int] = {}
-            tsquery, terms = self._tsquery(conn, tokens, total, freq)
             rows: list[tuple[Any, ...]] | None = None
-            if tsquery is not None:
+            if tokens:
                 try:
-                    search = {**params, "tsquery": tsquery}
-                    rows = _recent(conn, search, namespace, total, freq, terms)
-                    if rows is None:
-                        rows = conn.execute(q.SEARCH_FTS, search).fetchall()
-                    every = self._tsquery(conn, tokens, None, freq)[0]
-                    if every is not None and every != tsquery:
-                        fts = {**params, "tsquery": every}
-                        rows = lexical.fill(
-                            rows,
-                            lambda: (
-                                _recent(conn, fts, namespace, total, freq, tokens)
-                                or conn.execute(q.SEARCH_FTS, fts).fetchall()
-                            ),
-                            lambda r: str(r[0]),
-                            limit,
-                        )
+                    rows = _search_fts(conn, params, tokens)
                 except (psycopg.ProgrammingError, psycopg.DataError):
                     rows = None  # the engine refused it: fall through to the substring
             if rows is None:
@@ -265,26 +239,6 @@ class PostgresStorage(Storage):
                     return []
                 rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
         return [LexicalHit(memory_record(r), i) for i, r in enumerate(rows)]
-
-    @staticmethod
-    def _tsquery(
-        conn: psycopg.Connection, tokens: list[str], total: int | None, freq: dict[str, int]
-    ) -> tuple[str | None, list[str]]:
-        """The OR of the (at most 32 rarest) tokens as tsquery text, without the common ones
-        if ``total`` (the document count) is given, and the tokens kept; None if none is
-        usable. ``freq`` caches the document frequencies looked up."""
-
-        def doc_freq(words: Sequence[str]) -> dict[str, int]:
-            missing = [w for w in words if w not in freq]
-            if missing:
-                freq.update(conn.execute(q.TOKEN_DOC_FREQ, (missing,)).fetchall())
-            return freq
-
-        terms = lexical.select_terms(tokens, doc_freq, total=total)
-        if not terms:
-            return None, terms
-        row = conn.execute(q.BUILD_TSQUERY, (terms,)).fetchone()
-        return (row[0] if row else None), terms
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
         params = {
@@ -373,26 +327,29 @@ def _basename(path: str) -> str | None:
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or None
 
 
-def _recent(
-    conn: psycopg.Connection,
-    params: dict[str, Any],
-    namespace: str,
-    total: int | None,
-    freq: dict[str, int],
-    terms: list[str],
+def _search_fts(
+    conn: psycopg.Connection, params: dict[str, Any], tokens: list[str]
 ) -> list[tuple[Any, ...]] | None:
-    """The search ranked over the newest records only, when the terms are so common that
-    those hold about ``RECENT_MATCHES`` matches; None when that does not apply or came back
-    short (the caller then ranks every match)."""
-    if not total or not NAMESPACE_RE.fullmatch(namespace):
+    """Rows of the OR of the (at most 32 rarest) tokens, without the common ones, topped
+    up from the OR of all of them when short; None when no token is usable."""
+    found = conn.execute(q.QUERY_TERMS, (tokens,)).fetchall()
+    freq = {token: df for token, df, _, _ in found}
+    parts = {token: part for token, _, part, _ in found if part}
+    total = int(found[0][3]) if found else None
+
+    def tsquery(terms: list[str]) -> str | None:
+        return " | ".join(f"({parts[t]})" for t in terms if t in parts) or None
+
+    best = tsquery(lexical.select_terms(tokens, lambda _: freq, total=total))
+    if best is None:
         return None
-    # Of an OR, at least the commonest kept term's share of the rows match.
-    common = max((freq.get(t, 0) for t in terms if freq.get(t, 0) <= total), default=0)
-    if common * 4 < total:
-        return None
-    window = {**params, "exact": namespace, "skip": RECENT_MATCHES * total // common}
-    start = conn.execute(q.WINDOW_START, window).fetchone()
-    if start is None:
-        return None
-    rows = conn.execute(q.SEARCH_FTS_RECENT, {**window, "after": start[0]}).fetchall()
-    return rows if len(rows) >= params["limit"] else None
+    rows = conn.execute(q.SEARCH_FTS, {**params, "tsquery": best}).fetchall()
+    every = tsquery(lexical.select_terms(tokens, lambda _: freq))
+    if every is None or every == best:
+        return rows
+    return lexical.fill(
+        rows,
+        lambda: conn.execute(q.SEARCH_FTS, {**params, "tsquery": every}).fetchall(),
+        lambda r: str(r[0]),
+        params["limit"],
+    )

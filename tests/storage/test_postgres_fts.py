@@ -1,0 +1,128 @@
+"""Postgres full-text search: the memory_fts table (migration 0004) and the ranking window."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from shared.models import MemoryRecord
+from shared.storage.migrator import default_directory
+from shared.storage.postgres import PostgresStorage, migrate_postgres
+from shared.storage.postgres import storage as pg
+
+pytestmark = pytest.mark.postgres
+
+NS = "/actor/a/project/a/"
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+# memory_fts as it should be: one row per record, its tsv the indexed document.
+EXPECTED_FTS = """
+SELECT record_id, namespace, created_at, observation_type,
+       engram_fts_doc(title, summary, facts)::text
+  FROM memory_records ORDER BY record_id
+"""
+ACTUAL_FTS = """
+SELECT record_id, namespace, created_at, observation_type, tsv::text
+  FROM memory_fts ORDER BY record_id
+"""
+LEXEMES = "SELECT lexeme, df FROM lexeme_df WHERE df > 0 ORDER BY 1"
+TRUTH = "SELECT word, ndoc FROM ts_stat('SELECT tsv FROM memory_fts') ORDER BY 1"
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[PostgresStorage]:
+    migrate_postgres(pg_url)
+    storage = PostgresStorage(pg_url)
+    yield storage
+    storage.close()
+
+
+def rec(title: str, minutes: int = 0, **extra: Any) -> MemoryRecord:
+    return MemoryRecord(
+        namespace=NS, title=title, created_at=T0 + timedelta(minutes=minutes), **extra
+    )
+
+
+def ids(hits: list[Any]) -> list[str]:
+    return [h.record.record_id for h in hits]
+
+
+def query(url: str, sql: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+
+
+def test_memory_fts_follows_every_write(store: PostgresStorage, pg_url: str) -> None:
+    records = [rec(f"walrus {i}", minutes=i, summary="tusks") for i in range(4)]
+    for r in records:
+        store.put_memory_record(r)
+    store.delete_memory_records([records[0].record_id])
+    store.set_pinned(records[1].record_id, True)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(
+            "UPDATE memory_records SET title = 'narwhal', observation_type = 'decision'"
+            " WHERE record_id = %s",
+            (records[2].record_id,),
+        )
+    assert len(query(pg_url, ACTUAL_FTS)) == 3
+    assert query(pg_url, ACTUAL_FTS) == query(pg_url, EXPECTED_FTS)
+    assert query(pg_url, LEXEMES) == query(pg_url, TRUTH)
+    assert query(pg_url, "SELECT n FROM fts_doc_count") == [(3,)]
+    assert ids(store.search_lexical(NS, "narwhal", 5, observation_type="decision")) == [
+        records[2].record_id
+    ]
+
+
+def test_migration_moves_existing_records_to_memory_fts(pg_url: str, tmp_path: Path) -> None:
+    before = tmp_path / "0001-0003"
+    before.mkdir()
+    for path in sorted(default_directory("postgres").glob("000[123]_*.sql")):
+        shutil.copy(path, before)
+    migrate_postgres(pg_url, before)
+    store = PostgresStorage(pg_url)
+    try:
+        old = [rec("legacy parser", minutes=i, facts=["src/app/cli.py"]) for i in range(3)]
+        for r in old:
+            store.put_memory_record(r)
+        store.delete_memory_records([old[0].record_id])
+        assert "0004_memory_fts" in migrate_postgres(pg_url)
+        assert query(pg_url, ACTUAL_FTS) == query(pg_url, EXPECTED_FTS)
+        assert query(pg_url, LEXEMES) == query(pg_url, TRUTH)
+        assert ("parser", 2) in query(pg_url, LEXEMES)
+        assert query(pg_url, "SELECT n FROM fts_doc_count") == [(2,)]
+        tsv = "SELECT table_name FROM information_schema.columns"
+        tsv += " WHERE column_name = 'tsv' AND table_schema = current_schema()"
+        assert query(pg_url, tsv) == [("memory_fts",)]
+        new = rec("legacy parser again", minutes=9)
+        store.put_memory_record(new)
+        expected = [old[2].record_id, old[1].record_id, new.record_id]  # cli ranks them up
+        assert ids(store.search_lexical(NS, "parser cli", 10)) == expected
+        assert query(pg_url, "SELECT n FROM fts_doc_count") == [(3,)]
+    finally:
+        store.close()
+
+
+def test_ranking_window_holds_the_newest_matches(
+    store: PostgresStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    best = rec("walrus walrus", minutes=0)  # the best match, and the oldest
+    weak = [rec("note", minutes=i, facts=["walrus"]) for i in range(1, 4)]
+    rare = rec("zebra", minutes=4)
+    others = [rec(f"unrelated {i}", minutes=i) for i in range(5, 12)]
+    for r in (best, *weak, rare, *others):
+        store.put_memory_record(r)
+    assert ids(store.search_lexical(NS, "walrus", 1)) == [best.record_id]
+    monkeypatch.setattr(pg, "RECENT_MATCHES", 2)
+    # Only the two newest matches are ranked; the best one is older than both.
+    assert ids(store.search_lexical(NS, "walrus", 1)) == [weak[2].record_id]
+    # The window never holds fewer rows than asked for.
+    assert ids(store.search_lexical(NS, "walrus", 4))[0] == best.record_id
+    # It counts matches, not records: newer records without the term take no room.
+    assert ids(store.search_lexical(NS, "zebra", 1)) == [rare.record_id]
+    assert ids(store.search_lexical("/actor/a/", "walrus", 1)) == [weak[2].record_id]
