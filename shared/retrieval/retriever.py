@@ -37,8 +37,8 @@ CANDIDATES = 4  # each leg returns limit x 4 candidates for the fusion
 PROMPT_LIMIT = 5  # records in the prompt-time context block
 INDEX_PAGE = 100
 WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per search
-# A search waits this long for a namespace's vectors to load the first time; past it the
-# search is lexical only and the load finishes in the background for the next one.
+# A search waits this long for a namespace's vectors to load (or, after many writes, to
+# refresh); past it the search is lexical only and the load finishes in the background.
 COLD_LOAD_WAIT_S = 0.15
 
 
@@ -263,7 +263,7 @@ class Retriever:
             return f"embedder {state}"
         vectors = self._cache.get_within(namespace, COLD_LOAD_WAIT_S)
         if vectors is None:
-            return "vectors of the namespace still loading (first search)"
+            return "vectors of the namespace still loading"
         if not vectors.ids:
             return "no embedded records in the namespace"
         return vectors.top(embedder.embed_query(text), k, observation_type, since)

@@ -200,13 +200,13 @@ class VectorCache:
         return VectorCache(self._load, self._epoch_of, self._embedded_ids, self._max)
 
     def get_within(self, namespace: str, wait: float) -> VectorSet | None:
-        """``get``, but a namespace not cached at all (a load of the whole namespace:
-        ~0.5 s at 50k) loads on a background thread, and None comes back if that takes
-        over ``wait`` seconds; the load goes on, for the next search. Refreshes (small,
-        incremental) are always waited for."""
-        with self._lock:
-            cold = namespace not in self._entries
-        if cold and not self._load_in_background(namespace).wait(wait):
+        """``get``, but a load or refresh (a whole namespace: ~0.5 s at 50k; a refresh
+        after a large backfill can take as long) runs on a background thread, and None
+        comes back if it takes over ``wait`` seconds; it goes on, for the next search."""
+        hit = self._lookup(namespace, self._epoch_of(namespace))
+        if hit is not None:
+            return hit
+        if not self._load_in_background(namespace).wait(wait):
             return None
         return self.get(namespace)
 

@@ -242,3 +242,23 @@ def test_concurrent_writers_share_one_open_turn(store: PostgresStorage) -> None:
     for session in ("s1", "s2", "s3"):
         turns, errors = race(session)
         assert errors == [] and len(turns) == 6 and len(set(turns)) == 1, (errors, turns)
+
+
+@pytest.mark.parametrize("pinned_first", [False, True])
+def test_one_namespace_lists_in_index_order(
+    store: PostgresStorage, pg_url: str, pinned_first: bool
+) -> None:
+    from shared.storage import lexical
+    from shared.storage.postgres import queries as q
+
+    for i in range(5):
+        store.put_memory_record(rec(f"r{i}", minutes=i))
+    params = {"ns": lexical.namespace_pattern(NS), "exact": NS, "limit": 10, "offset": 0}
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SET enable_sort = off")  # a sort is then chosen only if no index fits
+        conn.execute("ANALYZE memory_records")
+        plan = conn.execute("EXPLAIN " + q.LIST_RECORDS[pinned_first, True], params).fetchall()
+    text = "\n".join(r[0] for r in plan)
+    assert "Sort" not in text, text
+    listed = store.list_memory_records(NS, pinned_first=pinned_first).items
+    assert [r.title for r in listed] == [f"r{i}" for i in reversed(range(5))]

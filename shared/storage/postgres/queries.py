@@ -107,13 +107,23 @@ GET_RECORDS = f"SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = AN
 
 COUNT_RECORDS = f"SELECT count(*) FROM memory_records WHERE namespace {NS}"
 
-LIST_RECORDS = f"""
+# A page of records, keyed (pinned first, one full namespace). For one namespace the
+# order comes straight off memory_records_namespace_recent / _pinned_first (migration
+# 0005); a prefix spanning namespaces sorts what it matched.
+_ORDERS = {
+    False: "created_at DESC, record_id DESC",
+    True: "pinned DESC, created_at DESC, record_id DESC",
+}
+LIST_RECORDS = {
+    (pinned, exact): f"""
 SELECT {RECORD_COLUMNS} FROM memory_records
- WHERE namespace {NS}
- ORDER BY CASE WHEN %(pinned_first)s THEN pinned END DESC NULLS LAST,
-          created_at DESC, record_id DESC
+ WHERE {"namespace = %(exact)s" if exact else "namespace " + NS}
+ ORDER BY {_ORDERS[pinned]}
  LIMIT %(limit)s OFFSET %(offset)s
 """
+    for pinned in (False, True)
+    for exact in (False, True)
+}
 
 SET_PINNED = f"""
 UPDATE memory_records SET pinned = %s WHERE record_id = %s RETURNING {RECORD_COLUMNS}

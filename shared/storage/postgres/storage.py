@@ -177,10 +177,11 @@ class PostgresStorage(Storage):
         self, namespace: str, limit: int = 50, offset: int = 0, pinned_first: bool = False
     ) -> Page:
         ns = lexical.namespace_pattern(namespace)
-        params = {"ns": ns, "limit": limit, "offset": offset, "pinned_first": pinned_first}
+        exact = NAMESPACE_RE.fullmatch(namespace) is not None
+        params = {"ns": ns, "exact": namespace, "limit": limit, "offset": offset}
         with self._db.connection() as conn, conn.transaction():
             total = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()
-            rows = conn.execute(q.LIST_RECORDS, params).fetchall()
+            rows = conn.execute(q.LIST_RECORDS[pinned_first, exact], params).fetchall()
         return Page([memory_record(r) for r in rows], total[0] if total else 0, limit, offset)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
