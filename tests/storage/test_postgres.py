@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -20,14 +19,6 @@ pytestmark = pytest.mark.postgres
 
 NS = "/actor/a/project/a/"
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def store(pg_url: str) -> Iterator[PostgresStorage]:
-    migrate_postgres(pg_url)
-    storage = PostgresStorage(pg_url)
-    yield storage
-    storage.close()
 
 
 def rec(title: str, ns: str = NS, minutes: int = 0, **extra: object) -> MemoryRecord:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,14 +32,6 @@ SELECT record_id, namespace, created_at, observation_type, tsv::text
 """
 LEXEMES = "SELECT lexeme, df FROM lexeme_df WHERE df > 0 ORDER BY 1"
 TRUTH = "SELECT word, ndoc FROM ts_stat('SELECT tsv FROM memory_fts') ORDER BY 1"
-
-
-@pytest.fixture
-def store(pg_url: str) -> Iterator[PostgresStorage]:
-    migrate_postgres(pg_url)
-    storage = PostgresStorage(pg_url)
-    yield storage
-    storage.close()
 
 
 def rec(title: str, minutes: int = 0, **extra: Any) -> MemoryRecord:
