@@ -286,8 +286,9 @@ def backfill_embeddings(
 # --- sweep --------------------------------------------------------------------------------
 
 
-def _queued_enough(runtime: Runtime, queue: str, jobs: int) -> bool:
-    """True when the queue already holds as many messages as the jobs we would add.
+def _queued_enough(runtime: Runtime, queue: str, items: int, per_job: int) -> bool:
+    """True when the queue already holds as many messages as ``items`` would make, at
+    ``per_job`` to a message.
 
     Sweeps re-enqueue everything pending, including work still queued from the last
     sweep; without this a backlog slower than the sweep interval would pile up copies
@@ -295,7 +296,7 @@ def _queued_enough(runtime: Runtime, queue: str, jobs: int) -> bool:
     and gets everything again.
     """
     depth = runtime.jobs.queue_depth(queue)
-    return depth is not None and depth >= jobs
+    return depth is not None and depth >= -(-items // per_job)
 
 
 def sweep(runtime: Runtime, embeddings: bool = True) -> dict[str, int]:
@@ -307,13 +308,11 @@ def sweep(runtime: Runtime, embeddings: bool = True) -> dict[str, int]:
     storage = runtime.storage
     closed = storage.close_idle_turns(utcnow() - timedelta(seconds=runtime.settings.turn_idle_s))
     pending = storage.pending_turns()
-    if pending and not _queued_enough(runtime, QUEUE_EXTRACTION, -(-len(pending) // EXTRACT_BATCH)):
+    if pending and not _queued_enough(runtime, QUEUE_EXTRACTION, len(pending), EXTRACT_BATCH):
         runtime.jobs.enqueue_extract(pending)
     missing: list[str] = []
     if embeddings and runtime.settings.embedder != "off":
         missing = [r.record_id for r in storage.records_missing_embedding(SWEEP_EMBED_LIMIT)]
-        batches = -(-len(missing) // EMBED_BATCH)
-        if missing and not _queued_enough(runtime, QUEUE_EMBEDDING, batches):
-            for i in range(0, len(missing), EMBED_BATCH):
-                runtime.jobs.enqueue_embed(missing[i : i + EMBED_BATCH])
+        if missing and not _queued_enough(runtime, QUEUE_EMBEDDING, len(missing), EMBED_BATCH):
+            runtime.jobs.enqueue_embed(missing)  # the dispatcher batches them
     return {"closed": len(closed), "extract": len(pending), "embed": len(missing)}

@@ -101,10 +101,7 @@ class PostgresStorage(Storage):
             plan = turns.plan(events, stored, open_turn)
             with conn.cursor() as cur:
                 cur.executemany(q.CLOSE_TURN, [(now, t) for t in plan.close])
-                cur.executemany(
-                    q.INSERT_TURN,
-                    [t.row(now) for t in plan.new_turns],
-                )
+                cur.executemany(q.INSERT_TURN, [t.row(now) for t in plan.new_turns])
                 cur.executemany(q.TOUCH_TURN, [(now, t) for t in plan.touch])
                 cur.executemany(
                     q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]

@@ -76,7 +76,7 @@ COUNT_RECORDS = f"SELECT count(*) FROM memory_records WHERE {_NS}"
 # prefix spanning namespaces sorts what it matched.
 _ORDERS = {
     False: "created_at DESC, record_id DESC",
-    True: "pinned DESC, " + "created_at DESC, record_id DESC",
+    True: "pinned DESC, created_at DESC, record_id DESC",
 }
 LIST_RECORDS = {
     (pinned, exact): f"""

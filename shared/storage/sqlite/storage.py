@@ -101,10 +101,7 @@ class SqliteStorage(Storage):
 
             plan = turns.plan(events, stored, open_turn)
             conn.executemany(q.CLOSE_TURN, [{"turn_id": t, "now": now} for t in plan.close])
-            conn.executemany(
-                q.INSERT_TURN,
-                [t.row(now) for t in plan.new_turns],
-            )
+            conn.executemany(q.INSERT_TURN, [t.row(now) for t in plan.new_turns])
             conn.executemany(q.TOUCH_TURN, [{"turn_id": t, "now": now} for t in plan.touch])
             conn.executemany(
                 q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]
