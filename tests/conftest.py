@@ -123,3 +123,14 @@ def storage(backend_settings: Settings):  # type: ignore[no-untyped-def]
     store = open_storage(backend_settings)
     yield store
     store.close()
+
+
+@pytest.fixture
+def runtime(backend_settings: Settings):  # type: ignore[no-untyped-def]
+    """A runtime over each backend with the settings as given (embedder off by default:
+    lexical-only search); closed after the test."""
+    from shared.runtime import Runtime
+
+    rt = Runtime.build(backend_settings)
+    yield rt
+    rt.close()

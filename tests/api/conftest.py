@@ -67,13 +67,6 @@ def make_event(kind: str = "prompt", **over: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def runtime(backend_settings: Settings) -> Iterator[Runtime]:
-    rt = Runtime.build(backend_settings)
-    yield rt
-    rt.close()
-
-
-@pytest.fixture
 def app(runtime: Runtime) -> Flask:
     return create_app(runtime=runtime)
 

@@ -34,14 +34,6 @@ def put(runtime: Runtime, records: list[MemoryRecord], embed: bool = False) -> N
 
 
 @pytest.fixture
-def runtime(backend_settings: Settings) -> Iterator[Runtime]:
-    """Embedder off: lexical-only search on each backend."""
-    rt = Runtime.build(backend_settings)
-    yield rt
-    rt.close()
-
-
-@pytest.fixture
 def onnx_settings(backend_settings: Settings, onnx_model_path: Path) -> Settings:
     return backend_settings.replace(embedder="onnx", model_path=onnx_model_path)
 

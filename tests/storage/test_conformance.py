@@ -607,18 +607,6 @@ def test_on_change_only_after_commit(backend_settings: Any) -> None:
 # --- SQLite specifics -----------------------------------------------------------------
 
 
-@pytest.fixture
-def sqlite_store(settings: Any) -> Any:
-    from shared.config import prepare_home
-    from shared.storage import migrate
-
-    prepare_home(settings)
-    migrate(settings)
-    store = open_storage(settings)
-    yield store
-    store.close()
-
-
 @hsettings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

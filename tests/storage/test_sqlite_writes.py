@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.config import Settings, prepare_home
 from shared.models import Event, new_ulid
-from shared.storage import migrate, open_storage
 from shared.storage.sqlite import connection
 
 
@@ -27,24 +25,15 @@ def event(kind: str = "note", session: str = "s1") -> Event:
     )
 
 
-@pytest.fixture
-def store(settings: Settings) -> Any:
-    prepare_home(settings)
-    migrate(settings)
-    store = open_storage(settings)
-    yield store
-    store.close()
-
-
 def test_checkpoints_run_in_the_background_and_stop_on_close(
-    store: Any, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(connection, "CHECKPOINT_COMMITS", 5)
-    conn = store._conns.get()
+    conn = sqlite_store._conns.get()
     assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == connection.BACKSTOP_PAGES
     for i in range(40):
-        store.put_event(event("note", session=f"s{i}"))
-    checkpointer = store._conns._checkpointer
+        sqlite_store.put_event(event("note", session=f"s{i}"))
+    checkpointer = sqlite_store._conns._checkpointer
     for _ in range(10_000):  # bounded wait for the thread's first pass
         if checkpointer.passes:
             break
@@ -52,7 +41,7 @@ def test_checkpoints_run_in_the_background_and_stop_on_close(
     assert checkpointer.passes >= 1
     thread = checkpointer._thread
     assert thread is not None and thread.is_alive()
-    store.close()
+    sqlite_store.close()
     assert not thread.is_alive()
 
 
@@ -70,19 +59,19 @@ class _CountingLock:
 
 
 def test_a_long_wal_gets_a_catch_up_pass_under_the_write_lock(
-    store: Any, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    checkpointer = store._conns._checkpointer
+    checkpointer = sqlite_store._conns._checkpointer
     checkpointer._write_lock = lock = _CountingLock()
-    side = connection.connect(store.path)
+    side = connection.connect(sqlite_store.path)
     try:
         for i in range(10):
-            store.put_event(event("note", session=f"a{i}"))
+            sqlite_store.put_event(event("note", session=f"a{i}"))
         monkeypatch.setattr(connection, "CATCH_UP_FRAMES", 10**9)
         checkpointer._checkpoint(side)
         assert lock.entered == 0  # a short WAL: writers are never held up
         for i in range(10):
-            store.put_event(event("note", session=f"b{i}"))
+            sqlite_store.put_event(event("note", session=f"b{i}"))
         monkeypatch.setattr(connection, "CATCH_UP_FRAMES", 1)
         checkpointer._checkpoint(side)
         assert lock.entered == 1
@@ -120,28 +109,30 @@ def test_processes_opening_a_new_database_at_once_all_get_wal(tmp_path: Any) -> 
 
 
 @pytest.mark.parametrize("pinned_first", [False, True])
-def test_one_namespace_lists_in_index_order(store: Any, pinned_first: bool) -> None:
+def test_one_namespace_lists_in_index_order(sqlite_store: Any, pinned_first: bool) -> None:
     from shared.storage import lexical
     from shared.storage.sqlite import queries as q
 
     params = {**lexical.namespace_range("/actor/a/project/a/"), "limit": 10, "offset": 0}
-    plan = _plan(store, q.LIST_RECORDS[pinned_first, True], params)
+    plan = _plan(sqlite_store, q.LIST_RECORDS[pinned_first, True], params)
     assert "TEMP B-TREE" not in plan and "SCAN memory_records" not in plan, plan
     # A prefix over several namespaces still seeks its range of the index.
     prefix = {**lexical.namespace_range("/actor/a/"), "limit": 10, "offset": 0}
-    assert "SCAN memory_records" not in _plan(store, q.LIST_RECORDS[pinned_first, False], prefix)
+    assert "SCAN memory_records" not in _plan(
+        sqlite_store, q.LIST_RECORDS[pinned_first, False], prefix
+    )
 
 
-def test_stats_and_counts_come_off_indexes(store: Any) -> None:
+def test_stats_and_counts_come_off_indexes(sqlite_store: Any) -> None:
     from shared.storage import lexical
     from shared.storage.sqlite import queries as q
 
     ns = lexical.namespace_range("/actor/a/project/a/")
     for sql in (q.STATS, q.COUNT_RECORDS):
-        plan = _plan(store, sql, ns)
+        plan = _plan(sqlite_store, sql, ns)
         assert "SCAN memory_records" not in plan and "SCAN events" not in plan, plan
 
 
-def _plan(store: Any, sql: str, params: dict[str, Any]) -> str:
-    rows = store._conns.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+def _plan(sqlite_store: Any, sql: str, params: dict[str, Any]) -> str:
+    rows = sqlite_store._conns.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
     return "\n".join(str(r[3]) for r in rows)
