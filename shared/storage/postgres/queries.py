@@ -252,8 +252,12 @@ SELECT
   (SELECT count(*) FROM events WHERE namespace {NS}),
   (SELECT count(*) FROM memory_records WHERE namespace {NS}),
   (SELECT count(*) FROM memory_records WHERE namespace {NS} AND embedding IS NOT NULL),
-  (SELECT count(*) FROM events e JOIN turns t ON t.turn_id = e.turn_id
-    WHERE e.namespace {NS} AND t.extracted_at IS NULL),
+  -- from the unextracted turns (closed ones, then open ones: two partial indexes) to
+  -- their events: costs what is pending, not what is stored
+  (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
+    WHERE t.closed_at IS NOT NULL AND t.extracted_at IS NULL AND t.namespace {NS})
+  + (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
+    WHERE t.closed_at IS NULL AND t.namespace {NS}),
   (SELECT count(*) FROM memory_records WHERE namespace {NS} AND embedding IS NULL)
 """
 

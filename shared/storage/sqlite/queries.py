@@ -5,7 +5,7 @@
 # pattern would scan every row).
 _NS = "namespace >= :ns_lo AND namespace < :ns_hi"
 _R_NS = "r.namespace >= :ns_lo AND r.namespace < :ns_hi"
-_E_NS = "e.namespace >= :ns_lo AND e.namespace < :ns_hi"
+_T_NS = "t.namespace >= :ns_lo AND t.namespace < :ns_hi"
 
 # --- events and turns -----------------------------------------------------------------
 EVENTS_TURNS = """
@@ -159,8 +159,10 @@ SELECT
   (SELECT count(*) FROM events WHERE {_NS}) AS events,
   (SELECT count(*) FROM memory_records WHERE {_NS}) AS memories,
   (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NOT NULL) AS embedded,
-  (SELECT count(*) FROM events e JOIN turns t ON t.turn_id = e.turn_id
-    WHERE {_E_NS} AND t.extracted_at IS NULL) AS pending_extraction,
+  -- from the unextracted turns (a partial index) to their events: costs what is
+  -- pending, not what is stored (counting from the events read all of them)
+  (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
+    WHERE t.extracted_at IS NULL AND {_T_NS}) AS pending_extraction,
   -- both counts come off indexes; counting the NULLs would read every wide row
   (SELECT count(*) FROM memory_records WHERE {_NS})
     - (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NOT NULL)
