@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -40,7 +41,25 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     metrics.init_app(app)
     for name in BLUEPRINTS:
         app.register_blueprint(importlib.import_module(name).bp)
+    app.wsgi_app = _Serving(app.wsgi_app, runtime)  # type: ignore[method-assign]
     return app
+
+
+class _Serving:
+    """Marks each request as in flight for the job dispatcher: in embedded mode, queued
+    extraction and embedding wait for a pause in requests (``shared/jobs/inprocess``)."""
+
+    def __init__(self, wsgi_app: Any, runtime: Runtime) -> None:
+        self._wsgi_app = wsgi_app
+        self._runtime = runtime
+
+    def __call__(self, environ: Any, start_response: Any) -> Any:
+        try:
+            scope = self._runtime.jobs.serving()
+        except Exception:  # no dispatcher: the request is served all the same
+            scope = nullcontext()
+        with scope:
+            return self._wsgi_app(environ, start_response)
 
 
 class _JSONProvider(DefaultJSONProvider):

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.jobs.tasks import (
@@ -30,6 +31,9 @@ class Dispatcher(Protocol):
     def enqueue_extract(self, turn_ids: Iterable[str]) -> None: ...
 
     def enqueue_embed(self, record_ids: Iterable[str]) -> None: ...
+
+    # Wraps each API request; in-process jobs wait while requests are in flight.
+    def serving(self) -> AbstractContextManager[None]: ...
 
     def queue_depth(self, queue: str | None = None) -> int | None: ...
 

@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from shared.jobs import tasks
@@ -86,6 +87,10 @@ class CeleryDispatcher:
         for i in range(0, len(ids), EMBED_BATCH):
             if not self.send(TASK_EMBED, [ids[i : i + EMBED_BATCH]]):
                 return
+
+    def serving(self) -> AbstractContextManager[None]:
+        """Workers are other processes: requests and jobs never share a GIL here."""
+        return nullcontext()
 
     def enqueue_sweep(self) -> bool:
         return self.send(TASK_SWEEP)

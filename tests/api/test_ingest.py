@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+
 from .conftest import NS, Api, make_event
 
 
@@ -138,6 +140,9 @@ class RecordingJobs:
     def queue_depth(self) -> int | None:
         return None
 
+    def serving(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
     def close(self) -> None:
         pass
 
@@ -177,3 +182,11 @@ def test_enqueue_failure_never_fails_the_ingest(api: Api) -> None:
     res = api.post("/v1/memories", json={"namespace": NS, "title": "t", "summary": "s"})
     assert res.status_code == 201
     assert api.get("/v1/stats").json["pending_extraction"] >= 1
+
+
+def test_requests_are_marked_in_flight_for_the_job_runner(app, api, runtime) -> None:  # type: ignore[no-untyped-def]
+    # Embedded mode defers queued jobs while a request is in flight (shared/jobs/inprocess).
+    seen: list[int] = []
+    app.before_request(lambda: seen.append(runtime.jobs._serving) and None)
+    assert api.get("/health").status_code == 200
+    assert seen == [1] and runtime.jobs._serving == 0

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from shared.config import Settings
-from shared.jobs import open_dispatcher, tasks
+from shared.jobs import inprocess, open_dispatcher, tasks
 from shared.jobs.inprocess import InProcessDispatcher
 
 from .conftest import NS, assert_extracted_once, caught_up, ingest, wait_until
@@ -71,6 +71,33 @@ def test_queued_ids_are_deduplicated(settings: Settings, make_runtime):
         jobs.enqueue_extract(["t1", "t2", "t1"])
         jobs.enqueue_extract(["t2"])
         assert jobs.queue_depth() == 2
+
+
+def test_jobs_wait_while_requests_are_in_flight(
+    settings: Settings, make_runtime, monkeypatch: pytest.MonkeyPatch
+):
+    # A job beside requests takes the GIL and the write lock from them: during a burst
+    # of batched ingest it doubled the CPU per event and the latency (bench/ingest).
+    monkeypatch.setattr(inprocess, "MAX_DEFER_S", 600.0)
+    runtime = make_runtime(settings)
+    jobs = runtime.jobs
+    with jobs.serving():
+        turns = ingest(runtime, 3)
+        assert not jobs.wait_idle(timeout=0.3)  # queued, not started
+        assert not any(runtime.storage.get_turn(t).extracted for t in turns)
+    assert jobs.wait_idle(timeout=60)  # the pause came: all done
+    assert_extracted_once(runtime, turns)
+
+
+def test_jobs_start_anyway_once_they_waited_too_long(
+    settings: Settings, make_runtime, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(inprocess, "MAX_DEFER_S", 0.2)
+    runtime = make_runtime(settings)
+    with runtime.jobs.serving():  # requests that never pause
+        turns = ingest(runtime, 3)
+        assert runtime.jobs.wait_idle(timeout=60)
+    assert_extracted_once(runtime, turns)
 
 
 def test_a_restarted_process_catches_up_at_start(backend_settings: Settings, make_runtime):
