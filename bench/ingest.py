@@ -7,8 +7,9 @@ speak raw HTTP/1.1 over sockets, so the client's own CPU (reported) stays small 
 the server's. Server CPU per request is read from ``/proc`` (workers plus reaped ones):
 it is far steadier than throughput on a loaded machine. Beside events answered per second,
 each phase reports a sustained rate, its clock running until the server has also extracted
-every turn the phase closed: embedded mode extracts inside the API processes, so work
-still queued at the last answer would otherwise go unseen. Run alone:
+every turn the phase closed: embedded mode extracts inside the API processes, and holds
+that work back while requests keep coming (up to 2 s, ``shared/jobs/inprocess``), so
+work still queued at the last answer would otherwise go unseen. Run alone:
 ``python -m bench.ingest [workers threads]``.
 """
 
@@ -117,7 +118,9 @@ class Server:
                 status, body = request(conn, "GET", f"/v1/stats?namespace={NS}", None, headers)
                 if status == 200 and json.loads(body)["pending_extraction"] == 0:
                     break
-                time.sleep(0.02)
+                # A poll is a request, and queued jobs wait for a pause in requests:
+                # polling too often would itself slow the drain it measures.
+                time.sleep(0.05)
         finally:
             conn.close()
         return time.perf_counter() - t0

@@ -141,7 +141,7 @@ class InProcessDispatcher:
                 if (kind, item) not in self._known:
                     self._known.add((kind, item))
                     queue.append((item, now))
-            self._cond.notify()
+            self._cond.notify_all()  # workers, and wait_idle callers, share the condition
         self.start()
 
     def _wait_s(self) -> float | None:
