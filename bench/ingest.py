@@ -10,7 +10,8 @@ each phase reports a sustained rate, its clock running until the server has also
 every turn the phase closed: embedded mode extracts inside the API processes, and holds
 that work back while requests keep coming (up to 2 s, ``shared/jobs/inprocess``), so
 work still queued at the last answer would otherwise go unseen. Run alone:
-``python -m bench.ingest [workers threads]``.
+``python -m bench.ingest [workers [threads]]`` (default: ``engram serve``'s own, 2 workers
+and 1 thread with SQLite).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ulid import ULID
+
+from services.cli.serve import DEFAULT_THREADS
 
 CLIENTS = 8
 BATCH_CLIENTS = 4
@@ -66,7 +69,7 @@ def _event(i: int, session: str) -> dict[str, Any]:
 class Server:
     """``engram serve`` in a fresh home on a free port; stopped with SIGTERM."""
 
-    def __init__(self, workers: int, threads: int) -> None:
+    def __init__(self, workers: int, threads: int | None = None) -> None:
         self.port = _free_port()
         self._tmp = tempfile.TemporaryDirectory(prefix="engram-bench-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
@@ -78,7 +81,8 @@ class Server:
             HF_HUB_OFFLINE="1",
         )
         argv = [sys.executable, "-m", "services.cli.main", "serve"]
-        argv += ["--workers", str(workers), "--threads", str(threads)]
+        argv += ["--workers", str(workers)]
+        argv += ["--threads", str(threads)] if threads is not None else []
         self._proc = subprocess.Popen(
             argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -277,7 +281,7 @@ def _pct(values: list[float], p: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000, 2)
 
 
-def run(workers: int = 2, threads: int = 4, scale: float = 1.0) -> dict[str, Any]:
+def run(workers: int = 2, threads: int | None = None, scale: float = 1.0) -> dict[str, Any]:
     n_health = int(HEALTH_REQUESTS * scale) // CLIENTS
     n_single = int(SINGLE_EVENTS * scale) // CLIENTS
     n_batches = max(1, int(BATCHES * scale) // BATCH_CLIENTS)
@@ -314,7 +318,7 @@ def run(workers: int = 2, threads: int = 4, scale: float = 1.0) -> dict[str, Any
         "name": "ingest",
         "config": {
             "workers": workers,
-            "threads": threads,
+            "threads": threads or DEFAULT_THREADS["sqlite"],
             "clients": CLIENTS,
             "batch_clients": BATCH_CLIENTS,
             "single_events": n_single * CLIENTS,
@@ -361,7 +365,7 @@ def markdown(result: dict[str, Any]) -> str:
             "# ingest",
             "",
             f"Real `engram serve` (gunicorn gthread, {cfg['workers']} worker(s) x "
-            f"{cfg['threads']} threads, SQLite) on {cfg['cpus']} CPUs (1-min load average "
+            f"{cfg['threads']} thread(s), SQLite) on {cfg['cpus']} CPUs (1-min load average "
             f"{cfg['loadavg_1m']} at the end); {cfg['clients']} keep-alive clients "
             f"({cfg['batch_clients']} for batches) on the same machine.",
             "",

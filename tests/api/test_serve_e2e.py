@@ -59,15 +59,18 @@ def _call(
 
 
 @contextmanager
-def _serving(env: dict[str, str], port: int) -> Iterator[None]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli.main", "serve", "--port", str(port), "--workers", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+def _serving(env: dict[str, str], port: int) -> Iterator[Path]:
+    """A running ``engram serve``; yields the file its stderr goes to."""
+    log = Path(env["ENGRAM_HOME"]).parent / f"serve-{port}.log"
+    argv = [sys.executable, "-m", "services.cli.main", "serve", "--port", str(port)]
+    with log.open("w") as stderr:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [*argv, "--workers", "1"], env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
     try:
         for _ in range(300):  # bounded: up to ~30 s for gunicorn to boot
             if proc.poll() is not None:
-                pytest.fail(f"engram serve exited {proc.returncode}: {proc.stderr.read()}")
+                pytest.fail(f"engram serve exited {proc.returncode}: {log.read_text()}")
             try:
                 if _call(port, "GET", "/health", None)[0] == 200:
                     break
@@ -75,7 +78,7 @@ def _serving(env: dict[str, str], port: int) -> Iterator[None]:
                 time.sleep(0.1)
         else:
             pytest.fail("engram serve never became healthy")
-        yield
+        yield log
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -91,6 +94,14 @@ def server(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     env = _env(tmp_path / "home", port)
     with _serving(env, port):
         yield port, env
+
+
+def test_serve_runs_one_thread_per_worker_on_sqlite(tmp_path: Path) -> None:
+    # With SQLite every step holds the GIL or the write lock: a second thread only contends
+    # (bench/ingest). --threads still overrides it.
+    port = _free_port()
+    with _serving(_env(tmp_path / "home", port), port) as log:
+        assert "(sqlite, 1 worker(s) x 1 thread(s))" in log.read_text()
 
 
 def test_serve_warms_the_embedder_before_any_search(tmp_path: Path, onnx_model_path: Path) -> None:
