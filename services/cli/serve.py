@@ -1,4 +1,4 @@
-"""``engram serve``: migrate, then run the API under gunicorn (gthread workers)."""
+"""``engram serve``: migrate, then run the API under gunicorn (threaded workers)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
         sys.executable, "-m", "gunicorn",
         "--bind", bind,
         "--workers", str(workers),
-        "--worker-class", "gthread",
+        # One thread: the request is answered on the polling thread (services/api/worker).
+        "--worker-class", "services.api.worker.InlineWorker" if threads == 1 else "gthread",
         "--threads", str(threads),
         # Recycle workers now and then so a slow leak can never grow without bound, but
         # rarely: a restart re-imports the app and reloads the model (~0.5 s of CPU), and

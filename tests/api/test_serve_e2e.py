@@ -59,14 +59,14 @@ def _call(
 
 
 @contextmanager
-def _serving(env: dict[str, str], port: int) -> Iterator[Path]:
-    """A running ``engram serve``; yields the file its stderr goes to."""
+def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
+    """A running ``engram serve`` (one worker, then ``args``); yields the file its stderr
+    goes to."""
     log = Path(env["ENGRAM_HOME"]).parent / f"serve-{port}.log"
     argv = [sys.executable, "-m", "services.cli.main", "serve", "--port", str(port)]
+    argv += ["--workers", "1", *args]
     with log.open("w") as stderr:  # the child keeps its own descriptor
-        proc = subprocess.Popen(
-            [*argv, "--workers", "1"], env=env, stdout=subprocess.DEVNULL, stderr=stderr
-        )
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         for _ in range(300):  # bounded: up to ~30 s for gunicorn to boot
             if proc.poll() is not None:
