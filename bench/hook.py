@@ -40,7 +40,7 @@ def _time(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
 
 
 def run(runs: int = RUNS) -> dict[str, Any]:
-    server = Server(workers=1, threads=4)
+    server = Server(workers=1)  # engram serve's own threads
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
         env.update(ENGRAM_PORT=str(server.port), ENGRAM_TOKEN=server.token)
