@@ -269,3 +269,36 @@ def test_pending_extraction_counts_from_the_unextracted_turns(
         text = "\n".join(r[0] for r in plan.fetchall())
     assert "turns_pending" in text and "turns_open_session" in text, text
     assert "events_turn" in text, text
+
+
+def test_transactions_of_many_records_do_not_deadlock(store: PostgresStorage, pg_url: str) -> None:
+    # Two extraction jobs, each writing records in one transaction, in crossed word
+    # order. Each record's trigger locks its lexeme_df rows, then fts_doc_count: without
+    # the records lock, the second job held "beta" and waited for fts_doc_count while
+    # the first, holding fts_doc_count, waited for "beta", and Postgres aborted one.
+    first_wrote = threading.Event()
+    second_wrote = threading.Event()
+    errors: list[BaseException] = []
+
+    def job(words: tuple[str, str], wrote: threading.Event, after: threading.Event) -> None:
+        try:
+            with store.transaction() as tx:
+                tx.put_memory_record(rec(words[0]))
+                wrote.set()
+                after.wait(0.5)  # the other job may be waiting for us: go on regardless
+                tx.put_memory_record(rec(words[1]))
+        except BaseException as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=job, args=(("alpha", "beta"), first_wrote, second_wrote))
+    second = threading.Thread(target=job, args=(("beta", "alpha"), second_wrote, first_wrote))
+    first.start()
+    assert first_wrote.wait(10)
+    second.start()
+    first.join(30)
+    second.join(30)
+    assert errors == []
+    with psycopg.connect(pg_url) as conn:
+        df = dict(conn.execute("SELECT lexeme, df FROM lexeme_df").fetchall())
+        count = conn.execute("SELECT n FROM fts_doc_count").fetchone()
+    assert (df["alpha"], df["beta"], count) == (2, 2, (4,))

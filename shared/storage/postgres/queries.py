@@ -14,6 +14,10 @@ EVENT_COLUMNS = (
 # Serializes turn bookkeeping per session across processes (key: namespace + session).
 LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
+# Serializes transactions that add or remove memory records (PostgresTx). The two-int
+# key space never overlaps LOCK_SESSION's bigint one.
+LOCK_RECORDS = "SELECT pg_advisory_xact_lock(1701734258, 1)"
+
 INSERT_EVENT = f"""
 INSERT INTO events ({EVENT_COLUMNS})
 VALUES (%(event_id)s, %(parent_event_id)s, %(session_id)s, %(actor_id)s, %(namespace)s,

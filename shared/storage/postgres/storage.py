@@ -40,11 +40,30 @@ RECENT_MATCHES = 2000
 
 
 class PostgresTx(Tx):
+    """One transaction. One that adds or removes records first waits for every other
+    such transaction (``LOCK_RECORDS``), before it locks a turn or a row of lexeme_df.
+
+    Each record inserted or deleted updates the lexeme_df rows of its words, in sorted
+    order, then the one fts_doc_count row (triggers of migrations 0002 and 0004). Sorted
+    order keeps two single-record statements from deadlocking, but a transaction of many
+    records takes its locks in one sorted pass per record, and two such transactions
+    (extraction jobs in two workers) deadlocked on each other: in bench/ingest against
+    Postgres, Postgres aborted one of them after its 1 s deadlock timeout again and
+    again, and extraction fell to ~36 turns/s. They all meet on the rows of common words
+    and on fts_doc_count anyway, so waiting up front costs almost no concurrency."""
+
     def __init__(self, conn: psycopg.Connection) -> None:
         self.conn = conn
         self.changed: set[str] = set()  # namespaces whose embeddings changed
+        self._records_locked = False
+
+    def _lock_records(self) -> None:
+        if not self._records_locked:
+            self.conn.execute(q.LOCK_RECORDS)
+            self._records_locked = True
 
     def put_memory_record(self, record: MemoryRecord) -> None:
+        self._lock_records()
         # ON CONFLICT DO NOTHING rather than catching the unique violation: the
         # transaction stays usable if the caller handles the error.
         if self.conn.execute(q.INSERT_RECORD, record_params(record)).fetchone() is None:
@@ -57,12 +76,15 @@ class PostgresTx(Tx):
         self.changed.add(row[0])
 
     def delete_memory_records(self, record_ids: Sequence[str]) -> list[str]:
+        self._lock_records()
         rows = self.conn.execute(q.DELETE_RECORDS, (list(record_ids),)).fetchall()
         self.changed.update(ns for _, ns in rows)
         gone = {rid for rid, _ in rows}
         return [rid for rid in dict.fromkeys(record_ids) if rid in gone]
 
     def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
+        # Before the turn's row lock: the records of the turn come next.
+        self._lock_records()
         row = self.conn.execute(
             q.MARK_TURN_EXTRACTED, (utcnow(), list(record_ids), turn_id)
         ).fetchone()
