@@ -122,12 +122,16 @@ class PostgresStorage(Storage):
 
             plan = turns.plan(events, stored, open_turn)
             with conn.cursor() as cur:
-                cur.executemany(q.CLOSE_TURN, [(now, t) for t in plan.close])
-                cur.executemany(q.INSERT_TURN, [t.row(now) for t in plan.new_turns])
-                cur.executemany(q.TOUCH_TURN, [(now, t) for t in plan.touch])
-                cur.executemany(
-                    q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]
-                )
+                # executemany() costs a round trip even with nothing to send: a single
+                # event has one or two of these four lists non-empty.
+                for sql, params in (
+                    (q.CLOSE_TURN, [(now, t) for t in plan.close]),
+                    (q.INSERT_TURN, [t.row(now) for t in plan.new_turns]),
+                    (q.TOUCH_TURN, [(now, t) for t in plan.touch]),
+                    (q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]),
+                ):
+                    if params:
+                        cur.executemany(sql, params)
         return plan.results
 
     def get_event(self, event_id: str) -> StoredEvent | None:
