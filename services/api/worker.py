@@ -4,7 +4,9 @@ gthread polls connections on its main thread and hands each ready request to a p
 thread, which hands the connection back through a queue and a wake-up pipe when done.
 With one pool thread that is two thread switches and two GIL hand-overs per request for
 no overlap at all. This worker answers a request on the thread that polled it, and keeps
-everything else of gthread: keep-alive, the heartbeat, graceful shutdown, limits.
+everything else of gthread: keep-alive, graceful shutdown, limits. Only the heartbeat now
+pauses while a request runs, as in gunicorn's sync worker: a request longer than
+``--timeout`` (30 s) would get its worker restarted. No engram route comes near that.
 
 It also never waits on a connection that has sent nothing yet: gthread's pool thread
 waits up to 5 s for a new connection's first bytes, which with a single thread stalls
