@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -189,3 +191,16 @@ def test_warm_starts_one_background_load(storage: Any) -> None:
     loaded = h.cache.get_within(h.ns, 10)
     assert loaded is not None and _content(loaded) == _full(h)
     assert h.cache.stats()["loads"] == 1
+
+
+def test_a_process_that_searches_runs_one_blas_thread() -> None:
+    # OpenBLAS's spare threads spin after each product and took the CPU from the
+    # lexical leg and the query embedding beside it (shared/retrieval/vectors.py).
+    code = (
+        "import shared.retrieval.vectors, threadpoolctl;"
+        "print(sorted({i['num_threads'] for i in threadpoolctl.threadpool_info()"
+        " if i['user_api'] == 'blas'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1]"
