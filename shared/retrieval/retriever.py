@@ -289,11 +289,11 @@ class Retriever:
         offset = 0
         while True:
             page = self._rt.storage.list_memory_records(
-                namespace, limit=INDEX_PAGE, offset=offset, pinned_first=True
+                namespace, limit=INDEX_PAGE, offset=offset, pinned_first=True, count=False
             )
             yield from page.items
             offset += len(page.items)
-            if len(page.items) < INDEX_PAGE or offset >= page.total:
+            if len(page.items) < INDEX_PAGE:
                 return
 
     def _warm_for_prompts(self, namespace: str) -> None:

@@ -100,7 +100,7 @@ class Turn:
 @dataclass(frozen=True)
 class Page:
     items: list[Any]
-    total: int
+    total: int | None  # None: not counted (``list_memory_records(count=False)``)
     limit: int
     offset: int
 
@@ -192,8 +192,11 @@ class Storage(abc.ABC):
         limit: int = 50,
         offset: int = 0,
         pinned_first: bool = False,
+        count: bool = True,
     ) -> Page:
-        """Newest first (created_at desc, record_id desc); pinned ones first if asked."""
+        """Newest first (created_at desc, record_id desc); pinned ones first if asked.
+        ``count=False`` skips counting the namespace (``total`` is None): on Postgres
+        that count took 35-100 ms at 50k records, against ~1 ms for a page."""
 
     @abc.abstractmethod
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:

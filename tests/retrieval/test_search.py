@@ -193,6 +193,18 @@ def test_for_prompt_and_session_index(runtime: Runtime) -> None:
     assert index["used_bytes"] == len(index["context"].encode()) <= 200
 
 
+def test_session_index_pages_through_every_record_that_fits(runtime: Runtime) -> None:
+    # 100 records a page, read until a page comes back short: 200 is two full pages
+    # then an empty one, 230 ends on a short page. Lines are "- rNNN\n" (7 bytes).
+    put(runtime, [make_record(NS, f"r{i:03d}", i) for i in range(200)])
+    index = runtime.retriever.session_index(NS, 9000)
+    assert index["context"].count("\n- r") == 200
+    put(runtime, [make_record(NS, f"r{i:03d}", i) for i in range(200, 230)])
+    lines = runtime.retriever.session_index(NS, 9000)["context"].splitlines()
+    assert [x for x in lines if x.startswith("- r")][:2] == ["- r229", "- r228"]
+    assert sum(x.startswith("- r") for x in lines) == 230
+
+
 def test_search_works_in_a_forked_child(runtime: Runtime) -> None:
     """gunicorn forks workers: a child must not inherit dead pool threads."""
     import os

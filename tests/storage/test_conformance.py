@@ -309,6 +309,8 @@ def test_list_get_pin_timeline(storage: Storage) -> None:
     page = storage.list_memory_records(NS, limit=2, offset=1)
     assert (page.total, page.limit, page.offset) == (5, 2, 1)
     assert [r.record_id for r in page.items] == [ids[3], ids[2]]
+    uncounted = storage.list_memory_records(NS, limit=2, offset=1, count=False)
+    assert uncounted.total is None and uncounted.items == page.items
 
     pinned = storage.set_pinned(ids[1], True)
     assert pinned.pinned and pinned.record_id == ids[1]

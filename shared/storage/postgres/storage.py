@@ -197,15 +197,23 @@ class PostgresStorage(Storage):
         return [by_id[rid] for rid in record_ids if rid in by_id]
 
     def list_memory_records(
-        self, namespace: str, limit: int = 50, offset: int = 0, pinned_first: bool = False
+        self,
+        namespace: str,
+        limit: int = 50,
+        offset: int = 0,
+        pinned_first: bool = False,
+        count: bool = True,
     ) -> Page:
         ns = lexical.namespace_pattern(namespace)
         exact = NAMESPACE_RE.fullmatch(namespace) is not None
         params = {"ns": ns, "exact": namespace, "limit": limit, "offset": offset}
+        total: int | None = None
         with self._db.connection() as conn, conn.transaction():
-            total = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()
+            if count:
+                row = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()
+                total = row[0] if row else 0
             rows = conn.execute(q.LIST_RECORDS[pinned_first, exact], params).fetchall()
-        return Page([memory_record(r) for r in rows], total[0] if total else 0, limit, offset)
+        return Page([memory_record(r) for r in rows], total, limit, offset)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
         with self._db.connection() as conn:

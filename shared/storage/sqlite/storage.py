@@ -181,14 +181,19 @@ class SqliteStorage(Storage):
         return [by_id[rid] for rid in record_ids if rid in by_id]
 
     def list_memory_records(
-        self, namespace: str, limit: int = 50, offset: int = 0, pinned_first: bool = False
+        self,
+        namespace: str,
+        limit: int = 50,
+        offset: int = 0,
+        pinned_first: bool = False,
+        count: bool = True,
     ) -> Page:
         ns = lexical.namespace_range(namespace)
         sql = q.LIST_RECORDS[pinned_first, NAMESPACE_RE.fullmatch(ns["ns_lo"]) is not None]
         conn = self._conns.get()
         with _snapshot(conn):  # the page and its total from one snapshot
             rows = conn.execute(sql, {**ns, "limit": limit, "offset": offset}).fetchall()
-            total = conn.execute(q.COUNT_RECORDS, ns).fetchone()[0]
+            total = conn.execute(q.COUNT_RECORDS, ns).fetchone()[0] if count else None
         return Page([codec.to_record(r) for r in rows], total, limit, offset)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
