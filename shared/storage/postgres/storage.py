@@ -208,11 +208,13 @@ class PostgresStorage(Storage):
         exact = NAMESPACE_RE.fullmatch(namespace) is not None
         params = {"ns": ns, "exact": namespace, "limit": limit, "offset": offset}
         total: int | None = None
-        with self._db.connection() as conn, conn.transaction():
+        # No transaction around the two: under READ COMMITTED each statement takes its
+        # own snapshot anyway, and BEGIN and COMMIT cost a round trip each.
+        with self._db.connection() as conn:
+            rows = conn.execute(q.LIST_RECORDS[pinned_first, exact], params).fetchall()
             if count:
                 row = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()
                 total = row[0] if row else 0
-            rows = conn.execute(q.LIST_RECORDS[pinned_first, exact], params).fetchall()
         return Page([memory_record(r) for r in rows], total, limit, offset)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
