@@ -6,12 +6,13 @@ import argparse
 import os
 import sys
 
-# gthread threads per worker, by backend. Requests are short and CPU-bound (the GIL), so
-# threads only help where a request waits on I/O outside the process: Postgres round
-# trips. With SQLite every step holds the GIL or the write lock, and a second thread only
-# contends for them: 2 workers x 1 thread ingested 1,970-2,070 single events/s (p99 8 ms)
-# against 1,210-1,570 (p99 13-15 ms) with 4 threads; on Postgres 4 threads did better
-# (600-730/s against 370-550). Measured with bench/ingest.py on 2 cores.
+# Threads per worker, by backend. Requests are short and CPU-bound (the GIL), so threads
+# only help where a request waits on I/O outside the process: Postgres round trips. With
+# SQLite every step holds the GIL or the write lock, and a second thread only contends
+# for them: under gthread, 2 workers x 1 thread ingested 1,970-2,070 single events/s
+# (p99 8 ms) against 1,210-1,570 (p99 13-15 ms) with 4 threads; on Postgres 4 threads did
+# better (600-730/s against 370-550). Measured with bench/ingest.py on 2 cores. One
+# thread now runs InlineWorker instead of gthread (services/api/worker.py).
 DEFAULT_THREADS = {"sqlite": 1, "postgres": 4}
 
 
