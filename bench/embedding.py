@@ -54,7 +54,7 @@ def _worker(runtime: str, model_path: str, texts_path: str) -> dict[str, Any]:
     texts = json.loads(Path(texts_path).read_text())
     t0 = time.perf_counter()
     if runtime == "onnx":
-        from shared.embedding import Embedder
+        from wakemark.shared.embedding import Embedder
 
         embedder = Embedder(Path(model_path))
         t_import = time.perf_counter()
@@ -68,7 +68,7 @@ def _worker(runtime: str, model_path: str, texts_path: str) -> dict[str, Any]:
     else:
         import sentence_transformers  # noqa: F401 - torch's import is part of its cold cost
 
-        from shared.embedding.export import _load_sentence_transformer
+        from wakemark.shared.embedding.export import _load_sentence_transformer
 
         t_import = time.perf_counter()
         model = _load_sentence_transformer()
@@ -102,8 +102,8 @@ def _worker(runtime: str, model_path: str, texts_path: str) -> dict[str, Any]:
 
 
 def _model_path(tmp: Path) -> Path:
-    from shared.config import Settings
-    from shared.embedding import export_onnx, is_valid_export
+    from wakemark.shared.config import Settings
+    from wakemark.shared.embedding import export_onnx, is_valid_export
 
     path = Settings.from_env().onnx_model_path
     return path if is_valid_export(path) else export_onnx(tmp / "all-MiniLM-L6-v2.onnx")

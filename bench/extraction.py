@@ -56,9 +56,9 @@ def _best(fn: Any, rounds: int) -> float:
 
 
 def run(turns: int = TURNS) -> dict[str, Any]:
-    from shared.extraction.deterministic import extract_deterministic
-    from shared.models import StoredEvent
-    from shared.storage.base import Turn
+    from wakemark.shared.extraction.deterministic import extract_deterministic
+    from wakemark.shared.models import StoredEvent
+    from wakemark.shared.storage.base import Turn
 
     raw = _synthetic(turns)
     now = datetime.now(UTC)

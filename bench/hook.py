@@ -1,10 +1,10 @@
-"""`engram hook` wall time per invocation against a real `engram serve`.
+"""`wakemark hook` wall time per invocation against a real `wakemark serve`.
 
 Commands interleaved run by run so machine noise hits them alike: the bare interpreter
-(``/usr/bin/python3 -S -c pass``, the baseline), the forwarder exactly as `engram
+(``/usr/bin/python3 -S -c pass``, the baseline), the forwarder exactly as `wakemark
 install` writes it (``hook_command``: the system python3 when usable, else the venv's),
 the same with no server listening (the client's own cost, no request handling), the
-forwarder under the venv's interpreter, and the ``engram hook`` console script
+forwarder under the venv's interpreter, and the ``wakemark hook`` console script
 (site-packages, ``.pth`` files) for comparison. Each
 forwarded payload is a Claude Code PostToolUse with its own ``tool_use_id``, so every run
 stores a new event. Target: forwarder p50 ≤ 15 ms above the bare interpreter.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest import Server, _pct
-from services.cli.install_targets import Where, hook_command
+from wakemark.services.cli.install_targets import Where, hook_command
 
 RUNS = 200
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/hooks/claude-code/PostToolUse.json"
@@ -40,18 +40,18 @@ def _time(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
 
 
 def run(runs: int = RUNS) -> dict[str, Any]:
-    server = Server(workers=1)  # engram serve's own threads
+    server = Server(workers=1)  # wakemark serve's own threads
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-        env.update(ENGRAM_PORT=str(server.port), ENGRAM_TOKEN=server.token)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
+        env.update(WAKEMARK_PORT=str(server.port), WAKEMARK_TOKEN=server.token)
         base = json.loads(FIXTURE.read_text())
-        # A default install (port 37800, ~/.engram): the command has no env prefix.
+        # A default install (port 37800, ~/.wakemark): the command has no env prefix.
         default = Where(home=os.path.expanduser("~"), project=None, port=37800, token=None)
         forwarder = shlex.split(hook_command(default, "claude-code"))
         venv_forwarder = [sys.executable, *forwarder[1:]]
-        script = [str(Path(sys.executable).with_name("engram")), "hook", "claude-code"]
+        script = [str(Path(sys.executable).with_name("wakemark")), "hook", "claude-code"]
         # Same forwarder, nothing listening: its own cost without the server's work.
-        down = {**env, "ENGRAM_PORT": "9", "ENGRAM_HOME": tempfile.mkdtemp(prefix="engram-")}
+        down = {**env, "WAKEMARK_PORT": "9", "WAKEMARK_HOME": tempfile.mkdtemp(prefix="wakemark-")}
         times: dict[str, list[float]] = {
             "bare": [],
             "forwarder": [],
@@ -119,8 +119,8 @@ def markdown(result: dict[str, Any]) -> str:
         [
             "# hook",
             "",
-            f"Wall time of one `engram hook claude-code` (PostToolUse) per invocation, "
-            f"{cfg['runs']} runs interleaved, against a real `engram serve` on {cfg['cpus']} "
+            f"Wall time of one `wakemark hook claude-code` (PostToolUse) per invocation, "
+            f"{cfg['runs']} runs interleaved, against a real `wakemark serve` on {cfg['cpus']} "
             f"CPUs (1-min load average {cfg['loadavg_1m']} at the end). Forwarder as "
             f"installed: `{cfg['command']}`. Baseline: `/usr/bin/python3 -S -c pass`.",
             "",

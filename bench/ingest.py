@@ -1,4 +1,4 @@
-"""Ingest throughput through a real ``engram serve`` (gunicorn) on this machine.
+"""Ingest throughput through a real ``wakemark serve`` (gunicorn) on this machine.
 
 Three phases against one server, each bounded by a request count: ``GET /health`` (the
 server's own ceiling, the baseline), single events from concurrent keep-alive clients,
@@ -11,7 +11,7 @@ sustained rate, its clock running until the server has also extracted every turn
 phase closed: embedded mode extracts inside the API processes, and holds that work back
 while requests keep coming (up to 2 s, ``shared/jobs/inprocess``), so work still queued
 at the last answer would otherwise go unseen. Run alone: ``python -m bench.ingest
-[workers [threads]]`` (default: ``engram serve``'s own, 2 workers and 1 thread with
+[workers [threads]]`` (default: ``wakemark serve``'s own, 2 workers and 1 thread with
 SQLite).
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from ulid import ULID
 
-from services.cli.serve import DEFAULT_THREADS
+from wakemark.services.cli.serve import DEFAULT_THREADS
 
 CLIENTS = 8
 BATCH_CLIENTS = 4
@@ -68,20 +68,20 @@ def _event(i: int, session: str) -> dict[str, Any]:
 
 
 class Server:
-    """``engram serve`` in a fresh home on a free port; stopped with SIGTERM."""
+    """``wakemark serve`` in a fresh home on a free port; stopped with SIGTERM."""
 
     def __init__(self, workers: int, threads: int | None = None) -> None:
         self.port = _free_port()
-        self._tmp = tempfile.TemporaryDirectory(prefix="engram-bench-")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+        self._tmp = tempfile.TemporaryDirectory(prefix="wakemark-bench-")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
         env.update(
-            ENGRAM_HOME=str(Path(self._tmp.name) / "home"),
-            ENGRAM_PORT=str(self.port),
-            ENGRAM_EMBEDDER="off",
-            ENGRAM_LOG_LEVEL="warning",
+            WAKEMARK_HOME=str(Path(self._tmp.name) / "home"),
+            WAKEMARK_PORT=str(self.port),
+            WAKEMARK_EMBEDDER="off",
+            WAKEMARK_LOG_LEVEL="warning",
             HF_HUB_OFFLINE="1",
         )
-        argv = [sys.executable, "-m", "services.cli.main", "serve"]
+        argv = [sys.executable, "-m", "wakemark.services.cli.main", "serve"]
         argv += ["--workers", str(workers)]
         argv += ["--threads", str(threads)] if threads is not None else []
         self._proc = subprocess.Popen(
@@ -89,7 +89,7 @@ class Server:
         )
         for _ in range(600):  # bounded wait for boot
             if self._proc.poll() is not None:
-                raise RuntimeError(f"engram serve exited with {self._proc.returncode}")
+                raise RuntimeError(f"wakemark serve exited with {self._proc.returncode}")
             try:
                 if request(self.connect(), "GET", "/health", None, {})[0] == 200:
                     break
@@ -97,8 +97,8 @@ class Server:
                 time.sleep(0.05)
         else:
             self.stop()
-            raise RuntimeError("engram serve did not become healthy")
-        self.token = (Path(env["ENGRAM_HOME"]) / "token").read_text().strip()
+            raise RuntimeError("wakemark serve did not become healthy")
+        self.token = (Path(env["WAKEMARK_HOME"]) / "token").read_text().strip()
 
     def connect(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
@@ -371,7 +371,7 @@ def markdown(result: dict[str, Any]) -> str:
         [
             "# ingest",
             "",
-            f"Real `engram serve` (gunicorn, {worker}, {cfg['workers']} worker(s) x "
+            f"Real `wakemark serve` (gunicorn, {worker}, {cfg['workers']} worker(s) x "
             f"{cfg['threads']} thread(s), SQLite) on {cfg['cpus']} CPUs (1-min load average "
             f"{cfg['loadavg_1m']} at the end); {cfg['clients']} keep-alive clients "
             f"({cfg['batch_clients']} for batches) on the same machine, sharing one list of "

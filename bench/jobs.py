@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shared.config import Settings, prepare_home
-from shared.jobs import backfill_embeddings, embed_records
-from shared.jobs.names import EMBED_BATCH
-from shared.models import MemoryRecord
-from shared.runtime import Runtime
-from shared.storage import migrate
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.jobs import backfill_embeddings, embed_records
+from wakemark.shared.jobs.names import EMBED_BATCH
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
 
 RECORDS = 256
 ROUNDS = 5
@@ -83,7 +83,7 @@ def _records(n: int) -> list[MemoryRecord]:
 
 def _model(settings: Settings) -> Path:
     path = settings.onnx_model_path
-    from shared.embedding import export_onnx, is_valid_export
+    from wakemark.shared.embedding import export_onnx, is_valid_export
 
     if not is_valid_export(path):
         path = export_onnx(Path(tempfile.mkdtemp()) / "all-MiniLM-L6-v2.onnx")

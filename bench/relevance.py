@@ -2,7 +2,7 @@
 
 Reports recall@5 and MRR (over the top 10) for lexical only, vector only, plain RRF,
 the tuned fusion, and the shipped configuration end to end through ``Retriever.search``.
-Needs the ONNX model (``ENGRAM_MODEL_PATH`` or ``$ENGRAM_HOME/models``); Postgres as in
+Needs the ONNX model (``WAKEMARK_MODEL_PATH`` or ``$WAKEMARK_HOME/models``); Postgres as in
 ``bench/search.py`` (skipped when unreachable). Run alone:
 ``python -m bench.relevance``.
 """
@@ -21,13 +21,13 @@ from typing import Any
 from ulid import ULID
 
 from bench.search import DEFAULT_PG, _drop_schema, _pg_schema_url
-from shared.config import Settings, prepare_home
-from shared.models import MemoryRecord
-from shared.retrieval.fusion import PLAIN, TUNED, Candidate, FusionParams, fuse
-from shared.retrieval.retriever import CANDIDATES
-from shared.retrieval.vectors import VectorSet
-from shared.runtime import Runtime
-from shared.storage import migrate
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.fusion import PLAIN, TUNED, Candidate, FusionParams, fuse
+from wakemark.shared.retrieval.retriever import CANDIDATES
+from wakemark.shared.retrieval.vectors import VectorSet
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "relevance"
 ACTOR = "/actor/eval/"
@@ -163,7 +163,7 @@ def build_runtime(settings: Settings) -> Runtime:
 def run(database_url: str | None = None, model_path: Path | None = None) -> dict[str, Any]:
     records, queries = load()
     model = model_path or Settings.from_env().onnx_model_path
-    pg_base = database_url or os.environ.get("ENGRAM_BENCH_DATABASE_URL", DEFAULT_PG)
+    pg_base = database_url or os.environ.get("WAKEMARK_BENCH_DATABASE_URL", DEFAULT_PG)
     result: dict[str, Any] = {"records": len(records), "queries": len(queries), "backends": {}}
     try:
         schema, pg_url = _pg_schema_url(pg_base)

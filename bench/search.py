@@ -5,7 +5,7 @@ vectors, written through the storage's transaction API in batches. Each size rep
 full search (query embedding, lexical, cosine, fusion, hydration) and, measured in the
 same run, the raw cost of its parts: query embed alone, lexical alone, cosine alone. The
 RSS of a warm process holding the 50k namespace is measured in a subprocess.
-Postgres: ``ENGRAM_BENCH_DATABASE_URL`` (default: the test database, in a fresh schema).
+Postgres: ``WAKEMARK_BENCH_DATABASE_URL`` (default: the test database, in a fresh schema).
 Run alone: ``python -m bench.search``.
 """
 
@@ -27,19 +27,19 @@ from urllib.parse import quote
 
 import numpy as np
 
-from shared.config import Settings, prepare_home
-from shared.models import OBSERVATION_TYPES, MemoryRecord
-from shared.retrieval.memory import release_free_memory
-from shared.retrieval.vectors import VectorCache, VectorSet
-from shared.runtime import Runtime
-from shared.storage import migrate
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
+from wakemark.shared.retrieval.heap import release_free_memory
+from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
 
 SIZES = (1_000, 10_000, 50_000)
 QUERIES = 500
 REFRESH_WRITES = 5  # one-record embedding writes timed at the largest size
 BATCH = 1_000
 NS = "/actor/bench/project/search/"
-DEFAULT_PG = "postgresql://engram@127.0.0.1:5432/engram_test"
+DEFAULT_PG = "postgresql://wakemark@127.0.0.1:5432/wakemark_test"
 TARGET_P95_MS = 25.0
 TARGET_RSS_MB = 350.0
 
@@ -228,8 +228,8 @@ def _backend(settings: Settings, queries: list[str]) -> dict[str, Any]:
 
 _RSS_CHILD = """
 import json, sys, time
-from shared.config import Settings
-from shared.runtime import Runtime
+from wakemark.shared.config import Settings
+from wakemark.shared.runtime import Runtime
 from pathlib import Path
 args = json.loads(sys.argv[1])
 settings = Settings(**{k: Path(v) if k in ("home", "model_path") else v for k, v in args.items()})
@@ -261,7 +261,7 @@ def _rss(settings: Settings, queries: list[str]) -> dict[str, Any]:
 
 def run(model_path: Path | None = None, database_url: str | None = None) -> dict[str, Any]:
     model = model_path or Settings.from_env().onnx_model_path
-    pg_base = database_url or os.environ.get("ENGRAM_BENCH_DATABASE_URL", DEFAULT_PG)
+    pg_base = database_url or os.environ.get("WAKEMARK_BENCH_DATABASE_URL", DEFAULT_PG)
     queries = _queries(random.Random(11))
     result: dict[str, Any] = {"queries": QUERIES, "sizes": list(SIZES), "backends": {}}
     with tempfile.TemporaryDirectory() as home:

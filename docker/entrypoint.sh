@@ -1,15 +1,15 @@
 #!/bin/sh
-# engram image entry point: the container's command names the role it plays.
+# wakemark image entry point: the container's command names the role it plays.
 #   api | worker [-Q queues] [--concurrency N] | beat | migrate | <any command>
 set -eu
 role="${1:-api}"
 if [ "$#" -gt 0 ]; then shift; fi
 case "$role" in
-    # gunicorn (gthread, --max-requests with jitter) bound to ENGRAM_HOST=0.0.0.0.
-    api) exec engram serve "$@" ;;
-    worker) exec engram worker "$@" ;;
+    # gunicorn (gthread, --max-requests with jitter) bound to WAKEMARK_HOST=0.0.0.0.
+    api) exec wakemark serve "$@" ;;
+    worker) exec wakemark worker "$@" ;;
     # Run exactly one beat per deployment, or every sweep is scheduled twice.
-    beat) exec engram beat "$@" ;;
-    migrate) exec engram migrate "$@" ;;
+    beat) exec wakemark beat "$@" ;;
+    migrate) exec wakemark migrate "$@" ;;
     *) exec "$role" "$@" ;;
 esac

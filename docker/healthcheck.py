@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Container healthcheck per role (``engram-healthcheck api|worker|beat``): exit 0 = healthy."""
+"""Container healthcheck per role (``wakemark-healthcheck api|worker|beat``): exit 0 = healthy."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ import urllib.request
 
 def api() -> bool:
     # The request carries Host 127.0.0.1:<port>, which the API's Host guard accepts.
-    port = os.environ.get("ENGRAM_PORT", "37800")
+    port = os.environ.get("WAKEMARK_PORT", "37800")
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
         return bool(resp.status == 200)
 
 
 def worker() -> bool:
-    from services.worker import create_celery
-    from shared.config import Settings
+    from wakemark.services.worker import create_celery
+    from wakemark.shared.config import Settings
 
     app = create_celery(Settings.from_env())
-    # Only this container's worker (node ``engram-<pid>@<host>``, see `engram worker`):
+    # Only this container's worker (node ``wakemark-<pid>@<host>``, see `wakemark worker`):
     # a live sibling in another container must not hide a wedged one.
     suffix = f"@{socket.gethostname()}"
     replies = app.control.ping(timeout=5)
@@ -32,7 +32,7 @@ def beat() -> bool:
     # Beat holds no socket to probe; without its broker it schedules nothing.
     import redis
 
-    from shared.config import Settings
+    from wakemark.shared.config import Settings
 
     url = Settings.from_env().redis_url or ""
     return bool(redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3).ping())
@@ -43,7 +43,7 @@ CHECKS = {"api": api, "worker": worker, "beat": beat}
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in CHECKS:
-        print(f"usage: engram-healthcheck {'|'.join(CHECKS)}", file=sys.stderr)
+        print(f"usage: wakemark-healthcheck {'|'.join(CHECKS)}", file=sys.stderr)
         return 2
     try:
         return 0 if CHECKS[argv[0]]() else 1

@@ -1,5 +1,5 @@
 -- Runs once, as the Postgres superuser, when the data volume is first initialised.
--- engram's migrations need these extensions but never create them (an ordinary role
+-- wakemark's migrations need these extensions but never create them (an ordinary role
 -- cannot), so the deployment installs them here.
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS unaccent;

@@ -3,7 +3,7 @@
 #
 #   * PostgreSQL 15 on 127.0.0.1:5432 (with pgvector; see install-pgvector.sh)
 #   * Redis on 127.0.0.1:6379
-#   * role "engram" + database "engram_test" (owned by it) with the
+#   * role "wakemark" + database "wakemark_test" (owned by it) with the
 #     extensions vector and unaccent, created as superuser.
 #
 # Idempotent. Logs go to stderr; stdout carries only `export` lines, so a
@@ -15,8 +15,8 @@ PG_HOST=127.0.0.1
 PG_PORT=5432
 PG_SUPERUSER=postgres
 REDIS_PORT="${CI_REDIS_PORT:-6379}"
-DB_ROLE=engram
-DB_NAME=engram_test
+DB_ROLE=wakemark
+DB_NAME=wakemark_test
 REDIS_DB=15
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -83,7 +83,7 @@ SELECT 'db ok: ' || current_user || '@' || current_database()
 SQL
 
 cat <<ENV
-export ENGRAM_TEST_DATABASE_URL=postgresql://${DB_ROLE}@${PG_HOST}:${PG_PORT}/${DB_NAME}
-export ENGRAM_TEST_REDIS_URL=redis://127.0.0.1:${REDIS_PORT}/${REDIS_DB}
-export ENGRAM_REQUIRE_SERVICES=1
+export WAKEMARK_TEST_DATABASE_URL=postgresql://${DB_ROLE}@${PG_HOST}:${PG_PORT}/${DB_NAME}
+export WAKEMARK_TEST_REDIS_URL=redis://127.0.0.1:${REDIS_PORT}/${REDIS_DB}
+export WAKEMARK_REQUIRE_SERVICES=1
 ENV

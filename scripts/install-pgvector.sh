@@ -93,8 +93,8 @@ URIs: ${MIRROR}
 Suites: trixie
 Components: main"
 [[ -f "$KEYRING" ]] && want_list+=$'\n'"Signed-By: ${KEYRING}"
-if [[ ! -f "$SRC_LIST" ]] || [[ "$(cat "$SRC_LIST")" != "# Added by engram scripts/install-pgvector.sh: source packages only (no binaries from trixie)"$'\n'"$want_list" ]]; then
-    printf '# Added by engram scripts/install-pgvector.sh: source packages only (no binaries from trixie)\n%s\n' \
+if [[ ! -f "$SRC_LIST" ]] || [[ "$(cat "$SRC_LIST")" != "# Added by wakemark scripts/install-pgvector.sh: source packages only (no binaries from trixie)"$'\n'"$want_list" ]]; then
+    printf '# Added by wakemark scripts/install-pgvector.sh: source packages only (no binaries from trixie)\n%s\n' \
         "$want_list" > "$SRC_LIST"
 fi
 

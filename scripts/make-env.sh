@@ -13,10 +13,10 @@ password="$(rand)"
 umask 077
 set -C  # noclobber: the redirect fails if the file appeared since the check above
 {
-    echo "# docker compose settings for engram, from scripts/make-env.sh. Keep it secret."
-    echo "ENGRAM_TOKEN=$token"
+    echo "# docker compose settings for wakemark, from scripts/make-env.sh. Keep it secret."
+    echo "WAKEMARK_TOKEN=$token"
     echo "POSTGRES_PASSWORD=$password"
-    echo "ENGRAM_PORT=37800"
+    echo "WAKEMARK_PORT=37800"
 } >"$dest"
 chmod 600 "$dest"
 echo "make-env: wrote $dest (0600)" >&2

@@ -1,1 +1,1 @@
-"""engram's running services: thin wiring of ``shared`` to the outside world."""
+"""wakemark's running services: thin wiring of ``shared`` to the outside world."""

@@ -1,3 +1,3 @@
-"""engram's domain: models, settings, storage, retrieval, jobs — shared by every service."""
+"""wakemark's domain: models, settings, storage, retrieval, jobs — shared by every service."""
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""Typed settings for every engram process, read once from ``ENGRAM_*`` variables.
+"""Typed settings for every wakemark process, read once from ``WAKEMARK_*`` variables.
 
 ``Settings.from_env()`` is the only place the environment is read. Tests build a
 ``Settings`` directly (``Settings(home=tmp_path)``) instead of poking ``os.environ``.
@@ -17,7 +17,7 @@ from typing import Any
 
 
 class ConfigError(ValueError):
-    """A setting has a value engram cannot use; the message names the variable."""
+    """A setting has a value wakemark cannot use; the message names the variable."""
 
 
 def _int(lo: int, hi: int) -> Callable[[str], int]:
@@ -81,15 +81,17 @@ def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
 
 @dataclass(frozen=True)
 class Settings:
-    """Every setting engram reads; field ``foo`` comes from ``ENGRAM_FOO``."""
+    """Every setting wakemark reads; field ``foo`` comes from ``WAKEMARK_FOO``."""
 
     home: Path = _setting(
-        Path("~/.engram").expanduser(),
+        Path("~/.wakemark").expanduser(),
         _path,
         "Data directory (database, token, logs, model); created 0700.",
     )
     database_url: str | None = _setting(
-        None, _database_url, "Unset: SQLite at $ENGRAM_HOME/engram.db. postgresql://... : Postgres."
+        None,
+        _database_url,
+        "Unset: SQLite at $WAKEMARK_HOME/wakemark.db. postgresql://... : Postgres.",
     )
     redis_url: str | None = _setting(
         None, _redis_url, "Unset: in-process jobs. redis://... : Celery jobs and cache epochs."
@@ -97,9 +99,9 @@ class Settings:
     host: str = _setting("127.0.0.1", str, "Address the API binds to.")
     port: int = _setting(37800, _int(1, 65535), "Port the API binds to.")
     token: str | None = _setting(
-        None, _optional_str, "API bearer token; unset: read or create $ENGRAM_HOME/token."
+        None, _optional_str, "API bearer token; unset: read or create $WAKEMARK_HOME/token."
     )
-    workers: int = _setting(2, _int(1, 64), "gunicorn worker processes for `engram serve`.")
+    workers: int = _setting(2, _int(1, 64), "gunicorn worker processes for `wakemark serve`.")
     retrieval_budget_ms: int = _setting(
         500, _int(10, 60_000), "Deadline for one search; past it the result is empty."
     )
@@ -113,7 +115,7 @@ class Settings:
         "onnx", _choice("onnx", "off"), "Embedding runtime; `off` runs lexical-only search."
     )
     model_path: Path | None = _setting(
-        None, _optional_path, "ONNX model file; unset: $ENGRAM_HOME/models/all-MiniLM-L6-v2.onnx."
+        None, _optional_path, "ONNX model file; unset: $WAKEMARK_HOME/models/all-MiniLM-L6-v2.onnx."
     )
     turn_idle_s: int = _setting(
         600, _int(1, 86_400), "A turn idle this long is closed and extracted."
@@ -163,7 +165,7 @@ class Settings:
 
     @property
     def sqlite_path(self) -> Path:
-        return self.home / "engram.db"
+        return self.home / "wakemark.db"
 
     @property
     def token_path(self) -> Path:
@@ -179,7 +181,7 @@ class Settings:
 
 
 def env_name(field_name: str) -> str:
-    return "ENGRAM_" + field_name.upper()
+    return "WAKEMARK_" + field_name.upper()
 
 
 def documented_settings() -> list[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""The two things engram stores: events (what an agent did) and memory records.
+"""The two things wakemark stores: events (what an agent did) and memory records.
 
 Events are the wire format posted by hooks; unknown fields are rejected so a typo in a
 client is an error, not silently lost data. Records are what extraction produces and

@@ -73,9 +73,9 @@ def sanitize_actor(raw: str | None) -> str:
 
 
 def actor(environ: dict[str, str] | None = None) -> str:
-    """``$ENGRAM_ACTOR``, else the OS user name."""
+    """``$WAKEMARK_ACTOR``, else the OS user name."""
     env = os.environ if environ is None else environ
-    raw = env.get("ENGRAM_ACTOR")
+    raw = env.get("WAKEMARK_ACTOR")
     if not raw:
         import getpass
 

@@ -11,14 +11,14 @@ import threading
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from shared.config import Settings, prepare_home
+from wakemark.shared.config import Settings, prepare_home
 
 if TYPE_CHECKING:
-    from shared.cache import Epochs
-    from shared.embedding import Embedder
-    from shared.jobs import Dispatcher
-    from shared.retrieval import Retriever
-    from shared.storage import Storage
+    from wakemark.shared.cache import Epochs
+    from wakemark.shared.embedding import Embedder
+    from wakemark.shared.jobs import Dispatcher
+    from wakemark.shared.retrieval import Retriever
+    from wakemark.shared.storage import Storage
 
 
 class Runtime:
@@ -35,31 +35,31 @@ class Runtime:
 
     @cached_property
     def epochs(self) -> Epochs:
-        from shared.cache import open_epochs
+        from wakemark.shared.cache import open_epochs
 
         return open_epochs(self.settings)
 
     @cached_property
     def storage(self) -> Storage:
-        from shared.storage import open_storage
+        from wakemark.shared.storage import open_storage
 
         return open_storage(self.settings, on_change=self.epochs.bump)
 
     @cached_property
     def embedder(self) -> Embedder:
-        from shared.embedding import open_embedder
+        from wakemark.shared.embedding import open_embedder
 
         return open_embedder(self.settings)
 
     @cached_property
     def jobs(self) -> Dispatcher:
-        from shared.jobs import open_dispatcher
+        from wakemark.shared.jobs import open_dispatcher
 
         return open_dispatcher(self)
 
     @cached_property
     def retriever(self) -> Retriever:
-        from shared.retrieval import Retriever
+        from wakemark.shared.retrieval import Retriever
 
         return Retriever(self)
 

@@ -1,7 +1,7 @@
 """Shared fixtures: settings in a temp home, real SQLite and real Postgres/Redis.
 
 Postgres and Redis tests skip with a reason when the service is not reachable, unless
-``ENGRAM_REQUIRE_SERVICES=1`` (CI), where an unreachable service is a failure.
+``WAKEMARK_REQUIRE_SERVICES=1`` (CI), where an unreachable service is a failure.
 """
 
 from __future__ import annotations
@@ -14,21 +14,21 @@ from urllib.parse import quote
 
 import pytest
 
-from shared.config import Settings
+from wakemark.shared.config import Settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-REQUIRE_SERVICES = os.environ.get("ENGRAM_REQUIRE_SERVICES") == "1"
+REQUIRE_SERVICES = os.environ.get("WAKEMARK_REQUIRE_SERVICES") == "1"
 TEST_DATABASE_URL = os.environ.get(
-    "ENGRAM_TEST_DATABASE_URL", "postgresql://engram@127.0.0.1:5432/engram_test"
+    "WAKEMARK_TEST_DATABASE_URL", "postgresql://wakemark@127.0.0.1:5432/wakemark_test"
 )
-TEST_REDIS_URL = os.environ.get("ENGRAM_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+TEST_REDIS_URL = os.environ.get("WAKEMARK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 def _unavailable(what: str, exc: BaseException) -> None:
     reason = f"{what} not reachable ({exc.__class__.__name__}: {exc})"
     if REQUIRE_SERVICES:
-        pytest.fail(f"ENGRAM_REQUIRE_SERVICES=1 but {reason}")
+        pytest.fail(f"WAKEMARK_REQUIRE_SERVICES=1 but {reason}")
     pytest.skip(reason)
 
 
@@ -51,7 +51,7 @@ def pg_base_url() -> str:
         if not has_vector:
             raise RuntimeError("extension vector is not installed in the test database")
     except Exception as exc:
-        _unavailable("Postgres+pgvector at ENGRAM_TEST_DATABASE_URL", exc)
+        _unavailable("Postgres+pgvector at WAKEMARK_TEST_DATABASE_URL", exc)
     return TEST_DATABASE_URL
 
 
@@ -76,7 +76,7 @@ def redis_base_url() -> str:
 
         redis.Redis.from_url(TEST_REDIS_URL, socket_connect_timeout=3).ping()
     except Exception as exc:
-        _unavailable("Redis at ENGRAM_TEST_REDIS_URL", exc)
+        _unavailable("Redis at WAKEMARK_TEST_REDIS_URL", exc)
     return TEST_REDIS_URL
 
 
@@ -96,7 +96,7 @@ def redis_url(redis_base_url: str) -> Iterator[str]:
 def onnx_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real ONNX export of all-MiniLM-L6-v2 (exported once per session, ~10 s), for
     ``Settings(model_path=onnx_model_path, embedder="onnx")``."""
-    from shared.embedding import export_onnx
+    from wakemark.shared.embedding import export_onnx
 
     return export_onnx(tmp_path_factory.mktemp("model") / "all-MiniLM-L6-v2.onnx")
 
@@ -104,8 +104,8 @@ def onnx_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """Settings for each backend in turn, migrations applied."""
-    from shared.config import prepare_home
-    from shared.storage import migrate
+    from wakemark.shared.config import prepare_home
+    from wakemark.shared.storage import migrate
 
     if request.param == "postgres":
         settings = settings.replace(database_url=request.getfixturevalue("pg_url"))
@@ -118,7 +118,7 @@ def backend_settings(request: pytest.FixtureRequest, settings: Settings) -> Sett
 @pytest.fixture
 def storage(backend_settings: Settings):  # type: ignore[no-untyped-def]
     """A migrated storage of each backend; closed after the test."""
-    from shared.storage import open_storage
+    from wakemark.shared.storage import open_storage
 
     store = open_storage(backend_settings)
     yield store
@@ -129,7 +129,7 @@ def storage(backend_settings: Settings):  # type: ignore[no-untyped-def]
 def runtime(backend_settings: Settings):  # type: ignore[no-untyped-def]
     """A runtime over each backend with the settings as given (embedder off by default:
     lexical-only search); closed after the test."""
-    from shared.runtime import Runtime
+    from wakemark.shared.runtime import Runtime
 
     rt = Runtime.build(backend_settings)
     yield rt

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from services.api.adapters import ADAPTERS
-from services.cli.install_targets import TARGETS
-from services.cli.main import COMMANDS
-from shared.config import Settings, documented_settings
+from wakemark.services.api.adapters import ADAPTERS
+from wakemark.services.cli.install_targets import TARGETS
+from wakemark.services.cli.main import COMMANDS
+from wakemark.shared.config import Settings, documented_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 # Placeholders in docstrings, not variables anyone can set.
-NOT_VARIABLES = frozenset({"ENGRAM_FOO"})
-_VARIABLE = re.compile(r"\bENGRAM_[A-Z0-9_]*[A-Z0-9]\b")
+NOT_VARIABLES = frozenset({"WAKEMARK_FOO"})
+_VARIABLE = re.compile(r"\bWAKEMARK_[A-Z0-9_]*[A-Z0-9]\b")
 _CONVERTER = re.compile(r"<(?:[^<>:]+:)?([^<>]+)>")  # <path:filename> -> <filename>
 
 
@@ -34,11 +34,11 @@ def cli_commands() -> list[str]:
 
 def missing_commands(readme: str) -> list[str]:
     table = section(readme, "Commands")
-    return [n for n in cli_commands() if not re.search(rf"^\| `engram {n}[ `]", table, re.M)]
+    return [n for n in cli_commands() if not re.search(rf"^\| `wakemark {n}[ `]", table, re.M)]
 
 
 def app_routes(tmp_path: Path) -> list[str]:
-    from services.api import create_app
+    from wakemark.services.api import create_app
 
     app = create_app(Settings(home=tmp_path / "home", embedder="off"))
     routes = []
@@ -90,15 +90,15 @@ def test_every_route_is_in_the_http_api_section(tmp_path: Path) -> None:
     assert missing_routes(README, routes) == []
 
 
-def test_every_engram_variable_in_the_source_is_in_the_readme() -> None:
-    assert {"ENGRAM_ACTOR", "ENGRAM_HOME"} <= source_variables()
+def test_every_wakemark_variable_in_the_source_is_in_the_readme() -> None:
+    assert {"WAKEMARK_ACTOR", "WAKEMARK_HOME"} <= source_variables()
     assert missing_variables(README) == []
 
 
 @pytest.mark.parametrize("agent", sorted(TARGETS))
 def test_every_agent_has_its_install_command(agent: str) -> None:
     assert agent in ADAPTERS
-    assert f"engram install {agent}" in section(README, "Connect your agent")
+    assert f"wakemark install {agent}" in section(README, "Connect your agent")
 
 
 # The checks above must be able to fail: each one, run on a README with one item taken
@@ -107,7 +107,7 @@ def test_every_agent_has_its_install_command(agent: str) -> None:
 
 def test_a_command_missing_from_the_table_is_reported() -> None:
     table = section(README, "Commands")
-    row = next(line for line in table.splitlines() if line.startswith("| `engram doctor"))
+    row = next(line for line in table.splitlines() if line.startswith("| `wakemark doctor"))
     assert missing_commands(README.replace(row + "\n", "")) == ["doctor"]
 
 
@@ -120,4 +120,4 @@ def test_a_route_missing_from_the_api_section_is_reported(tmp_path: Path) -> Non
 
 
 def test_an_undocumented_variable_is_reported() -> None:
-    assert missing_variables(README.replace("`ENGRAM_ACTOR`", "`ACTOR`")) == ["ENGRAM_ACTOR"]
+    assert missing_variables(README.replace("`WAKEMARK_ACTOR`", "`ACTOR`")) == ["WAKEMARK_ACTOR"]

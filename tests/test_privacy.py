@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.api import create_app
-from services.api.security import ensure_token
-from shared.config import Settings, prepare_home
-from shared.models import new_ulid
-from shared.privacy import REDACTED, scrub, scrub_text
-from shared.runtime import Runtime
-from shared.storage import migrate
+from wakemark.services.api import create_app
+from wakemark.services.api.security import ensure_token
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.models import new_ulid
+from wakemark.shared.privacy import REDACTED, scrub, scrub_text
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def sqlite_app(settings: Settings) -> Iterator[tuple[Any, str, Settings]]:
 
 
 def _db_bytes(settings: Settings) -> bytes:
-    files = sorted(settings.home.glob("engram.db*"))
+    files = sorted(settings.home.glob("wakemark.db*"))
     assert files, "no database files"
     return b"".join(f.read_bytes() for f in files)
 

@@ -1,11 +1,11 @@
--- engram schema for Postgres: events grouped into turns, memory records with a weighted
+-- wakemark schema for Postgres: events grouped into turns, memory records with a weighted
 -- tsvector (GIN) and a 384-d embedding (HNSW cosine). Everything is created in the
 -- current schema; the extensions `vector` and `unaccent` are installed beforehand by a
 -- superuser and resolve through search_path.
 
 -- unaccent() is only STABLE (it reads a dictionary), so a generated column cannot call it
 -- directly: this wrapper pins the dictionary and is declared IMMUTABLE.
-CREATE FUNCTION engram_unaccent(text) RETURNS text
+CREATE FUNCTION wakemark_unaccent(text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
 AS $$ SELECT unaccent('unaccent'::regdictionary, $1) $$;
 
@@ -13,21 +13,21 @@ AS $$ SELECT unaccent('unaccent'::regdictionary, $1) $$;
 -- folded, and ASCII punctuation made a word break so that `cli.py`, `src/app` or `a-b`
 -- index as their parts (the parser would keep them whole as file/host tokens), matching
 -- how the shared query sanitizer splits user text.
-CREATE FUNCTION engram_fts_text(text) RETURNS text
+CREATE FUNCTION wakemark_fts_text(text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT regexp_replace(engram_unaccent(coalesce($1, '')), '[[:punct:]]', ' ', 'g') $$;
+AS $$ SELECT regexp_replace(wakemark_unaccent(coalesce($1, '')), '[[:punct:]]', ' ', 'g') $$;
 
 -- The document indexed for full-text search: title (A), summary (B), facts (C).
-CREATE FUNCTION engram_fts_doc(title text, summary text, facts text[]) RETURNS tsvector
+CREATE FUNCTION wakemark_fts_doc(title text, summary text, facts text[]) RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-  SELECT setweight(to_tsvector('english', engram_fts_text(title)), 'A')
-      || setweight(to_tsvector('english', engram_fts_text(summary)), 'B')
-      || setweight(to_tsvector('english', engram_fts_text(array_to_string(facts, ' '))), 'C')
+  SELECT setweight(to_tsvector('english', wakemark_fts_text(title)), 'A')
+      || setweight(to_tsvector('english', wakemark_fts_text(summary)), 'B')
+      || setweight(to_tsvector('english', wakemark_fts_text(array_to_string(facts, ' '))), 'C')
 $$;
 
 -- OR-combine the per-term queries of one search (tsquery_or is the `||` operator).
-CREATE AGGREGATE engram_tsquery_or(tsquery) (SFUNC = tsquery_or, STYPE = tsquery);
+CREATE AGGREGATE wakemark_tsquery_or(tsquery) (SFUNC = tsquery_or, STYPE = tsquery);
 
 CREATE TABLE turns (
     turn_id       text PRIMARY KEY,
@@ -80,7 +80,7 @@ CREATE TABLE memory_records (
     pinned           boolean NOT NULL DEFAULT false,
     created_at       timestamptz NOT NULL,
     embedding        vector(384),
-    tsv              tsvector GENERATED ALWAYS AS (engram_fts_doc(title, summary, facts)) STORED
+    tsv              tsvector GENERATED ALWAYS AS (wakemark_fts_doc(title, summary, facts)) STORED
 );
 -- Inline vectors: an exact scan over a namespace reads no TOAST (measured ~2x faster).
 ALTER TABLE memory_records ALTER COLUMN embedding SET STORAGE PLAIN;
@@ -98,7 +98,7 @@ CREATE TABLE lexeme_df (
     df     integer NOT NULL
 );
 
-CREATE FUNCTION engram_lexeme_df_sync() RETURNS trigger
+CREATE FUNCTION wakemark_lexeme_df_sync() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -123,4 +123,4 @@ $$;
 
 CREATE TRIGGER memory_records_lexeme_df
     AFTER INSERT OR DELETE OR UPDATE OF title, summary, facts ON memory_records
-    FOR EACH ROW EXECUTE FUNCTION engram_lexeme_df_sync();
+    FOR EACH ROW EXECUTE FUNCTION wakemark_lexeme_df_sync();

@@ -7,7 +7,7 @@ CREATE TABLE fts_doc_count (
 );
 INSERT INTO fts_doc_count (id, n) SELECT 1, count(*) FROM memory_records;
 
-CREATE OR REPLACE FUNCTION engram_lexeme_df_sync() RETURNS trigger
+CREATE OR REPLACE FUNCTION wakemark_lexeme_df_sync() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN

@@ -4,7 +4,7 @@
 -- (A plain sequence would not do: values are taken in start order, not commit order.)
 ALTER TABLE memory_records ADD COLUMN embedded_xid bigint NOT NULL DEFAULT 0;
 
-CREATE FUNCTION engram_stamp_embedding() RETURNS trigger
+CREATE FUNCTION wakemark_stamp_embedding() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -17,7 +17,7 @@ $$;
 CREATE TRIGGER memory_records_stamp_embedding
     BEFORE UPDATE OF embedding ON memory_records
     FOR EACH ROW WHEN (NEW.embedding IS NOT NULL)
-    EXECUTE FUNCTION engram_stamp_embedding();
+    EXECUTE FUNCTION wakemark_stamp_embedding();
 
 -- Covers the cache's per-refresh queries (count, changed rows, ids): index-only scans
 -- that never read the wide heap rows holding the vectors.

@@ -24,10 +24,10 @@ DROP TRIGGER memory_records_lexeme_df ON memory_records;
 ALTER TABLE memory_records DROP COLUMN tsv;  -- and its GIN index
 CREATE TRIGGER memory_fts_lexeme_df
     AFTER INSERT OR DELETE OR UPDATE OF tsv ON memory_fts
-    FOR EACH ROW EXECUTE FUNCTION engram_lexeme_df_sync();
+    FOR EACH ROW EXECUTE FUNCTION wakemark_lexeme_df_sync();
 
 -- One memory_fts row per memory record, written with it.
-CREATE FUNCTION engram_memory_fts_sync() RETURNS trigger
+CREATE FUNCTION wakemark_memory_fts_sync() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
@@ -36,12 +36,12 @@ BEGIN
     ELSIF TG_OP = 'INSERT' THEN
         INSERT INTO memory_fts (record_id, namespace, created_at, observation_type, tsv)
         VALUES (NEW.record_id, NEW.namespace, NEW.created_at, NEW.observation_type,
-                engram_fts_doc(NEW.title, NEW.summary, NEW.facts));
+                wakemark_fts_doc(NEW.title, NEW.summary, NEW.facts));
     ELSE
         UPDATE memory_fts
            SET record_id = NEW.record_id, namespace = NEW.namespace,
                created_at = NEW.created_at, observation_type = NEW.observation_type,
-               tsv = engram_fts_doc(NEW.title, NEW.summary, NEW.facts)
+               tsv = wakemark_fts_doc(NEW.title, NEW.summary, NEW.facts)
          WHERE record_id = OLD.record_id;
     END IF;
     RETURN NULL;
@@ -52,7 +52,7 @@ CREATE TRIGGER memory_records_fts
     AFTER INSERT OR DELETE
        OR UPDATE OF record_id, namespace, created_at, observation_type, title, summary, facts
     ON memory_records
-    FOR EACH ROW EXECUTE FUNCTION engram_memory_fts_sync();
+    FOR EACH ROW EXECUTE FUNCTION wakemark_memory_fts_sync();
 
 -- The search ORs its per-term queries client-side now.
-DROP AGGREGATE engram_tsquery_or(tsquery);
+DROP AGGREGATE wakemark_tsquery_or(tsquery);

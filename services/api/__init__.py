@@ -10,19 +10,19 @@ from typing import Any
 from flask import Flask
 from flask.json.provider import DefaultJSONProvider
 
-from services.api import errors, metrics, params, security
-from shared.config import Settings
-from shared.models import MAX_REQUEST_BYTES
-from shared.runtime import Runtime
+from wakemark.services.api import errors, metrics, params, security
+from wakemark.shared.config import Settings
+from wakemark.shared.models import MAX_REQUEST_BYTES
+from wakemark.shared.runtime import Runtime
 
 # Each module defines a Blueprint named ``bp``; add a line to register a new one.
 BLUEPRINTS = (
-    "services.api.health",
-    "services.api.ingest",
-    "services.api.hooks",
-    "services.api.read",
-    "services.api.metrics",
-    "services.api.search",
+    "wakemark.services.api.health",
+    "wakemark.services.api.ingest",
+    "wakemark.services.api.hooks",
+    "wakemark.services.api.resources",
+    "wakemark.services.api.metrics",
+    "wakemark.services.api.search",
 )
 
 
@@ -32,7 +32,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     app.json = _JSONProvider(app)
     # Over this, werkzeug raises 413 before a view reads the body.
     app.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
-    app.extensions["engram"] = runtime
+    app.extensions["wakemark"] = runtime
     # Order matters: errors first (everything below raises ApiError), then Host/token/
     # Origin checks, then the content-type check, then per-request metrics.
     errors.init_app(app)

@@ -9,13 +9,13 @@ from flask import Flask, Response, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from shared.storage.base import (
+from wakemark.shared.storage.base import (
     DuplicateRecordError,
     NotFoundError,
     TransientStorageError,
 )
 
-log = logging.getLogger("engram.api")
+log = logging.getLogger("wakemark.api")
 
 # HTTP status -> machine-readable code for errors werkzeug raises on its own.
 _CODES = {

@@ -1,4 +1,4 @@
-"""gunicorn hooks for ``engram serve``: start each worker's job runner and warm its
+"""gunicorn hooks for ``wakemark serve``: start each worker's job runner and warm its
 embedder; close it on exit."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 def post_worker_init(worker: Any) -> None:
     # Embedded mode runs jobs inside the API worker: start the sweeper now rather than
     # at the first enqueue, so pending work left by a previous run is picked up.
-    runtime = worker.wsgi.extensions["engram"]
+    runtime = worker.wsgi.extensions["wakemark"]
     runtime.jobs.start()
     # Load the model now, in the background and after the fork (onnxruntime must never
     # be loaded in the master), so the first prompt already gets vector results.
@@ -20,4 +20,4 @@ def post_worker_init(worker: Any) -> None:
 def worker_exit(server: Any, worker: Any) -> None:
     wsgi = getattr(worker, "wsgi", None)
     if wsgi is not None:
-        wsgi.extensions["engram"].close()
+        wsgi.extensions["wakemark"].close()

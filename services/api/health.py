@@ -14,10 +14,10 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from services.api.pipeline import runtime
-from shared import __version__
+from wakemark.services.api.pipeline import runtime
+from wakemark.shared import __version__
 
-log = logging.getLogger("engram.api")
+log = logging.getLogger("wakemark.api")
 
 bp = Blueprint("health", __name__)
 
@@ -27,7 +27,7 @@ _pending_lock = threading.Lock()
 
 def _pending(storage: Any) -> dict[str, int]:
     # Cached per app (each test app has its own database), shared by the app's threads.
-    cache = current_app.extensions.setdefault("engram.health_pending", {"at": 0.0, "value": None})
+    cache = current_app.extensions.setdefault("wakemark.health_pending", {"at": 0.0, "value": None})
     now = time.monotonic()
     with _pending_lock:
         if cache["value"] is not None and now - cache["at"] < _PENDING_TTL_S:
@@ -64,7 +64,7 @@ def _embedder(rt: Any) -> dict[str, Any]:
 
 
 def _llm(rt: Any) -> dict[str, Any]:
-    from shared.extraction import llm_usage
+    from wakemark.shared.extraction import llm_usage
 
     try:
         return llm_usage(rt.settings)

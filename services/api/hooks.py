@@ -3,7 +3,7 @@
 The adapter maps the payload to events; they then take the same path as
 ``POST /v1/events`` (scrub → validate → store → enqueue after commit), and prompt and
 session-start hooks get retrieval context back. A hook we do not use answers 200 with
-the agent's "nothing to add": an engram hook must never break the agent.
+the agent's "nothing to add": an wakemark hook must never break the agent.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from services.api import adapters, pipeline
-from services.api.adapters.base import PROMPT, SESSION_START, HookContext, HookPayloadError
-from services.api.errors import ApiError
-from services.api.params import json_object
-from shared import project
-from shared.models import utcnow
-from shared.privacy import scrub
+from wakemark.services.api import adapters, pipeline
+from wakemark.services.api.adapters.base import PROMPT, SESSION_START, HookContext, HookPayloadError
+from wakemark.services.api.errors import ApiError
+from wakemark.services.api.params import json_object
+from wakemark.shared import project
+from wakemark.shared.models import utcnow
+from wakemark.shared.privacy import scrub
 
 bp = Blueprint("hooks", __name__)
-log = logging.getLogger("engram.api")
+log = logging.getLogger("wakemark.api")
 
 
 @bp.post("/v1/hooks/<agent>")
@@ -61,7 +61,7 @@ def _context(agent: str, payload: dict[str, Any]) -> HookContext:
         root = project.find_root(start)
     else:
         root = os.path.normpath(start) if start else None
-    actor = request.headers.get("X-Engram-Actor") or project.actor()
+    actor = request.headers.get("X-Wakemark-Actor") or project.actor()
     actor = project.sanitize_actor(actor)
     return HookContext(
         agent=agent,
@@ -76,7 +76,7 @@ def _context(agent: str, payload: dict[str, Any]) -> HookContext:
 def _project_dir(payload: dict[str, Any]) -> str | None:
     # Header first (Claude Code fills it from $CLAUDE_PROJECT_DIR, the forwarder from its
     # own detection); an unset variable arrives as an empty string.
-    candidates = [request.headers.get("X-Engram-Project"), payload.get("cwd")]
+    candidates = [request.headers.get("X-Wakemark-Project"), payload.get("cwd")]
     roots = payload.get("workspace_roots")  # Cursor has no cwd
     if isinstance(roots, list) and roots:
         candidates.append(roots[0])

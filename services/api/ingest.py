@@ -7,11 +7,11 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.api import pipeline
-from services.api.errors import ApiError, validation_details
-from services.api.params import bool_arg, parse_json
-from shared.models import MAX_BATCH, Event
-from shared.privacy import may_contain_tag, scrub
+from wakemark.services.api import pipeline
+from wakemark.services.api.errors import ApiError, validation_details
+from wakemark.services.api.params import bool_arg, parse_json
+from wakemark.shared.models import MAX_BATCH, Event
+from wakemark.shared.privacy import may_contain_tag, scrub
 
 bp = Blueprint("ingest", __name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from flask import Blueprint, Flask, Response, request
 
-log = logging.getLogger("engram.api")
+log = logging.getLogger("wakemark.api")
 
 bp = Blueprint("metrics", __name__)
 
@@ -60,15 +60,15 @@ def _escape(value: str) -> str:
 
 def render() -> str:
     lines = [
-        "# HELP engram_http_requests_total HTTP requests served by this process.",
-        "# TYPE engram_http_requests_total counter",
+        "# HELP wakemark_http_requests_total HTTP requests served by this process.",
+        "# TYPE wakemark_http_requests_total counter",
     ]
     with _lock:
         counts = sorted(_requests.items())
         callbacks = list(_callbacks)
     for (method, route, status), n in counts:
         lines.append(
-            f'engram_http_requests_total{{method="{method}",route="{_escape(route)}",'
+            f'wakemark_http_requests_total{{method="{method}",route="{_escape(route)}",'
             f'status="{status}"}} {n}'
         )
     for callback in callbacks:

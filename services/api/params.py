@@ -7,8 +7,8 @@ from typing import Any
 
 from flask import Flask, request
 
-from services.api.errors import ApiError
-from shared.models import NAMESPACE_RE, is_namespace_prefix
+from wakemark.services.api.errors import ApiError
+from wakemark.shared.models import NAMESPACE_RE, is_namespace_prefix
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

@@ -9,16 +9,16 @@ from typing import Any
 
 from flask import current_app
 
-from shared.models import Event
-from shared.runtime import Runtime
+from wakemark.shared.models import Event
+from wakemark.shared.runtime import Runtime
 
-log = logging.getLogger("engram.api")
+log = logging.getLogger("wakemark.api")
 
 _EMPTY_RETRIEVAL: dict[str, Any] = {"context": "", "records": [], "latency_ms": 0}
 
 
 def runtime() -> Runtime:
-    rt: Runtime = current_app.extensions["engram"]
+    rt: Runtime = current_app.extensions["wakemark"]
     return rt
 
 

@@ -6,11 +6,11 @@ from collections.abc import Iterable
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from services.api import metrics
-from services.api.errors import ApiError
-from services.api.params import int_arg, namespace_arg, str_arg
-from services.api.pipeline import runtime
-from shared.models import OBSERVATION_TYPES
+from wakemark.services.api import metrics
+from wakemark.services.api.errors import ApiError
+from wakemark.services.api.params import int_arg, namespace_arg, str_arg
+from wakemark.services.api.pipeline import runtime
+from wakemark.shared.models import OBSERVATION_TYPES
 
 bp = Blueprint("search", __name__)
 
@@ -43,7 +43,7 @@ def context() -> Response:
 
 def _prometheus_lines() -> Iterable[str]:
     # Called inside the /metrics request, so the app (and its runtime) is current.
-    return current_app.extensions["engram"].retriever.prometheus_lines()  # type: ignore[no-any-return]
+    return current_app.extensions["wakemark"].retriever.prometheus_lines()
 
 
 @bp.record_once

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from flask import Flask, request
 
-from services.api.errors import ApiError
-from shared.config import Settings, prepare_home
+from wakemark.services.api.errors import ApiError
+from wakemark.shared.config import Settings, prepare_home
 
 PUBLIC_PATHS = frozenset({"/health"})
 _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -19,7 +19,7 @@ _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
 def ensure_token(settings: Settings) -> str:
-    """``ENGRAM_TOKEN``, else ``$ENGRAM_HOME/token`` — created 0600 on first start.
+    """``WAKEMARK_TOKEN``, else ``$WAKEMARK_HOME/token`` — created 0600 on first start.
 
     The file appears atomically (written under a private name, then hard-linked into
     place, which fails if it exists), so concurrent workers agree on one token and none

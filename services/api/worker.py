@@ -6,7 +6,7 @@ With one pool thread that is two thread switches and two GIL hand-overs per requ
 no overlap at all. This worker answers a request on the thread that polled it, and keeps
 everything else of gthread: keep-alive, graceful shutdown, limits. Only the heartbeat now
 pauses while a request runs, as in gunicorn's sync worker: a request longer than
-``--timeout`` (30 s) would get its worker restarted. No engram route comes near that.
+``--timeout`` (30 s) would get its worker restarted. No wakemark route comes near that.
 
 It also never waits on a connection that has sent nothing yet: gthread's pool thread
 waits up to 5 s for a new connection's first bytes, which with a single thread stalls

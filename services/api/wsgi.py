@@ -1,5 +1,5 @@
-"""gunicorn entry point: ``gunicorn services.api.wsgi:app``."""
+"""gunicorn entry point: ``gunicorn wakemark.services.api.wsgi:app``."""
 
-from services.api import create_app
+from wakemark.services.api import create_app
 
 app = create_app()

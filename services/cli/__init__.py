@@ -1,1 +1,1 @@
-"""The ``engram`` command."""
+"""The ``wakemark`` command."""

@@ -1,4 +1,4 @@
-"""``engram backfill``: embed every record missing a vector, in the foreground.
+"""``wakemark backfill``: embed every record missing a vector, in the foreground.
 
 Each batch commits on its own, so Ctrl-C (finishing the batch in flight) or a crash
 loses nothing: the next run starts from the records still missing a vector.
@@ -57,12 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shared.jobs import backfill_embeddings
-    from shared.runtime import Runtime
+    from wakemark.shared.jobs import backfill_embeddings
+    from wakemark.shared.runtime import Runtime
 
     runtime = Runtime.build()
     if runtime.settings.embedder == "off":
-        print("engram: ENGRAM_EMBEDDER=off, nothing to embed", file=sys.stderr)
+        print("wakemark: WAKEMARK_EMBEDDER=off, nothing to embed", file=sys.stderr)
         return 2
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: _interrupt(stop, previous))

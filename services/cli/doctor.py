@@ -1,4 +1,4 @@
-"""``engram doctor``: check the installation and say how to fix each problem found."""
+"""``wakemark doctor``: check the installation and say how to fix each problem found."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.config import Settings
+from wakemark.shared.config import Settings
 
 Check = Callable[[Settings], tuple[bool, str]]
 
@@ -25,7 +25,7 @@ def _mode(path: Path) -> int:
 def check_home(settings: Settings) -> tuple[bool, str]:
     home = settings.home
     if not home.exists():
-        return False, f"data dir {home} missing: run `engram migrate` (or `engram serve`)"
+        return False, f"data dir {home} missing: run `wakemark migrate` (or `wakemark serve`)"
     if _mode(home) & 0o077:
         return False, f"data dir {home} is {oct(_mode(home))}: run `chmod 700 {home}`"
     return True, f"data dir {home} (0700)"
@@ -33,19 +33,19 @@ def check_home(settings: Settings) -> tuple[bool, str]:
 
 def check_token(settings: Settings) -> tuple[bool, str]:
     if settings.token:
-        return True, "token from ENGRAM_TOKEN"
+        return True, "token from WAKEMARK_TOKEN"
     path = settings.token_path
     if not path.exists():
-        return False, f"no token at {path}: `engram serve` creates it on first start"
+        return False, f"no token at {path}: `wakemark serve` creates it on first start"
     if _mode(path) & 0o077:
         return False, f"token {path} is {oct(_mode(path))}: run `chmod 600 {path}`"
     if not path.read_text().strip():
-        return False, f"token {path} is empty: delete it and restart `engram serve`"
+        return False, f"token {path} is empty: delete it and restart `wakemark serve`"
     return True, f"token {path} (0600)"
 
 
 def check_port(settings: Settings) -> tuple[bool, str]:
-    from services.cli.status import fetch
+    from wakemark.services.cli.status import fetch
 
     where = f"{settings.host}:{settings.port}"
     try:
@@ -55,18 +55,18 @@ def check_port(settings: Settings) -> tuple[bool, str]:
             try:
                 s.bind((settings.host, settings.port))
             except OSError as exc:
-                return False, f"port {where} unusable ({exc.strerror}): set ENGRAM_PORT"
+                return False, f"port {where} unusable ({exc.strerror}): set WAKEMARK_PORT"
         return True, f"port {where} free (server not running)"
     if isinstance(health, dict) and "backend" in health and "version" in health:
-        return True, f"port {where} served by engram ({health.get('status')})"
-    return False, f"port {where} is used by another program: stop it or set ENGRAM_PORT"
+        return True, f"port {where} served by wakemark ({health.get('status')})"
+    return False, f"port {where} is used by another program: stop it or set WAKEMARK_PORT"
 
 
 def check_database(settings: Settings) -> tuple[bool, str]:
-    from shared.storage import open_storage
+    from wakemark.shared.storage import open_storage
 
     if settings.backend == "sqlite" and not settings.sqlite_path.exists():
-        return False, f"no database at {settings.sqlite_path}: run `engram migrate`"
+        return False, f"no database at {settings.sqlite_path}: run `wakemark migrate`"
     try:
         storage = open_storage(settings)
     except Exception as exc:
@@ -75,12 +75,12 @@ def check_database(settings: Settings) -> tuple[bool, str]:
         storage.ping()
     except Exception as exc:
         return False, f"database unreachable ({exc.__class__.__name__}): is it running? check " + (
-            "ENGRAM_DATABASE_URL" if settings.database_url else str(settings.sqlite_path)
+            "WAKEMARK_DATABASE_URL" if settings.database_url else str(settings.sqlite_path)
         )
     try:
         storage.stats()
     except Exception as exc:
-        return False, f"database not migrated ({exc.__class__.__name__}): run `engram migrate`"
+        return False, f"database not migrated ({exc.__class__.__name__}): run `wakemark migrate`"
     finally:
         storage.close()
     return True, f"database {settings.backend} reachable and migrated"
@@ -94,20 +94,20 @@ def check_redis(settings: Settings) -> tuple[bool, str]:
     try:
         redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
     except Exception as exc:
-        return False, f"redis unreachable ({exc.__class__.__name__}): check ENGRAM_REDIS_URL"
+        return False, f"redis unreachable ({exc.__class__.__name__}): check WAKEMARK_REDIS_URL"
     return True, "redis reachable"
 
 
 def check_model(settings: Settings) -> tuple[bool, str]:
     if settings.embedder == "off":
         return True, "embedder off (lexical-only search)"
-    from shared.embedding import is_valid_export
+    from wakemark.shared.embedding import is_valid_export
 
     path = settings.onnx_model_path
     if not path.exists():
-        return False, f"embedding model missing at {path}: run `engram model export`"
+        return False, f"embedding model missing at {path}: run `wakemark model export`"
     if not is_valid_export(path):
-        return False, f"embedding model at {path} is invalid: run `engram model export --force`"
+        return False, f"embedding model at {path} is invalid: run `wakemark model export --force`"
     return True, f"embedding model {path}"
 
 

@@ -1,4 +1,4 @@
-"""`engram hook <agent> [<event>]`: forward an agent's hook payload to the local API.
+"""`wakemark hook <agent> [<event>]`: forward an agent's hook payload to the local API.
 
 Standard library only, and as little of it as possible: it runs on every prompt and
 tool use, so start-up time is the product. It speaks HTTP/1.0 over ``_socket`` (the
@@ -7,7 +7,7 @@ tool use, so start-up time is the product. It speaks HTTP/1.0 over ``_socket`` (
 configs as ``<python> -S -E -s <this file> ...`` so no site-packages or ``.pth`` runs.
 
 Fail-open: whatever happens it exits 0 and prints nothing but the agent's reply; errors
-go to ``$ENGRAM_HOME/logs/hook.log`` (capped, one rotation). Exit code 2 means "block"
+go to ``$WAKEMARK_HOME/logs/hook.log`` (capped, one rotation). Exit code 2 means "block"
 or "retry" to most agents, so it must never escape from here.
 """
 
@@ -22,7 +22,7 @@ MAX_STDIN = 2 * 1024 * 1024  # the API's request limit: more would be refused an
 MAX_REPLY = 1024 * 1024
 LOG_CAP = 256 * 1024
 DEFAULT_PORT = 37800
-# What an agent must read when engram has nothing (or is down): Gemini parses stdout as
+# What an agent must read when wakemark has nothing (or is down): Gemini parses stdout as
 # JSON, and Cursor's beforeSubmitPrompt gates the prompt on "continue".
 FAILSAFE = {"gemini-cli": "{}", "cursor": '{"continue": true}'}
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
 
 def _forward(agent: str, rest: list[str], deadline: float) -> None:
     if not agent or not set(agent) <= _SAFE:
-        raise ValueError("usage: engram hook <agent> [<event>] (payload on stdin)")
+        raise ValueError("usage: wakemark hook <agent> [<event>] (payload on stdin)")
     event = ""
     payload = b""
     for arg in rest:
@@ -90,16 +90,16 @@ def _read_stdin(deadline: float) -> bytes:
 
 
 def _token() -> str:
-    token = os.environ.get("ENGRAM_TOKEN", "").strip()
+    token = os.environ.get("WAKEMARK_TOKEN", "").strip()
     if token:
         return token
-    home = os.path.expanduser(os.environ.get("ENGRAM_HOME") or "~/.engram")
+    home = os.path.expanduser(os.environ.get("WAKEMARK_HOME") or "~/.wakemark")
     with open(os.path.join(home, "token")) as fh:
         return fh.read().strip()
 
 
 def _project_dir() -> str:
-    from shared.project import find_root
+    from wakemark.shared.project import find_root
 
     start = (
         os.environ.get("CLAUDE_PROJECT_DIR") or os.environ.get("GEMINI_PROJECT_DIR") or os.getcwd()
@@ -110,7 +110,7 @@ def _project_dir() -> str:
 def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int, bytes]:
     import _socket  # the C module: see the module docstring
 
-    port = int(os.environ.get("ENGRAM_PORT") or DEFAULT_PORT)
+    port = int(os.environ.get("WAKEMARK_PORT") or DEFAULT_PORT)
     host = f"127.0.0.1:{port}"
     path = f"/v1/hooks/{agent}" + (f"?event={event}" if event else "")
     headers = [
@@ -119,10 +119,10 @@ def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int,
         "Content-Type: application/json",
         f"Content-Length: {len(payload)}",
         f"Authorization: Bearer {_token()}",
-        f"X-Engram-Project: {_header_value(_project_dir())}",
+        f"X-Wakemark-Project: {_header_value(_project_dir())}",
     ]
-    if os.environ.get("ENGRAM_ACTOR"):
-        headers.append(f"X-Engram-Actor: {_header_value(os.environ['ENGRAM_ACTOR'])}")
+    if os.environ.get("WAKEMARK_ACTOR"):
+        headers.append(f"X-Wakemark-Actor: {_header_value(os.environ['WAKEMARK_ACTOR'])}")
     request = ("\r\n".join(headers) + "\r\n\r\n").encode("utf-8", "surrogateescape") + payload
     sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
     try:
@@ -171,7 +171,7 @@ def _print(text: str) -> None:
 
 def _log(line: str) -> None:
     try:
-        home = os.path.expanduser(os.environ.get("ENGRAM_HOME") or "~/.engram")
+        home = os.path.expanduser(os.environ.get("WAKEMARK_HOME") or "~/.wakemark")
         logs = os.path.join(home, "logs")
         os.makedirs(logs, mode=0o700, exist_ok=True)
         path = os.path.join(logs, "hook.log")
@@ -190,5 +190,8 @@ def _log(line: str) -> None:
 if __name__ == "__main__":
     # Run as a file (`python -S -E -s .../services/cli/hook.py`): import `shared` from the
     # tree this file lives in, and not from this directory (its modules are not stdlib).
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.abspath(__file__)
+    for _ in range(4):  # wakemark/services/cli/hook.py -> the folder holding wakemark/
+        root = os.path.dirname(root)
+    sys.path[0] = root
     sys.exit(main(sys.argv[1:]))

@@ -1,8 +1,8 @@
-"""`engram install <agent>`: add engram's hooks and MCP server to an agent's config.
+"""`wakemark install <agent>`: add wakemark's hooks and MCP server to an agent's config.
 
 Idempotent, leaves other tools' entries alone, backs each changed file up first
-(``<file>.engram-backup-<timestamp>``), and ``--dry-run`` prints a unified diff and
-writes nothing. `engram uninstall` (``services/cli/uninstall.py``) runs the same edits
+(``<file>.wakemark-backup-<timestamp>``), and ``--dry-run`` prints a unified diff and
+writes nothing. `wakemark uninstall` (``services/cli/uninstall.py``) runs the same edits
 in reverse.
 """
 
@@ -17,13 +17,13 @@ import sys
 import time
 from typing import Any
 
-from services.cli.install_targets import TARGETS, Where
+from wakemark.services.cli.install_targets import TARGETS, Where
 
 NOTES = {
-    "claude-code": "Restart Claude Code; `/hooks` lists the engram hooks.",
-    "kiro-cli": "Start it with `kiro-cli chat --agent engram` (or make `engram` the default).",
-    "gemini-cli": "Restart Gemini CLI; `/hooks` lists the engram hooks.",
-    "codex": "Open `/hooks` in Codex once and trust the engram hooks (Codex asks for review).",
+    "claude-code": "Restart Claude Code; `/hooks` lists the wakemark hooks.",
+    "kiro-cli": "Start it with `kiro-cli chat --agent wakemark` (or make `wakemark` the default).",
+    "gemini-cli": "Restart Gemini CLI; `/hooks` lists the wakemark hooks.",
+    "codex": "Open `/hooks` in Codex once and trust the wakemark hooks (Codex asks for review).",
     "cursor": "Restart Cursor; hooks in a project apply to trusted workspaces only.",
 }
 
@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> int:
-    from shared.config import Settings
-    from shared.project import find_root
+    from wakemark.shared.config import Settings
+    from wakemark.shared.project import find_root
 
     settings = Settings.from_env()
     project = None
@@ -58,7 +58,7 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
         project=project,
         port=settings.port,
         token=_token(settings, args.dry_run) if install else _existing_token(settings),
-        engram_home=None if settings.home == Settings().home else str(settings.home),
+        wakemark_home=None if settings.home == Settings().home else str(settings.home),
     )
     changed = 0
     for path, edit in TARGETS[args.agent](where):
@@ -67,7 +67,7 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
             new_value = edit(_parse(path, old_text), install)
             new_text = "" if new_value is None else _render(path, new_value)
         except ValueError as exc:  # a broken file is the user's: never overwrite it
-            print(f"engram: {path}: cannot parse ({exc}); left unchanged", file=sys.stderr)
+            print(f"wakemark: {path}: cannot parse ({exc}); left unchanged", file=sys.stderr)
             return 1
         if new_text == (old_text or "") or (old_text is None and not install):
             continue
@@ -90,7 +90,7 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
             print(f"{'updated' if old_text is not None else 'created'} {path}")
     verb = "install" if install else "uninstall"
     if not changed:
-        print(f"engram {verb} {args.agent}: nothing to change")
+        print(f"wakemark {verb} {args.agent}: nothing to change")
     elif not args.dry_run and install:
         print(NOTES[args.agent])
     return 0
@@ -99,7 +99,7 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
 def _token(settings: Any, dry_run: bool) -> str:
     if dry_run:  # writes nothing, not even the token file
         return _existing_token(settings) or "<token, created on install>"
-    from services.api.security import ensure_token
+    from wakemark.services.api.security import ensure_token
 
     return ensure_token(settings)
 
@@ -144,7 +144,7 @@ def _write(path: str, old_text: str | None, new_text: str) -> None:
     if old_text is not None:
         mode = os.stat(path).st_mode & 0o777
         _backup(path)
-    tmp = f"{path}.engram-tmp-{os.getpid()}"
+    tmp = f"{path}.wakemark-tmp-{os.getpid()}"
     # Written then renamed: an agent reading its config never sees half a file. New files
     # are 0600 because Claude Code's settings carry the token.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -155,8 +155,8 @@ def _write(path: str, old_text: str | None, new_text: str) -> None:
 
 def _backup(path: str) -> None:
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    backup = f"{path}.engram-backup-{stamp}"
+    backup = f"{path}.wakemark-backup-{stamp}"
     n = 1
     while os.path.exists(backup):  # two runs within one second keep both backups
-        backup, n = f"{path}.engram-backup-{stamp}-{n}", n + 1
+        backup, n = f"{path}.wakemark-backup-{stamp}-{n}", n + 1
     shutil.copy2(path, backup)

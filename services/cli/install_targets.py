@@ -1,8 +1,8 @@
-"""What `engram install <agent>` writes into each agent's config files.
+"""What `wakemark install <agent>` writes into each agent's config files.
 
 Each target returns ``[(path, edit)]``: ``edit(old, install)`` turns the file's current
 content (parsed JSON, or TOML text) into the new one (``None``: delete the file). Edits
-first remove every engram entry and then, when installing, add ours once: installing
+first remove every wakemark entry and then, when installing, add ours once: installing
 twice leaves one entry, other tools' entries are never touched, and uninstalling removes
 only ours.
 """
@@ -29,26 +29,26 @@ class Where:
     project: str | None  # project root for a per-project install, else None
     port: int
     token: str | None
-    engram_home: str | None = None  # a non-default $ENGRAM_HOME, else None
+    wakemark_home: str | None = None  # a non-default $WAKEMARK_HOME, else None
 
 
 DEFAULT_PORT = 37800
 
 
-def _engram_env(w: Where) -> dict[str, str]:
+def _wakemark_env(w: Where) -> dict[str, str]:
     """The non-default settings a hook or MCP process must be told: agents start them
-    with their own environment, not the one ``engram install`` ran in."""
-    env = {"ENGRAM_PORT": str(w.port)} if w.port != DEFAULT_PORT else {}
-    if w.engram_home:
-        env["ENGRAM_HOME"] = w.engram_home
+    with their own environment, not the one ``wakemark install`` ran in."""
+    env = {"WAKEMARK_PORT": str(w.port)} if w.port != DEFAULT_PORT else {}
+    if w.wakemark_home:
+        env["WAKEMARK_HOME"] = w.wakemark_home
     return env
 
 
 def mcp_server(w: Where) -> dict[str, Any]:
-    """``engram mcp`` by absolute path. A non-default port or home goes in ``env``: some
+    """``wakemark mcp`` by absolute path. A non-default port or home goes in ``env``: some
     agents (Codex) start MCP servers with a scrubbed environment."""
-    server: dict[str, Any] = {"command": engram_bin(), "args": ["mcp"]}
-    env = _engram_env(w)
+    server: dict[str, Any] = {"command": wakemark_bin(), "args": ["mcp"]}
+    env = _wakemark_env(w)
     if env:
         server["env"] = env
     return server
@@ -66,7 +66,7 @@ def hook_command(w: Where, agent: str, event: str = "") -> str:
     console-script shim — the fastest start the stdlib allows. Non-default settings go
     first through ``env`` (works both as a shell command and as an argv)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook.py")
-    env = [f"{k}={v}" for k, v in _engram_env(w).items()]
+    env = [f"{k}={v}" for k, v in _wakemark_env(w).items()]
     parts = (["/usr/bin/env", *env] if env else []) + [forwarder_python(), "-S", "-E", "-s"]
     parts += [script, agent] + ([event] if event else [])
     return " ".join(shlex.quote(p) for p in parts)
@@ -85,9 +85,9 @@ def forwarder_python(candidate: str = SYSTEM_PYTHON) -> str:
     return candidate if done.returncode == 0 else sys.executable
 
 
-def engram_bin() -> str:
-    candidate = os.path.join(os.path.dirname(sys.executable), "engram")
-    return candidate if os.access(candidate, os.X_OK) else "engram"
+def wakemark_bin() -> str:
+    candidate = os.path.join(os.path.dirname(sys.executable), "wakemark")
+    return candidate if os.access(candidate, os.X_OK) else "wakemark"
 
 
 def _is_ours(handler: Any) -> bool:
@@ -95,10 +95,10 @@ def _is_ours(handler: Any) -> bool:
         return False
     command = str(handler.get("command", ""))
     return (
-        "engram hook" in command
+        "wakemark hook" in command
         or "cli/hook.py" in command
         or "/v1/hooks/" in str(handler.get("url", ""))
-        or str(handler.get("name", "")).startswith("engram-")
+        or str(handler.get("name", "")).startswith("wakemark-")
     )
 
 
@@ -140,9 +140,9 @@ def _flat_hooks(settings: dict[str, Any], handlers: dict[str, dict[str, Any]]) -
 
 def _mcp(settings: dict[str, Any], server: dict[str, Any] | None) -> None:
     servers = settings.setdefault("mcpServers", {})
-    servers.pop("engram", None)
+    servers.pop("wakemark", None)
     if server is not None:
-        servers["engram"] = server
+        servers["wakemark"] = server
     if not servers:
         del settings["mcpServers"]
 
@@ -164,15 +164,15 @@ def claude_code(w: Where) -> list[tuple[str, Edit]]:
         "type": "http",
         "url": f"http://127.0.0.1:{w.port}/v1/hooks/claude-code",
         "headers": {
-            "Authorization": "Bearer $ENGRAM_TOKEN",
-            "X-Engram-Project": "$CLAUDE_PROJECT_DIR",
+            "Authorization": "Bearer $WAKEMARK_TOKEN",
+            "X-Wakemark-Project": "$CLAUDE_PROJECT_DIR",
         },
-        "allowedEnvVars": ["ENGRAM_TOKEN", "CLAUDE_PROJECT_DIR"],
+        "allowedEnvVars": ["WAKEMARK_TOKEN", "CLAUDE_PROJECT_DIR"],
         "timeout": 5,
     }
     # SessionStart runs only command hooks; the forwarder prints the JSON reply.
     start = {"type": "command", "command": hook_command(w, "claude-code", "SessionStart")}
-    groups = {
+    groups: dict[str, dict[str, Any]] = {
         "SessionStart": {"hooks": [{**start, "timeout": 10}]},
         "UserPromptSubmit": {"hooks": [http]},
         "PostToolUse": {"matcher": "*", "hooks": [http]},
@@ -183,12 +183,12 @@ def claude_code(w: Where) -> list[tuple[str, Edit]]:
     def settings(s: dict[str, Any], install: bool) -> None:
         _grouped_hooks(s, groups if install else {})
         env = s.setdefault("env", {})
-        # Claude Code exports `env` to the session, which is what makes $ENGRAM_TOKEN
+        # Claude Code exports `env` to the session, which is what makes $WAKEMARK_TOKEN
         # interpolate into the HTTP hooks' header; only our own value is ever removed.
-        if env.get("ENGRAM_TOKEN") == w.token or install:
-            env.pop("ENGRAM_TOKEN", None)
+        if env.get("WAKEMARK_TOKEN") == w.token or install:
+            env.pop("WAKEMARK_TOKEN", None)
         if install and w.token:
-            env["ENGRAM_TOKEN"] = w.token
+            env["WAKEMARK_TOKEN"] = w.token
         if not env:
             del s["env"]
 
@@ -205,9 +205,9 @@ def gemini_cli(w: Where) -> list[tuple[str, Edit]]:
     cmd = hook_command(w, "gemini-cli")
 
     def handler(name: str, timeout: int = 5000) -> dict[str, Any]:
-        return {"name": f"engram-{name}", "type": "command", "command": cmd, "timeout": timeout}
+        return {"name": f"wakemark-{name}", "type": "command", "command": cmd, "timeout": timeout}
 
-    groups = {
+    groups: dict[str, dict[str, Any]] = {
         "SessionStart": {"matcher": "startup|resume|clear", "hooks": [handler("session-start")]},
         "BeforeAgent": {"hooks": [handler("before-agent")]},
         "AfterTool": {"matcher": "*", "hooks": [handler("after-tool")]},
@@ -223,7 +223,7 @@ def gemini_cli(w: Where) -> list[tuple[str, Edit]]:
 
 
 def kiro_cli(w: Where) -> list[tuple[str, Edit]]:
-    path = os.path.join(w.project or w.home, ".kiro", "agents", "engram.json")
+    path = os.path.join(w.project or w.home, ".kiro", "agents", "wakemark.json")
     cmd = hook_command(w, "kiro-cli")
     handlers = {
         "agentSpawn": {"command": cmd, "timeout_ms": 5000},
@@ -235,16 +235,18 @@ def kiro_cli(w: Where) -> list[tuple[str, Edit]]:
 
     def apply(s: dict[str, Any], install: bool) -> None:
         if install:
-            s.setdefault("name", "engram")
-            s.setdefault("description", "Default tools plus engram's persistent memory")
+            s.setdefault("name", "wakemark")
+            s.setdefault("description", "Default tools plus wakemark's persistent memory")
             s.setdefault("tools", ["*"])  # a missing list would mean "no tools at all"
         _flat_hooks(s, handlers if install else {})
         _mcp(s, server if install else None)
 
     def edit(old: Any, install: bool) -> Any:
         agent = _json_edit(apply)(old, install)
-        # The engram agent file is ours: once only our skeleton is left, remove the file.
-        skeleton = set(agent) <= {"name", "description", "tools"} and agent.get("name") == "engram"
+        # The wakemark agent file is ours: once only our skeleton is left, remove the file.
+        skeleton = (
+            set(agent) <= {"name", "description", "tools"} and agent.get("name") == "wakemark"
+        )
         return None if skeleton and not install else agent
 
     return [(path, edit)]
@@ -268,8 +270,8 @@ def cursor(w: Where) -> list[tuple[str, Edit]]:
     ]
 
 
-BEGIN = "# >>> engram (managed by `engram install codex`) >>>"
-END = "# <<< engram <<<"
+BEGIN = "# >>> wakemark (managed by `wakemark install codex`) >>>"
+END = "# <<< wakemark <<<"
 
 
 def _strip_blocks(text: str) -> str:
@@ -288,7 +290,7 @@ def codex(w: Where) -> list[tuple[str, Edit]]:
     base = os.path.join(w.project or w.home, ".codex")
     cmd = hook_command(w, "codex")
     handler = {"type": "command", "command": cmd, "timeout": 10}
-    groups = {
+    groups: dict[str, dict[str, Any]] = {
         "SessionStart": {"matcher": "startup|resume|clear|compact", "hooks": [handler]},
         "UserPromptSubmit": {"hooks": [handler]},
         "PostToolUse": {"matcher": "*", "hooks": [handler]},
@@ -301,10 +303,10 @@ def codex(w: Where) -> list[tuple[str, Edit]]:
         if not install:
             return text
         current = tomllib.loads(text)  # raises on a broken file: we never write over one
-        if "engram" not in current.get("mcp_servers", {}):
+        if "wakemark" not in current.get("mcp_servers", {}):
             server = mcp_server(w)
             text = text.rstrip("\n") + ("\n\n" if text.strip() else "")
-            text += f"{BEGIN}\n[mcp_servers.engram]\ncommand = {json.dumps(server['command'])}\n"
+            text += f"{BEGIN}\n[mcp_servers.wakemark]\ncommand = {json.dumps(server['command'])}\n"
             text += f"args = {json.dumps(server['args'])}\n"
             # JSON strings are valid TOML basic strings.
             for key, value in server.get("env", {}).items():

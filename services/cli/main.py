@@ -1,7 +1,7 @@
-"""``engram`` entry point: a thin dispatcher over one module per command.
+"""``wakemark`` entry point: a thin dispatcher over one module per command.
 
 Stays on the standard library and imports a command's module only when that command
-runs, so ``engram hook`` starts as fast as a bare interpreter allows.
+runs, so ``wakemark hook`` starts as fast as a bare interpreter allows.
 """
 
 from __future__ import annotations
@@ -11,26 +11,26 @@ import importlib
 import os
 import sys
 
-# command -> (module under services.cli, one-line help). Each module defines
+# command -> (module under wakemark.services.cli, one-line help). Each module defines
 # ``add_arguments(parser)`` and ``run(args) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "run the HTTP API (gunicorn) on 127.0.0.1:37800"),
     "migrate": ("migrate", "apply database migrations"),
     "model": ("model", "export the embedding model to ONNX"),
-    "worker": ("worker", "run a Celery worker (needs ENGRAM_REDIS_URL)"),
+    "worker": ("worker", "run a Celery worker (needs WAKEMARK_REDIS_URL)"),
     "beat": ("beat", "run the Celery beat scheduler (sweep, backfill)"),
     "backfill": ("backfill", "embed records missing a vector, in the foreground"),
     "status": ("status", "is the server up, backend, pending work"),
     "doctor": ("doctor", "check data dir, token, port, database, Redis and model"),
-    "install": ("install", "add engram's hooks and MCP server to an agent's config"),
-    "uninstall": ("uninstall", "remove engram's hooks and MCP server from an agent's config"),
+    "install": ("install", "add wakemark's hooks and MCP server to an agent's config"),
+    "uninstall": ("uninstall", "remove wakemark's hooks and MCP server from an agent's config"),
     "mcp": ("mcp", "run the MCP server over stdio"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="engram", description="Local-first persistent memory for AI coding agents."
+        prog="wakemark", description="Local-first persistent memory for AI coding agents."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_text) in COMMANDS.items():
@@ -40,15 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(module: str):  # type: ignore[no-untyped-def]
-    return importlib.import_module(f"services.cli.{module}")
+def _load(module: str):
+    return importlib.import_module(f"wakemark.services.cli.{module}")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "hook":
         # Fast path: the hook forwarder must not pay for building every parser.
-        from services.cli import hook
+        from wakemark.services.cli import hook
 
         return hook.main(argv[1:])
     args = build_parser().parse_args(argv)
@@ -57,19 +57,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader went away (`engram install --dry-run ... | head`): not worth a
+        # The reader went away (`wakemark install --dry-run ... | head`): not worth a
         # traceback; point stdout at /dev/null so the interpreter's final flush is quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # a one-line error, never a traceback, for known failures
-        from shared.config import ConfigError
-        from shared.storage import StorageError
+        from wakemark.shared.config import ConfigError
+        from wakemark.shared.storage import StorageError
 
         if isinstance(exc, ConfigError):
-            print(f"engram: {exc}", file=sys.stderr)
+            print(f"wakemark: {exc}", file=sys.stderr)
             return 2
         if isinstance(exc, StorageError):
-            print(f"engram: database error: {exc}", file=sys.stderr)
+            print(f"wakemark: database error: {exc}", file=sys.stderr)
             return 1
         raise
 

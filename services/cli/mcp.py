@@ -1,4 +1,4 @@
-"""`engram mcp`: serve engram's memory tools to an agent over MCP (stdio)."""
+"""`wakemark mcp`: serve wakemark's memory tools to an agent over MCP (stdio)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the MCP SDK is heavy and only this command needs it.
-    from services.mcp.client import client_for
-    from services.mcp.server import Engram, scope_for, serve, setup_logging
-    from shared.config import Settings
+    from wakemark.services.mcp.client import client_for
+    from wakemark.services.mcp.server import Wakemark, scope_for, serve, setup_logging
+    from wakemark.shared.config import Settings
 
     settings = Settings.from_env()
     setup_logging(str(settings.log_dir), settings.log_level)
-    serve(Engram.build(client_for(settings), scope_for(args.project)))
+    serve(Wakemark.build(client_for(settings), scope_for(args.project)))
     return 0

@@ -1,4 +1,4 @@
-"""``engram migrate``: apply pending migrations of the configured backend."""
+"""``wakemark migrate``: apply pending migrations of the configured backend."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = "Backend from ENGRAM_DATABASE_URL (unset: SQLite in $ENGRAM_HOME)."
+    parser.epilog = "Backend from WAKEMARK_DATABASE_URL (unset: SQLite in $WAKEMARK_HOME)."
 
 
 def run(args: argparse.Namespace) -> int:
-    from shared.config import Settings, prepare_home
-    from shared.storage import migrate
+    from wakemark.shared.config import Settings, prepare_home
+    from wakemark.shared.storage import migrate
 
     settings = Settings.from_env()
     if settings.backend == "sqlite":

@@ -1,4 +1,4 @@
-"""``engram serve``: migrate, then run the API under gunicorn (threaded workers)."""
+"""``wakemark serve``: migrate, then run the API under gunicorn (threaded workers)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ import sys
 # better (600-730/s against 370-550). Measured with bench/ingest.py on 2 cores. One
 # thread now runs InlineWorker instead of gthread (services/api/worker.py).
 DEFAULT_THREADS = {"sqlite": 1, "postgres": 4}
+INLINE_WORKER = "wakemark.services.api.worker.InlineWorker"  # answers on the polling thread
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="bind address (default ENGRAM_HOST, 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default ENGRAM_PORT, 37800)")
+    parser.add_argument("--host", help="bind address (default WAKEMARK_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default WAKEMARK_PORT, 37800)")
     parser.add_argument(
-        "--workers", type=int, help="gunicorn worker processes (default ENGRAM_WORKERS)"
+        "--workers", type=int, help="gunicorn worker processes (default WAKEMARK_WORKERS)"
     )
     parser.add_argument(
         "--threads",
@@ -36,7 +37,7 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
         "--bind", bind,
         "--workers", str(workers),
         # One thread: the request is answered on the polling thread (services/api/worker).
-        "--worker-class", "services.api.worker.InlineWorker" if threads == 1 else "gthread",
+        "--worker-class", INLINE_WORKER if threads == 1 else "gthread",
         "--threads", str(threads),
         # Recycle workers now and then so a slow leak can never grow without bound, but
         # rarely: a restart re-imports the app and reloads the model (~0.5 s of CPU), and
@@ -45,17 +46,17 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
         "--max-requests-jitter", "5000",
         "--graceful-timeout", "10",
         # gunicorn 27's control socket is one fixed path per user: several servers (tests,
-        # bench) would fight over it, and engram does not use it.
+        # bench) would fight over it, and wakemark does not use it.
         "--no-control-socket",
-        "--config", "python:services.api.gunicorn_conf",
-        "services.api.wsgi:app",
+        "--config", "python:wakemark.services.api.gunicorn_conf",
+        "wakemark.services.api.wsgi:app",
     ]  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    from services.api.security import ensure_token
-    from shared.config import ConfigError, Settings, env_name, prepare_home
-    from shared.storage import migrate
+    from wakemark.services.api.security import ensure_token
+    from wakemark.shared.config import ConfigError, Settings, env_name, prepare_home
+    from wakemark.shared.storage import migrate
 
     settings = Settings.from_env()
     changes = {k: v for k in ("host", "port", "workers") if (v := getattr(args, k)) is not None}
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     ensure_token(settings)  # before the workers start, so they never race to create it
     argv = gunicorn_argv(settings.host, settings.port, settings.workers, threads)
     print(
-        f"engram: serving on http://{argv[4]} ({settings.backend}, {settings.workers} "
+        f"wakemark: serving on http://{argv[4]} ({settings.backend}, {settings.workers} "
         f"worker(s) x {threads} thread(s))",
         file=sys.stderr,
         flush=True,

@@ -1,4 +1,4 @@
-"""``engram status``: is the server up, which backend, how much work is pending."""
+"""``wakemark status``: is the server up, which backend, how much work is pending."""
 
 from __future__ import annotations
 
@@ -32,18 +32,20 @@ def fetch(host: str, port: int, path: str, token: str | None = None) -> tuple[in
 
 
 def run(args: argparse.Namespace) -> int:
-    from services.api.security import ensure_token
-    from shared.config import Settings
+    from wakemark.services.api.security import ensure_token
+    from wakemark.shared.config import Settings
 
     settings = Settings.from_env()
     url = f"http://{settings.host}:{settings.port}"
     try:
         code, health = fetch(settings.host, settings.port, "/health")
     except OSError as exc:
-        print(f"engram: not running at {url} ({exc.__class__.__name__}); start it: engram serve")
+        print(
+            f"wakemark: not running at {url} ({exc.__class__.__name__}); start it: wakemark serve"
+        )
         return 1
     if not isinstance(health, dict) or "backend" not in health:
-        print(f"engram: something else answers at {url} (HTTP {code}); run: engram doctor")
+        print(f"wakemark: something else answers at {url} (HTTP {code}); run: wakemark doctor")
         return 1
     stats: Any = None
     scode = 0
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if code == 200 else 1
     jobs = health.get("jobs") or {}
     pending = health.get("pending") or {}
-    print(f"engram {health.get('version')} at {url}: {health.get('status')}")
+    print(f"wakemark {health.get('version')} at {url}: {health.get('status')}")
     print(f"  backend   {health.get('backend')}")
     print(f"  jobs      {jobs.get('mode')} (queue depth {jobs.get('queue_depth')})")
     print(f"  embedder  {(health.get('embedder') or {}).get('state')}")
@@ -64,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
     if scode == 200 and isinstance(stats, dict):
         print(f"  stored    {stats.get('events')} events, {stats.get('memories')} memories")
     elif scode:
-        print(f"  stats     HTTP {scode}: token mismatch? (ENGRAM_TOKEN vs $ENGRAM_HOME/token)")
+        print(f"  stats     HTTP {scode}: token mismatch? (WAKEMARK_TOKEN vs $WAKEMARK_HOME/token)")
     return 0 if code == 200 else 1

@@ -1,10 +1,10 @@
-"""`engram uninstall <agent>`: remove engram's hooks and MCP server from an agent's config."""
+"""`wakemark uninstall <agent>`: remove wakemark's hooks and MCP server from an agent's config."""
 
 from __future__ import annotations
 
 import argparse
 
-from services.cli import install
+from wakemark.services.cli import install
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,1 +1,1 @@
-"""engram's MCP server (stdio): memory tools for agents that prefer to pull."""
+"""wakemark's MCP server (stdio): memory tools for agents that prefer to pull."""

@@ -1,4 +1,4 @@
-"""A small blocking client of engram's HTTP API (stdlib ``http.client``) for the MCP tools.
+"""A small blocking client of wakemark's HTTP API (stdlib ``http.client``) for the MCP tools.
 
 Every failure becomes an ``ApiUnavailable`` or ``ApiError`` whose message tells an agent
 (and the human behind it) what to do next; nothing here raises anything else.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 if TYPE_CHECKING:
-    from shared.config import Settings
+    from wakemark.shared.config import Settings
 
 TIMEOUT_S = 5.0
 MAX_REPLY = 8 * 1024 * 1024
@@ -38,7 +38,7 @@ class ApiError(Exception):
 class ApiClient:
     host: str
     port: int
-    token: str | None  # ENGRAM_TOKEN; None: read token_path on every call
+    token: str | None  # WAKEMARK_TOKEN; None: read token_path on every call
     token_path: Path
     timeout: float = TIMEOUT_S
 
@@ -64,17 +64,17 @@ class ApiClient:
             status, raw = response.status, response.read(MAX_REPLY)
         except ConnectionRefusedError:
             raise ApiUnavailable(
-                f"engram server is not running at {self.base_url} — start it with `engram serve`"
+                f"wakemark server is not running at {self.base_url}: start it with `wakemark serve`"
             ) from None
         except TimeoutError:
             raise ApiUnavailable(
-                f"engram server at {self.base_url} did not answer within {self.timeout:g} s "
-                "— check `engram status`"
+                f"wakemark server at {self.base_url} did not answer within {self.timeout:g} s "
+                "— check `wakemark status`"
             ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise ApiUnavailable(
-                f"cannot reach the engram server at {self.base_url} ({exc.__class__.__name__}: "
-                f"{exc}) — check `engram status`"
+                f"cannot reach the wakemark server at {self.base_url} ({exc.__class__.__name__}: "
+                f"{exc}) — check `wakemark status`"
             ) from None
         finally:
             conn.close()
@@ -89,7 +89,7 @@ class ApiClient:
             return data
         if status == 401:
             raise ApiUnavailable(
-                f"the engram server at {self.base_url} rejected the token — make ENGRAM_TOKEN "
+                f"the wakemark server at {self.base_url} rejected the token — make WAKEMARK_TOKEN "
                 f"(or {self.token_path}) match the server's token"
             )
         error = data if isinstance(data, dict) else {}
@@ -108,8 +108,8 @@ class ApiClient:
             token = ""
         if not token:
             raise ApiUnavailable(
-                f"no engram token at {self.token_path} — start the server once with "
-                "`engram serve` (it creates the token) or set ENGRAM_TOKEN"
+                f"no wakemark token at {self.token_path} — start the server once with "
+                "`wakemark serve` (it creates the token) or set WAKEMARK_TOKEN"
             )
         return token
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.models import OBSERVATION_TYPES, RECORD_ID_PATTERN
+from wakemark.shared.models import OBSERVATION_TYPES, RECORD_ID_PATTERN
 
 RECORD_ID: dict[str, Any] = {
     "type": "string",
@@ -118,7 +118,7 @@ PIN = _object(
 # name -> (description, input schema, read-only?)
 TOOLS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "search": (
-        "Search engram's persistent memory of past sessions in this project (decisions, bug "
+        "Search wakemark's persistent memory of past sessions in this project (decisions, bug "
         "fixes, commands, files) by keywords or meaning. Returns compact hits: id, date, "
         "type, title and a one-line summary. Use before re-investigating something that may "
         "have been solved before; then call get_records for full details or timeline for "

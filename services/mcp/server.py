@@ -1,7 +1,7 @@
 """The stdio MCP server: tool listing, argument validation, and errors as tool results.
 
 Stdout carries the protocol and nothing else; logs go to stderr and
-``$ENGRAM_HOME/logs/mcp.log``. No tool call can end the session: every failure,
+``$WAKEMARK_HOME/logs/mcp.log``. No tool call can end the session: every failure,
 including the API being down, comes back as an ``isError`` result.
 """
 
@@ -23,23 +23,23 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from services.mcp.client import ApiClient, ApiError, ApiUnavailable
-from services.mcp.schemas import TOOLS
-from services.mcp.tools import HANDLERS, Output, Scope, ToolFailure
-from shared import __version__
+from wakemark.services.mcp.client import ApiClient, ApiError, ApiUnavailable
+from wakemark.services.mcp.schemas import TOOLS
+from wakemark.services.mcp.tools import HANDLERS, Output, Scope, ToolFailure
+from wakemark.shared import __version__
 
-log = logging.getLogger("engram.mcp")
+log = logging.getLogger("wakemark.mcp")
 LOG_CAP = 1024 * 1024
 
 INSTRUCTIONS = (
-    "engram is this project's persistent memory of past coding sessions. Call `search` "
+    "wakemark is this project's persistent memory of past coding sessions. Call `search` "
     "before re-investigating a problem, `get_records` for details, and `remember` to keep "
     "a decision or a hard-won fix for future sessions."
 )
 
 
 @dataclass(frozen=True)
-class Engram:
+class Wakemark:
     """What every tool call needs: the API client, the namespaces, the validators."""
 
     api: ApiClient
@@ -47,7 +47,7 @@ class Engram:
     validators: dict[str, Draft202012Validator]
 
     @classmethod
-    def build(cls, api: ApiClient, scope: Scope) -> Engram:
+    def build(cls, api: ApiClient, scope: Scope) -> Wakemark:
         validators = {name: Draft202012Validator(schema) for name, (_, schema, _) in TOOLS.items()}
         return cls(api, scope, validators)
 
@@ -83,10 +83,10 @@ class Engram:
             return _error(str(exc))
         except ApiError as exc:
             log.info("tool %s: API %s %s: %s", name, exc.status, exc.code, exc.message)
-            return _error(f"engram API refused the call ({exc.status} {exc.code}): {exc.message}")
+            return _error(f"wakemark API refused the call ({exc.status} {exc.code}): {exc.message}")
         except Exception as exc:  # a bug here must not end the agent's session
             log.exception("tool %s crashed", name)
-            return _error(f"internal error in engram's {name} tool: {exc.__class__.__name__}")
+            return _error(f"internal error in wakemark's {name} tool: {exc.__class__.__name__}")
 
     def server(self) -> Server[Any]:
         async def on_list_tools(
@@ -101,7 +101,7 @@ class Engram:
             return await anyio.to_thread.run_sync(self.call, params.name, params.arguments)
 
         return Server(
-            "engram",
+            "wakemark",
             version=__version__,
             instructions=INSTRUCTIONS,
             on_list_tools=on_list_tools,
@@ -124,7 +124,7 @@ def _error(message: str) -> types.CallToolResult:
 
 def scope_for(project_dir: str | None = None) -> Scope:
     """The namespace of the project holding ``project_dir`` (default: as the hooks see it)."""
-    from shared import project
+    from wakemark.shared import project
 
     start = (
         project_dir
@@ -146,7 +146,7 @@ def setup_logging(log_dir: str, level: str = "info") -> None:
             )
         )
     except OSError as exc:  # an unwritable home must not stop the tools
-        print(f"engram mcp: no log file in {log_dir}: {exc}", file=sys.stderr)
+        print(f"wakemark mcp: no log file in {log_dir}: {exc}", file=sys.stderr)
     logging.basicConfig(
         level=level.upper(),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
@@ -155,12 +155,12 @@ def setup_logging(log_dir: str, level: str = "info") -> None:
     )
 
 
-def serve(engram: Engram) -> None:
-    server = engram.server()
+def serve(wakemark: Wakemark) -> None:
+    server = wakemark.server()
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    log.info("engram mcp: namespace %s, API %s", engram.scope.namespace, engram.api.base_url)
+    log.info("wakemark mcp: namespace %s, API %s", wakemark.scope.namespace, wakemark.api.base_url)
     anyio.run(main)

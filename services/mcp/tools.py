@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from services.mcp.client import ApiClient, ApiError, record_path
+from wakemark.services.mcp.client import ApiClient, ApiError, record_path
 
 SUMMARY_LINE = 160
 

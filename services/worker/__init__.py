@@ -1,7 +1,7 @@
 """The Celery worker and beat: ``create_celery(settings)`` builds the app and its tasks.
 
 Tasks are thin: they take ids and call the shared task functions with this process's
-``Runtime``. Queues, routes and broker options come from ``shared.jobs.names`` so the
+``Runtime``. Queues, routes and broker options come from ``wakemark.shared.jobs.names`` so the
 API's publisher and the workers share one definition.
 """
 
@@ -16,21 +16,21 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_ready
 
-from shared import jobs
-from shared.config import Settings
-from shared.jobs.names import (
+from wakemark.shared import jobs
+from wakemark.shared.config import Settings
+from wakemark.shared.jobs.names import (
     TASK_BACKFILL,
     TASK_EMBED,
     TASK_EXTRACT,
     TASK_SWEEP,
     celery_config,
 )
-from shared.runtime import Runtime
-from shared.storage.base import TransientStorageError
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage.base import TransientStorageError
 
-log = logging.getLogger("engram.worker")
+log = logging.getLogger("wakemark.worker")
 
-BACKFILL_LOCK = "engram:backfill:lock"
+BACKFILL_LOCK = "wakemark:backfill:lock"
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
@@ -59,7 +59,7 @@ class _ProcessRuntime:
 
 
 def create_celery(settings: Settings) -> Celery:
-    app = Celery("engram", set_as_current=False)
+    app = Celery("wakemark", set_as_current=False)
     app.conf.update(celery_config(settings))
     every = float(settings.sweep_interval_s)
     app.conf.beat_schedule = {

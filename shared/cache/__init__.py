@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.cache.epochs import Epochs, LocalEpochs, RedisEpochs, prefixes
-from shared.config import Settings
+from wakemark.shared.cache.epochs import Epochs, LocalEpochs, RedisEpochs, prefixes
+from wakemark.shared.config import Settings
 
 __all__ = ["Epochs", "LocalEpochs", "RedisEpochs", "open_epochs", "prefixes"]
 

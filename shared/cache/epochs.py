@@ -12,11 +12,11 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-KEY_PREFIX = "engram:epoch:"
+KEY_PREFIX = "wakemark:epoch:"
 # A random id stored once per Redis dataset and folded into every epoch: if Redis loses
 # its data (restart without persistence, FLUSHDB) the counters restart at 0, but the new
 # incarnation id keeps a counter value seen before the loss from matching a cached one.
-INCARNATION_KEY = "engram:epoch-incarnation"
+INCARNATION_KEY = "wakemark:epoch-incarnation"
 RETRY_AFTER_S = 1.0  # after a failed get, skip Redis this long (searches stay fast)
 
 
@@ -72,7 +72,7 @@ class LocalEpochs(Epochs):
 
 
 class RedisEpochs(Epochs):
-    """Every API/worker process shares counters ``engram:epoch:<namespace>`` in Redis."""
+    """Every API/worker process shares counters ``wakemark:epoch:<namespace>`` in Redis."""
 
     def __init__(self, url: str, *, timeout_s: float = 0.2) -> None:
         import redis  # not at import time of the package: embedded mode never needs it

@@ -5,11 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shared.config import Settings
-from shared.embedding.onnx import DIM, MAX_TOKENS, Embedder, EmbedderUnavailable, tokenizer_path
+from wakemark.shared.config import Settings
+from wakemark.shared.embedding.onnx import (
+    DIM,
+    MAX_TOKENS,
+    Embedder,
+    EmbedderUnavailable,
+    tokenizer_path,
+)
 
 if TYPE_CHECKING:
-    from shared.embedding.export import ExportError
+    from wakemark.shared.embedding.export import ExportError
 
 __all__ = [
     "DIM",
@@ -31,20 +37,20 @@ def open_embedder(settings: Settings) -> Embedder:
 
 def export_onnx(dest: Path, *, force: bool = False) -> Path:
     """Export the model to ``dest`` (build time; needs torch + sentence-transformers)."""
-    from shared.embedding.export import export_onnx as _export
+    from wakemark.shared.embedding.export import export_onnx as _export
 
     return _export(dest, force=force)
 
 
 def is_valid_export(model_path: Path) -> bool:
-    from shared.embedding.export import is_valid_export as _valid
+    from wakemark.shared.embedding.export import is_valid_export as _valid
 
     return _valid(model_path)
 
 
 def __getattr__(name: str) -> object:
     if name == "ExportError":
-        from shared.embedding.export import ExportError
+        from wakemark.shared.embedding.export import ExportError
 
         return ExportError
     raise AttributeError(name)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.embedding.onnx import Embedder, tokenizer_path
+from wakemark.shared.embedding.onnx import Embedder, tokenizer_path
 
 MIN_COSINE = 0.9999
 OPSET = 17

@@ -95,7 +95,7 @@ class Embedder:
     def reason(self) -> str | None:
         """Why the embedder is off or unavailable; None when it is usable."""
         if not self.enabled:
-            return "embedder is off (ENGRAM_EMBEDDER=off)"
+            return "embedder is off (WAKEMARK_EMBEDDER=off)"
         if self._loaded():
             return None
         missing = self._missing_files()
@@ -112,7 +112,7 @@ class Embedder:
     def _missing_files(self) -> str | None:
         for path in (self.model_path, tokenizer_path(self.model_path)):
             if not path.is_file():
-                return f"model file {path} is missing; run `engram model export`"
+                return f"model file {path} is missing; run `wakemark model export`"
         return None
 
     def _file_key(self) -> tuple[int, int]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shared.config import Settings
-from shared.extraction.budget import usage as _usage
-from shared.extraction.dedupe import THRESHOLD, Merge, conservative_merge, dedupe
-from shared.extraction.deterministic import extract_deterministic
-from shared.extraction.notes import record_from_note
-from shared.models import MemoryRecord
-from shared.storage.base import Turn
+from wakemark.shared.config import Settings
+from wakemark.shared.extraction.budget import usage as _usage
+from wakemark.shared.extraction.dedupe import THRESHOLD, Merge, conservative_merge, dedupe
+from wakemark.shared.extraction.deterministic import extract_deterministic
+from wakemark.shared.extraction.notes import record_from_note
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage.base import Turn
 
 __all__ = [
     "THRESHOLD",
@@ -43,7 +43,7 @@ def extract(turn: Turn, settings: Settings) -> list[MemoryRecord]:
     if notes:
         return [record_from_note(e) for e in notes]
     if llm_enabled(settings):
-        from shared.extraction.llm import extract_llm
+        from wakemark.shared.extraction.llm import extract_llm
 
         try:
             return [extract_llm(turn, settings)]

@@ -1,6 +1,6 @@
 """The LLM extractor's daily token budget, shared by every process through one file.
 
-``$ENGRAM_HOME/llm_usage.json`` maps a UTC date to ``{tokens, calls, failures}``; every
+``$WAKEMARK_HOME/llm_usage.json`` maps a UTC date to ``{tokens, calls, failures}``; every
 read-modify-write holds an exclusive ``flock`` on a sibling lock file and replaces the
 JSON atomically, so worker processes sharing a home never lose an update and a crash
 never leaves a torn file.
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.config import Settings
+from wakemark.shared.config import Settings
 
 KEEP_DAYS = 31
 

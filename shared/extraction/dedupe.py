@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.models import MemoryRecord, new_record_id
+from wakemark.shared.models import MemoryRecord, new_record_id
 
 THRESHOLD = 0.95
 MAX_FACTS = 30
@@ -79,7 +79,7 @@ def conservative_merge(
     record: MemoryRecord,
     neighbours: Sequence[tuple[MemoryRecord, float]],
 ) -> Merge | None:
-    """For ``ENGRAM_MERGE=conservative``: merge the new record with existing neighbours
+    """For ``WAKEMARK_MERGE=conservative``: merge the new record with existing neighbours
     that are near-identical (cosine ≥ 0.95), of the same type and namespace, and not
     pinned (a pinned record was kept on purpose). None when nothing qualifies.
 

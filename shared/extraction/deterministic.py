@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from shared.extraction.classify import classify, concepts
-from shared.extraction.outcomes import is_test_command, parse_output
-from shared.extraction.text import body_text, clip, collapse, first_sentence, trim_to_sentence
-from shared.extraction.tools import ToolUse, parse_tool_use
-from shared.models import MemoryRecord, StoredEvent
-from shared.storage.base import Turn
+from wakemark.shared.extraction.classify import classify, concepts
+from wakemark.shared.extraction.outcomes import is_test_command, parse_output
+from wakemark.shared.extraction.text import (
+    body_text,
+    clip,
+    collapse,
+    first_sentence,
+    trim_to_sentence,
+)
+from wakemark.shared.extraction.tools import ToolUse, parse_tool_use
+from wakemark.shared.models import MemoryRecord, StoredEvent
+from wakemark.shared.storage.base import Turn
 
 MAX_FACTS = 30
 MAX_FACT_CHARS = 300

@@ -14,12 +14,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from shared.config import Settings
-from shared.extraction import budget
-from shared.extraction.text import as_text, body_text, clip, collapse
-from shared.extraction.tools import parse_tool_use
-from shared.models import MemoryRecord
-from shared.storage.base import Turn
+from wakemark.shared.config import Settings
+from wakemark.shared.extraction import budget
+from wakemark.shared.extraction.text import as_text, body_text, clip, collapse
+from wakemark.shared.extraction.tools import parse_tool_use
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage.base import Turn
 
 MAX_PROMPT_CHARS = 12_000
 MAX_EVENT_CHARS = 1_500

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from shared.extraction.classify import concepts
-from shared.extraction.text import body_text, first_sentence, trim_to_sentence
-from shared.models import Event, MemoryRecord
+from wakemark.shared.extraction.classify import concepts
+from wakemark.shared.extraction.text import body_text, first_sentence, trim_to_sentence
+from wakemark.shared.models import Event, MemoryRecord
 
 MAX_SUMMARY = 4000
 

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from shared.models import JsonBody, MessageBody, TextBody
+from wakemark.shared.models import JsonBody, MessageBody, TextBody
 
 _WS = re.compile(r"\s+")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")

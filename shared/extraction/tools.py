@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.extraction.text import as_text, collapse
-from shared.models import JsonBody, MessageBody, TextBody
+from wakemark.shared.extraction.text import as_text, collapse
+from wakemark.shared.models import JsonBody, MessageBody, TextBody
 
 _NAME_KEYS = ("tool_name", "tool", "name", "toolName")
 _INPUT_KEYS = ("tool_input", "input", "args", "arguments", "parameters", "params", "toolInput")

@@ -1,7 +1,7 @@
 """Background jobs: the task functions and the dispatcher that runs them.
 
 ``open_dispatcher`` picks the shape from settings: Celery over Redis when
-``ENGRAM_REDIS_URL`` is set, else a small in-process executor. Callers only use the
+``WAKEMARK_REDIS_URL`` is set, else a small in-process executor. Callers only use the
 ``Dispatcher`` surface, and only after their transaction committed.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from shared.jobs.tasks import (
+from wakemark.shared.jobs.tasks import (
     backfill_breaker,
     backfill_embeddings,
     embed_records,
@@ -20,7 +20,7 @@ from shared.jobs.tasks import (
 )
 
 if TYPE_CHECKING:
-    from shared.runtime import Runtime
+    from wakemark.shared.runtime import Runtime
 
 
 class Dispatcher(Protocol):
@@ -46,10 +46,10 @@ class Dispatcher(Protocol):
 
 def open_dispatcher(runtime: Runtime) -> Dispatcher:
     if runtime.settings.redis_url:
-        from shared.jobs.celery_dispatch import CeleryDispatcher
+        from wakemark.shared.jobs.celery_dispatch import CeleryDispatcher
 
         return CeleryDispatcher(runtime)
-    from shared.jobs.inprocess import InProcessDispatcher
+    from wakemark.shared.jobs.inprocess import InProcessDispatcher
 
     return InProcessDispatcher(runtime)
 

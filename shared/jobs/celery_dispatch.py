@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from shared.jobs import tasks
-from shared.jobs.names import (
+from wakemark.shared.jobs import tasks
+from wakemark.shared.jobs.names import (
     EMBED_BATCH,
     EXTRACT_BATCH,
     QUEUES,
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from celery import Celery
     from redis import Redis
 
-    from shared.runtime import Runtime
+    from wakemark.shared.runtime import Runtime
 
-log = logging.getLogger("engram.jobs")
+log = logging.getLogger("wakemark.jobs")
 
 
 class CeleryDispatcher:
@@ -52,7 +52,7 @@ class CeleryDispatcher:
             if self._app is None:
                 from celery import Celery
 
-                app = Celery("engram", set_as_current=False)
+                app = Celery("wakemark", set_as_current=False)
                 app.conf.update(celery_config(self._settings))
                 self._app = app
             return self._app

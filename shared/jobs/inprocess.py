@@ -26,13 +26,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from shared.jobs import tasks
-from shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
+from wakemark.shared.jobs import tasks
+from wakemark.shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
 
 if TYPE_CHECKING:
-    from shared.runtime import Runtime
+    from wakemark.shared.runtime import Runtime
 
-log = logging.getLogger("engram.jobs")
+log = logging.getLogger("wakemark.jobs")
 
 IDLE_GAP_S = 0.01  # no request in flight for this long: background work may start
 MAX_DEFER_S = 2.0  # work queued this long starts even while requests keep coming
@@ -71,8 +71,8 @@ class InProcessDispatcher:
             if self._threads or self._stopping:
                 return
             for i in range(self._threads_wanted):
-                self._spawn(self._work, f"engram-jobs-{i}")
-            self._spawn(self._sweeper, "engram-sweep")
+                self._spawn(self._work, f"wakemark-jobs-{i}")
+            self._spawn(self._sweeper, "wakemark-sweep")
 
     def enqueue_extract(self, turn_ids: Iterable[str]) -> None:
         self._put(self._extract, "x", turn_ids)

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.config import Settings
+from wakemark.shared.config import Settings
 
 QUEUE_EXTRACTION = "extraction"
 QUEUE_EMBEDDING = "embedding"
 QUEUE_BACKFILL = "backfill"
 QUEUES = (QUEUE_EXTRACTION, QUEUE_EMBEDDING, QUEUE_BACKFILL)
 
-TASK_EXTRACT = "engram.extract_turns"
-TASK_EMBED = "engram.embed_records"
-TASK_BACKFILL = "engram.backfill_embeddings"
-TASK_SWEEP = "engram.sweep"
+TASK_EXTRACT = "wakemark.extract_turns"
+TASK_EMBED = "wakemark.embed_records"
+TASK_BACKFILL = "wakemark.backfill_embeddings"
+TASK_SWEEP = "wakemark.sweep"
 
 TASK_ROUTES = {
     TASK_EXTRACT: {"queue": QUEUE_EXTRACTION},

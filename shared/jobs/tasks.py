@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shared.jobs.breaker import Breaker
-from shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
-from shared.models import MemoryRecord, utcnow
-from shared.storage.base import NotFoundError, Turn
+from wakemark.shared.jobs.breaker import Breaker
+from wakemark.shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
+from wakemark.shared.models import MemoryRecord, utcnow
+from wakemark.shared.storage.base import NotFoundError, Turn
 
 if TYPE_CHECKING:
-    from shared.runtime import Runtime
+    from wakemark.shared.runtime import Runtime
 
-log = logging.getLogger("engram.jobs")
+log = logging.getLogger("wakemark.jobs")
 
 SWEEP_EMBED_LIMIT = 2000  # records re-enqueued per sweep; the rest wait for the next one
 
@@ -34,7 +34,7 @@ Progress = Callable[[int, int], None]  # (done, total)
 
 
 def _embedder_unavailable() -> type[Exception]:
-    from shared.embedding import EmbedderUnavailable
+    from wakemark.shared.embedding import EmbedderUnavailable
 
     return EmbedderUnavailable
 
@@ -59,7 +59,7 @@ def _try_embed(runtime: Runtime, records: Sequence[MemoryRecord]) -> np.ndarray 
 
 
 def _candidates(turn: Turn, runtime: Runtime) -> list[MemoryRecord]:
-    from shared.extraction import extract
+    from wakemark.shared.extraction import extract
 
     # ``extract`` turns note events into records as written (``record_from_note``).
     return list(extract(turn, runtime.settings))
@@ -68,7 +68,7 @@ def _candidates(turn: Turn, runtime: Runtime) -> list[MemoryRecord]:
 def _dedupe(
     records: list[MemoryRecord], vectors: np.ndarray
 ) -> tuple[list[MemoryRecord], np.ndarray]:
-    from shared.extraction import dedupe
+    from wakemark.shared.extraction import dedupe
 
     kept, kept_vectors = dedupe(records, list(vectors))
     return kept, np.stack(kept_vectors) if kept_vectors else vectors[:0]
@@ -85,7 +85,7 @@ def _merge(
     Each merged record replaces its candidate (keeping the candidate's vector: the merge
     keeps the new title and summary); an old record is merged into at most one new one.
     """
-    from shared.extraction import conservative_merge
+    from wakemark.shared.extraction import conservative_merge
 
     out: list[MemoryRecord] = []
     replaced: set[str] = set()

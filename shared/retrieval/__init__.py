@@ -1,9 +1,9 @@
 """Hybrid retrieval: full-text and vector search fused by rank, formatted for agents."""
 
-from shared.retrieval.formatting import format_context, format_index
-from shared.retrieval.fusion import PLAIN, TUNED, FusionParams, fuse
-from shared.retrieval.query import query_text
-from shared.retrieval.retriever import Retriever, SearchHit, SearchResult
+from wakemark.shared.retrieval.formatting import format_context, format_index
+from wakemark.shared.retrieval.fusion import PLAIN, TUNED, FusionParams, fuse
+from wakemark.shared.retrieval.query import query_text
+from wakemark.shared.retrieval.retriever import Retriever, SearchHit, SearchResult
 
 __all__ = [
     "PLAIN",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from shared.models import MemoryRecord
+from wakemark.shared.models import MemoryRecord
 
 CONTEXT_HEADER = "## Prior observations"
 INDEX_HEADER = "## Memory index"

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from shared.models import MemoryRecord, is_namespace_prefix
-from shared.retrieval.formatting import format_context, format_index
-from shared.retrieval.fusion import (
+from wakemark.shared.models import MemoryRecord, is_namespace_prefix
+from wakemark.shared.retrieval.formatting import format_context, format_index
+from wakemark.shared.retrieval.fusion import (
     RRF_K,
     Candidate,
     Fused,
@@ -23,13 +23,13 @@ from shared.retrieval.fusion import (
     fuse,
     params_for,
 )
-from shared.retrieval.metrics import SearchMetrics
-from shared.retrieval.query import query_text
-from shared.retrieval.vectors import VectorCache
+from wakemark.shared.retrieval.metrics import SearchMetrics
+from wakemark.shared.retrieval.query import query_text
+from wakemark.shared.retrieval.vectors import VectorCache
 
 if TYPE_CHECKING:
-    from shared.runtime import Runtime
-    from shared.storage import LexicalHit
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import LexicalHit
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ class Retriever:
         # Threads start on first submit, not here. The outer pool races the deadline; the
         # inner one runs the vector leg beside the lexical leg (both release the GIL).
         self._pid = os.getpid()
-        self._outer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="engram-search")
-        self._inner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="engram-vector")
+        self._outer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="wakemark-search")
+        self._inner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="wakemark-vector")
 
     def _after_fork(self) -> None:
         """A forked child (gunicorn worker) inherits pools whose threads do not exist and
@@ -188,12 +188,12 @@ class Retriever:
         lines = self._metrics.prometheus_lines()
         cache = self._cache.stats()
         lines += [
-            "# HELP engram_vector_cache_bytes Bytes held by the in-process vector matrices.",
-            "# TYPE engram_vector_cache_bytes gauge",
-            f"engram_vector_cache_bytes {cache['bytes']}",
-            "# HELP engram_vector_cache_rows Embedded records held in the vector cache.",
-            "# TYPE engram_vector_cache_rows gauge",
-            f"engram_vector_cache_rows {cache['rows']}",
+            "# HELP wakemark_vector_cache_bytes Bytes held by the in-process vector matrices.",
+            "# TYPE wakemark_vector_cache_bytes gauge",
+            f"wakemark_vector_cache_bytes {cache['bytes']}",
+            "# HELP wakemark_vector_cache_rows Embedded records held in the vector cache.",
+            "# TYPE wakemark_vector_cache_rows gauge",
+            f"wakemark_vector_cache_rows {cache['rows']}",
         ]
         return lines
 
@@ -322,7 +322,7 @@ class Retriever:
                 with self._warm_lock:
                     self._warming = False
 
-        threading.Thread(target=load, name="engram-embedder-warmup", daemon=True).start()
+        threading.Thread(target=load, name="wakemark-embedder-warmup", daemon=True).start()
 
     def _warn(self, reason: str) -> None:
         now = time.monotonic()

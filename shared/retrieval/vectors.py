@@ -12,10 +12,10 @@ from datetime import datetime
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from shared.models import EMBEDDING_DIM, OBSERVATION_TYPES
-from shared.retrieval.fusion import VectorCandidate
-from shared.retrieval.memory import release_free_memory
-from shared.storage.base import EmbeddingMatrix
+from wakemark.shared.models import EMBEDDING_DIM, OBSERVATION_TYPES
+from wakemark.shared.retrieval.fusion import VectorCandidate
+from wakemark.shared.retrieval.heap import release_free_memory
+from wakemark.shared.storage.base import EmbeddingMatrix
 
 # One BLAS thread per process. A search's matrix-vector product is bound by memory, not
 # arithmetic, and OpenBLAS's extra threads keep spinning after each call, taking the CPU
@@ -241,7 +241,7 @@ class VectorCache:
                     self._loading.pop(namespace, None)
                 done.set()
 
-        threading.Thread(target=load, name="engram-vector-load", daemon=True).start()
+        threading.Thread(target=load, name="wakemark-vector-load", daemon=True).start()
         return done
 
     def get(self, namespace: str) -> VectorSet:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shared.config import Settings
-from shared.storage.base import (
+from wakemark.shared.config import Settings
+from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingDecodeError,
     EmbeddingMatrix,
@@ -52,10 +52,10 @@ __all__ = [
 def open_storage(settings: Settings, on_change: ChangeHook | None = None) -> Storage:
     """The backend the settings name; migrations must have run (``migrate``)."""
     if settings.database_url:
-        from shared.storage.postgres import PostgresStorage
+        from wakemark.shared.storage.postgres import PostgresStorage
 
         return PostgresStorage(settings.database_url, on_change=on_change)
-    from shared.storage.sqlite import SqliteStorage
+    from wakemark.shared.storage.sqlite import SqliteStorage
 
     return SqliteStorage(settings.sqlite_path, on_change=on_change)
 
@@ -63,9 +63,9 @@ def open_storage(settings: Settings, on_change: ChangeHook | None = None) -> Sto
 def migrate(settings: Settings) -> list[str]:
     """Apply pending migrations of the configured backend; returns the names applied."""
     if settings.database_url:
-        from shared.storage.postgres import migrate_postgres
+        from wakemark.shared.storage.postgres import migrate_postgres
 
         return migrate_postgres(settings.database_url)
-    from shared.storage.sqlite import migrate_sqlite
+    from wakemark.shared.storage.sqlite import migrate_sqlite
 
     return migrate_sqlite(settings.sqlite_path)

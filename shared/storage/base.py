@@ -12,7 +12,7 @@ Turns: ``put_events`` assigns each event to a turn of its session. A ``prompt`` 
 the session's open turn and opens a new one; ``tool_use`` joins the open turn (opening
 one if there is none); ``session_summary`` joins the open turn and closes it; a ``note``
 is a turn of its own, closed at once. A batch assigns turns exactly as its events
-stored one at a time would (the rules live once, in ``shared.storage.turns``). A turn is
+stored one at a time would (the rules live once, in ``wakemark.shared.storage.turns``). A turn is
 pending extraction until ``mark_turn_extracted`` commits together with its records.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.models import Event, MemoryRecord, StoredEvent
+from wakemark.shared.models import Event, MemoryRecord, StoredEvent
 
 
 class StorageError(Exception):
@@ -245,7 +245,7 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def clear_embeddings(self, namespace: str | None = None) -> int:
-        """Set embeddings to NULL (``engram backfill --rebuild``); returns the count."""
+        """Set embeddings to NULL (``wakemark backfill --rebuild``); returns the count."""
 
     # --- stats --------------------------------------------------------------------------
     @abc.abstractmethod

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from shared.storage.base import MigrationDriftError
+import wakemark
+from wakemark.shared.storage.base import MigrationDriftError
 
-MIGRATIONS_ROOT = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_ROOT = Path(wakemark.__file__).parent / "migrations"  # package data in the wheel
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 

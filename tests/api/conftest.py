@@ -10,11 +10,11 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from services.api import create_app
-from services.api.security import ensure_token
-from shared.config import Settings
-from shared.models import new_ulid
-from shared.runtime import Runtime
+from wakemark.services.api import create_app
+from wakemark.services.api.security import ensure_token
+from wakemark.shared.config import Settings
+from wakemark.shared.models import new_ulid
+from wakemark.shared.runtime import Runtime
 
 NS = "/actor/alice/project/p1/"
 BASE = "http://127.0.0.1:37800"
@@ -78,8 +78,8 @@ def api(app: Flask, runtime: Runtime) -> Api:
 
 @pytest.fixture
 def sqlite_settings(settings: Settings) -> Settings:
-    from shared.config import prepare_home
-    from shared.storage import migrate
+    from wakemark.shared.config import prepare_home
+    from wakemark.shared.storage import migrate
 
     prepare_home(settings)
     migrate(settings)

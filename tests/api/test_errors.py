@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.models import MAX_REQUEST_BYTES
+from wakemark.shared.models import MAX_REQUEST_BYTES
 
 from .conftest import NS, Api, make_event
 
@@ -171,9 +171,9 @@ def test_arbitrary_ids_in_paths_never_500(sqlite_api: Api) -> None:
 def test_unexpected_exception_is_json_500_with_logged_traceback(
     sqlite_settings, caplog: pytest.LogCaptureFixture
 ) -> None:  # type: ignore[no-untyped-def]
-    from services.api import create_app
-    from services.api.security import ensure_token
-    from shared.runtime import Runtime
+    from wakemark.services.api import create_app
+    from wakemark.services.api.security import ensure_token
+    from wakemark.shared.runtime import Runtime
 
     rt = Runtime.build(sqlite_settings)
     app = create_app(runtime=rt)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from services.api import create_app, metrics
-from shared.config import Settings
-from shared.runtime import Runtime
+from wakemark.services.api import create_app, metrics
+from wakemark.shared.config import Settings
+from wakemark.shared.runtime import Runtime
 
 from .conftest import BASE, Api, make_event
 
@@ -22,7 +22,7 @@ def test_health_shape(api: Api) -> None:
 
 
 def test_health_reports_llm_token_use(sqlite_settings: Settings) -> None:
-    from shared.extraction.budget import usage
+    from wakemark.shared.extraction.budget import usage
 
     assert usage(sqlite_settings)["enabled"] is False
     settings = sqlite_settings.replace(
@@ -66,7 +66,7 @@ def test_health_is_degraded_503_when_the_database_is_unreachable(tmp_path) -> No
 
 def test_metrics_counts_requests_by_route_and_runs_callbacks(sqlite_api: Api) -> None:
     sqlite_api.get("/v1/events/01ARZ3NDEKTSV4RRFFQ69G5FAV")
-    good = lambda: metrics.gauge("engram_test_gauge", 7, "a test gauge")  # noqa: E731
+    good = lambda: metrics.gauge("wakemark_test_gauge", 7, "a test gauge")  # noqa: E731
     bad = lambda: [str(1 / 0)]  # noqa: E731
     metrics.register(good)
     metrics.register(bad)
@@ -78,8 +78,8 @@ def test_metrics_counts_requests_by_route_and_runs_callbacks(sqlite_api: Api) ->
     assert res.status_code == 200 and res.mimetype == "text/plain"
     text = res.get_data(as_text=True)
     assert (
-        'engram_http_requests_total{method="GET",route="/v1/events/<event_id>",status="404"}'
+        'wakemark_http_requests_total{method="GET",route="/v1/events/<event_id>",status="404"}'
         in text
     )
     assert "01ARZ3NDEKTSV4RRFFQ69G5FAV" not in text
-    assert "engram_test_gauge 7" in text
+    assert "wakemark_test_gauge 7" in text

@@ -148,7 +148,7 @@ class RecordingJobs:
 
 
 def _use_jobs(api: Api, jobs: RecordingJobs) -> None:
-    runtime = api.client.application.extensions["engram"]
+    runtime = api.client.application.extensions["wakemark"]
     runtime.__dict__["jobs"] = jobs
 
 
@@ -163,7 +163,7 @@ def test_closed_turns_and_notes_are_enqueued_after_commit(api: Api) -> None:
     api.post("/v1/events", json=note)
     assert len(jobs.extract) == 2 and all(len(t) == 1 for t in jobs.extract)
     # Each enqueued turn is durable (readable) by the time it was enqueued.
-    turn = api.client.application.extensions["engram"].storage.get_turn(jobs.extract[1][0])
+    turn = api.client.application.extensions["wakemark"].storage.get_turn(jobs.extract[1][0])
     assert turn is not None and [e.event_id for e in turn.events] == [note["event_id"]]
     # A repeat of the note closes nothing new.
     api.post("/v1/events", json=note)

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from services.api.security import allowed_hosts, ensure_token
-from shared.config import Settings
+from wakemark.services.api.security import allowed_hosts, ensure_token
+from wakemark.shared.config import Settings
 
 from .conftest import Api, make_event
 

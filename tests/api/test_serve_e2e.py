@@ -1,4 +1,4 @@
-"""End to end: a real ``engram serve`` (gunicorn) on a free port, and the status/doctor CLI."""
+"""End to end: a real ``wakemark serve`` (gunicorn) on a free port, and the status/doctor CLI."""
 
 from __future__ import annotations
 
@@ -29,16 +29,19 @@ def _free_port() -> int:
 
 
 def _env(home: Path, port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
     env.update(
-        ENGRAM_HOME=str(home), ENGRAM_PORT=str(port), ENGRAM_EMBEDDER="off", HF_HUB_OFFLINE="1"
+        WAKEMARK_HOME=str(home),
+        WAKEMARK_PORT=str(port),
+        WAKEMARK_EMBEDDER="off",
+        HF_HUB_OFFLINE="1",
     )
     return env
 
 
-def _engram(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _wakemark(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.cli.main", *args],
+        [sys.executable, "-m", "wakemark.services.cli.main", *args],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
@@ -60,24 +63,24 @@ def _call(
 
 @contextmanager
 def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
-    """A running ``engram serve`` (one worker, then ``args``); yields the file its stderr
+    """A running ``wakemark serve`` (one worker, then ``args``); yields the file its stderr
     goes to."""
-    log = Path(env["ENGRAM_HOME"]).parent / f"serve-{port}.log"
-    argv = [sys.executable, "-m", "services.cli.main", "serve", "--port", str(port)]
+    log = Path(env["WAKEMARK_HOME"]).parent / f"serve-{port}.log"
+    argv = [sys.executable, "-m", "wakemark.services.cli.main", "serve", "--port", str(port)]
     argv += ["--workers", "1", *args]
     with log.open("w") as stderr:  # the child keeps its own descriptor
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         for _ in range(300):  # bounded: up to ~30 s for gunicorn to boot
             if proc.poll() is not None:
-                pytest.fail(f"engram serve exited {proc.returncode}: {log.read_text()}")
+                pytest.fail(f"wakemark serve exited {proc.returncode}: {log.read_text()}")
             try:
                 if _call(port, "GET", "/health", None)[0] == 200:
                     break
             except OSError:
                 time.sleep(0.1)
         else:
-            pytest.fail("engram serve never became healthy")
+            pytest.fail("wakemark serve never became healthy")
         yield log
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -108,7 +111,7 @@ def test_serve_warms_the_embedder_before_any_search(tmp_path: Path, onnx_model_p
     # The first prompt of a session should already get vector results, not a cold model.
     port = _free_port()
     env = _env(tmp_path / "home", port)
-    env.update(ENGRAM_EMBEDDER="onnx", ENGRAM_MODEL_PATH=str(onnx_model_path))
+    env.update(WAKEMARK_EMBEDDER="onnx", WAKEMARK_MODEL_PATH=str(onnx_model_path))
     with _serving(env, port):
         state = None
         for _ in range(600):  # bounded: up to ~60 s on a loaded machine
@@ -122,7 +125,7 @@ def test_serve_warms_the_embedder_before_any_search(tmp_path: Path, onnx_model_p
 
 def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]) -> None:
     port, env = server
-    home = Path(env["ENGRAM_HOME"])
+    home = Path(env["WAKEMARK_HOME"])
     token = (home / "token").read_text().strip()
     assert (home / "token").stat().st_mode & 0o777 == 0o600
     event = make_event("note", body={"type": "text", "content": "deploys use <private>k</private>"})
@@ -132,35 +135,35 @@ def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]
     code, got = _call(port, "GET", f"/v1/events/{event['event_id']}", token)
     assert code == 200 and got["body"]["content"] == "deploys use [REDACTED]"
 
-    status = _engram(env, "status")
+    status = _wakemark(env, "status")
     assert status.returncode == 0, status.stdout + status.stderr
     assert "sqlite" in status.stdout and "1 events" in status.stdout
-    doctor = _engram(env, "doctor")
+    doctor = _wakemark(env, "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert "served by engram" in doctor.stdout
+    assert "served by wakemark" in doctor.stdout
 
 
 def test_status_and_doctor_report_problems(tmp_path: Path) -> None:
     port = _free_port()
     env = _env(tmp_path / "home", port)
-    status = _engram(env, "status")
+    status = _wakemark(env, "status")
     assert status.returncode == 1 and "not running" in status.stdout
-    doctor = _engram(env, "doctor")
-    assert doctor.returncode == 1 and "engram migrate" in doctor.stdout
+    doctor = _wakemark(env, "doctor")
+    assert doctor.returncode == 1 and "wakemark migrate" in doctor.stdout
 
-    assert _engram(env, "migrate").returncode == 0
+    assert _wakemark(env, "migrate").returncode == 0
     home = tmp_path / "home"
     (home / "token").write_text("t0ken\n")
     os.chmod(home / "token", 0o644)
     os.chmod(home, 0o755)
-    doctor = _engram(env, "doctor")
+    doctor = _wakemark(env, "doctor")
     assert doctor.returncode == 1
     assert f"chmod 700 {home}" in doctor.stdout and f"chmod 600 {home / 'token'}" in doctor.stdout
     assert f"port 127.0.0.1:{port} free" in doctor.stdout
 
     os.chmod(home, 0o700)
     os.chmod(home / "token", 0o600)
-    doctor = _engram(env, "doctor")
+    doctor = _wakemark(env, "doctor")
     assert doctor.returncode == 0, doctor.stdout
 
 
@@ -170,5 +173,5 @@ def test_doctor_flags_a_foreign_program_on_the_port(tmp_path: Path) -> None:
         s.listen()
         port = int(s.getsockname()[1])
         env = _env(tmp_path / "home", port)
-        out = _engram(env, "doctor").stdout
+        out = _wakemark(env, "doctor").stdout
     assert "FAIL" in out and f"port 127.0.0.1:{port}" in out

@@ -1,4 +1,4 @@
-"""``InlineWorker`` under a real ``engram serve``: keep-alive, pipelining, silent clients."""
+"""``InlineWorker`` under a real ``wakemark serve``: keep-alive, pipelining, silent clients."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.cli.serve import gunicorn_argv
+from wakemark.services.cli.serve import gunicorn_argv
 
 from .test_serve_e2e import _env, _free_port, _serving
 
@@ -49,14 +49,14 @@ def test_one_thread_runs_the_inline_worker_more_run_gthread() -> None:
         argv = gunicorn_argv("127.0.0.1", 37800, 2, threads)
         return argv[argv.index("--worker-class") + 1]
 
-    assert worker(1) == "services.api.worker.InlineWorker"
+    assert worker(1) == "wakemark.services.api.worker.InlineWorker"
     assert worker(4) == "gthread"
 
 
 def test_keep_alive_and_pipelined_requests_are_all_answered(tmp_path: Path) -> None:
     port = _free_port()
     with _serving(_env(tmp_path / "home", port), port) as log:
-        assert "Using worker: services.api.worker.InlineWorker" in log.read_text()
+        assert "Using worker: wakemark.services.api.worker.InlineWorker" in log.read_text()
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             for _ in range(3):  # one at a time, on one connection
                 sock.sendall(_health(port))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.cache import Epochs, LocalEpochs, RedisEpochs, open_epochs, prefixes
-from shared.config import Settings
+from wakemark.shared.cache import Epochs, LocalEpochs, RedisEpochs, open_epochs, prefixes
+from wakemark.shared.config import Settings
 
 NS = "/actor/a/project/p/"
 SIBLING = "/actor/a/project/q/"
@@ -106,7 +106,7 @@ def _closed_port() -> int:
 
 def test_redis_down_never_serves_a_stale_epoch(caplog: pytest.LogCaptureFixture) -> None:
     epochs = RedisEpochs(f"redis://127.0.0.1:{_closed_port()}/15")
-    with caplog.at_level(logging.WARNING, logger="shared.cache.epochs"):
+    with caplog.at_level(logging.WARNING, logger="wakemark.shared.cache.epochs"):
         values = [epochs.get(NS) for _ in range(5)]
         epochs.bump({NS})  # must not raise: ingest never fails because Redis is down
     assert len(set(values)) == len(values) and all(v < 0 for v in values)

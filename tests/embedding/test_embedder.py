@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.config import Settings
-from shared.embedding import DIM, MAX_TOKENS, Embedder, EmbedderUnavailable, open_embedder
+from wakemark.shared.config import Settings
+from wakemark.shared.embedding import DIM, MAX_TOKENS, Embedder, EmbedderUnavailable, open_embedder
 
 LONG = " ".join(
     f"step {i}: ran pytest -q tests/storage and fixed the flaky assertion" for i in range(60)
@@ -47,7 +47,7 @@ TEXTS = [
 
 @pytest.fixture(scope="session")
 def reference() -> Any:
-    from shared.embedding.export import _load_sentence_transformer
+    from wakemark.shared.embedding.export import _load_sentence_transformer
 
     return _load_sentence_transformer()
 
@@ -91,9 +91,9 @@ def test_missing_model_is_unavailable_without_raising(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, embedder="onnx")
     embedder = open_embedder(settings)  # constructing never raises
     assert embedder.state == "unavailable"
-    assert embedder.reason is not None and "engram model export" in embedder.reason
+    assert embedder.reason is not None and "wakemark model export" in embedder.reason
     assert str(settings.onnx_model_path) in embedder.reason
-    with pytest.raises(EmbedderUnavailable, match="engram model export"):
+    with pytest.raises(EmbedderUnavailable, match="wakemark model export"):
         embedder.embed_query("hello")
 
 
@@ -154,7 +154,7 @@ def test_nothing_heavy_is_imported_before_first_use(tmp_path: Path) -> None:
     # onnxruntime starts threads at import, and a process that imported it before fork
     # hangs in its exit handlers (onnxruntime PR #31961): prefork parents must not load it.
     code = (
-        "import sys; from pathlib import Path; from shared.embedding import Embedder;"
+        "import sys; from pathlib import Path; from wakemark.shared.embedding import Embedder;"
         f"e = Embedder(Path({str(tmp_path / 'm.onnx')!r})); e.state; e.reason;"
         "print(sorted(m for m in ('onnxruntime', 'tokenizers', 'torch') if m in sys.modules))"
     )
@@ -165,7 +165,7 @@ def test_nothing_heavy_is_imported_before_first_use(tmp_path: Path) -> None:
 
 
 def test_batches_cover_every_text_within_budget(tmp_path: Path) -> None:
-    from shared.embedding.onnx import BATCH_TOKENS
+    from wakemark.shared.embedding.onnx import BATCH_TOKENS
 
     lengths = [3, 256, 40, 256, 7, 120, 256, 256, 256, 256, 256, 256, 256, 9] * 5
     batches = Embedder(tmp_path / "m.onnx", batch_size=8)._batches(lengths)

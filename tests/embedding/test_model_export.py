@@ -1,4 +1,4 @@
-"""``engram model export`` through the real CLI in a subprocess, and export validity."""
+"""``wakemark model export`` through the real CLI in a subprocess, and export validity."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from shared.embedding import Embedder, is_valid_export
-from shared.embedding.export import manifest_path
+from wakemark.shared.embedding import Embedder, is_valid_export
+from wakemark.shared.embedding.export import manifest_path
 
 
-def _engram(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    env.pop("ENGRAM_MODEL_PATH", None)
+def _wakemark(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "WAKEMARK_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env.pop("WAKEMARK_MODEL_PATH", None)
     return subprocess.run(
-        [sys.executable, "-m", "services.cli.main", *args],
+        [sys.executable, "-m", "wakemark.services.cli.main", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -44,11 +44,11 @@ def test_session_export_is_valid_and_verified(onnx_model_path: Path) -> None:
 
 def test_cli_is_a_noop_when_present(exported_copy: Path) -> None:
     before = exported_copy.stat().st_mtime_ns
-    done = _engram("model", "export", home=exported_copy.parent.parent)
+    done = _wakemark("model", "export", home=exported_copy.parent.parent)
     assert done.returncode == 0, done.stderr
     assert f"model already exported: {exported_copy}" in done.stdout
     assert exported_copy.stat().st_mtime_ns == before
-    quiet = _engram("model", "export", "--quiet", home=exported_copy.parent.parent)
+    quiet = _wakemark("model", "export", "--quiet", home=exported_copy.parent.parent)
     assert quiet.returncode == 0 and quiet.stdout == ""
 
 
@@ -57,7 +57,7 @@ def test_cli_exports_when_invalid_then_embeds(exported_copy: Path) -> None:
     with exported_copy.open("r+b") as f:
         f.truncate(1000)
     assert not is_valid_export(exported_copy)
-    done = _engram("model", "export", "--quiet", home=exported_copy.parent.parent)
+    done = _wakemark("model", "export", "--quiet", home=exported_copy.parent.parent)
     assert done.returncode == 0, done.stderr
     assert f"exported model to {exported_copy}" in done.stdout
     assert is_valid_export(exported_copy)
@@ -70,7 +70,7 @@ def test_cli_dest_and_force(tmp_path: Path, onnx_model_path: Path) -> None:
     (dest.parent / onnx_model_path.name).rename(dest)
     (dest.parent / manifest_path(onnx_model_path).name).rename(manifest_path(dest))
     before = dest.stat().st_mtime_ns
-    done = _engram("model", "export", "--dest", str(dest), "--force", home=tmp_path / "h")
+    done = _wakemark("model", "export", "--dest", str(dest), "--force", home=tmp_path / "h")
     assert done.returncode == 0, done.stderr
     assert dest.stat().st_mtime_ns != before and is_valid_export(dest)
     assert not (tmp_path / "h" / "models").exists()  # --dest wins over the home default

@@ -7,9 +7,9 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from shared.config import Settings
-from shared.extraction import conservative_merge, dedupe, extract, record_from_note
-from shared.models import Event, MemoryRecord, new_ulid
+from wakemark.shared.config import Settings
+from wakemark.shared.extraction import conservative_merge, dedupe, extract, record_from_note
+from wakemark.shared.models import Event, MemoryRecord, new_ulid
 
 from .turns import NAMESPACE, T0, data, event, make_turn, text
 

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from shared.config import Settings
-from shared.extraction import extract
-from shared.extraction.deterministic import extract_deterministic
+from wakemark.shared.config import Settings
+from wakemark.shared.extraction import extract
+from wakemark.shared.extraction.deterministic import extract_deterministic
 
 from .turns import FIXTURES, PROJECT, data, event, fixture_turn, make_turn, text, turn_of
 

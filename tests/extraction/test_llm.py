@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from shared.config import Settings
-from shared.extraction import extract, llm_usage
-from shared.extraction.deterministic import extract_deterministic
+from wakemark.shared.config import Settings
+from wakemark.shared.extraction import extract, llm_usage
+from wakemark.shared.extraction.deterministic import extract_deterministic
 
 from .turns import fixture_turn
 
@@ -209,7 +209,7 @@ def test_daily_budget_is_hard_and_survives_restarts(
     assert llm_usage(tight)["skipped"] == 1
 
     # Room for exactly one call: the first spends from the budget, the next is skipped.
-    from shared.extraction.llm import MAX_OUTPUT_TOKENS
+    from wakemark.shared.extraction.llm import MAX_OUTPUT_TOKENS
 
     one_call = llm_settings.replace(llm_daily_tokens=MAX_OUTPUT_TOKENS + 4000)
     assert extract(turn, one_call)[0].strategy == "llm"
@@ -230,7 +230,8 @@ def test_budget_is_shared_by_processes(tmp_path: Path) -> None:
     home = tmp_path / "home"
     script = (
         "import sys; from pathlib import Path;"
-        "from shared.config import Settings; from shared.extraction import budget;"
+        "from wakemark.shared.config import Settings;"
+        "from wakemark.shared.extraction import budget;"
         "s = Settings(home=Path(sys.argv[1]), llm_daily_tokens=10**6);"
         "[budget.reserve(s, 7) for _ in range(200)]"
     )

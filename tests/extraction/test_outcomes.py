@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.extraction import record_from_note
-from shared.extraction.outcomes import is_test_command, parse_output
-from shared.models import Event
+from wakemark.shared.extraction import record_from_note
+from wakemark.shared.extraction.outcomes import is_test_command, parse_output
+from wakemark.shared.models import Event
 
 from .turns import event
 

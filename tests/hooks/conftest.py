@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from services.api import create_app
-from services.api.security import ensure_token
-from shared import project
-from shared.config import Settings
-from shared.models import MemoryRecord
-from shared.runtime import Runtime
+from wakemark.services.api import create_app
+from wakemark.services.api.security import ensure_token
+from wakemark.shared import project
+from wakemark.shared.config import Settings
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.runtime import Runtime
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 ACTOR = "alice"
@@ -39,7 +39,7 @@ class Hooks:
         self.runtime = runtime
 
     def post(self, agent: str, payload: Any, **headers: str):  # type: ignore[no-untyped-def]
-        sent = {"Authorization": f"Bearer {self.token}", "Host": HOST, "X-Engram-Actor": ACTOR}
+        sent = {"Authorization": f"Bearer {self.token}", "Host": HOST, "X-Wakemark-Actor": ACTOR}
         sent.update(headers)
         data = payload if isinstance(payload, (bytes, str)) else json.dumps(payload)
         return self.client.post(
@@ -75,8 +75,8 @@ def hooks(backend_settings: Settings) -> Iterator[Hooks]:
 
 @pytest.fixture
 def sqlite_hooks(settings: Settings) -> Iterator[Hooks]:
-    from shared.config import prepare_home
-    from shared.storage import migrate
+    from wakemark.shared.config import prepare_home
+    from wakemark.shared.storage import migrate
 
     prepare_home(settings)
     migrate(settings)

@@ -171,7 +171,7 @@ def test_header_project_wins_over_cwd(
 ) -> None:
     payload = load("claude-code", "UserPromptSubmit", tmp_path / "elsewhere")
     sub = project_dir / "src"
-    res = sqlite_hooks.post("claude-code", payload, **{"X-Engram-Project": str(sub)})
+    res = sqlite_hooks.post("claude-code", payload, **{"X-Wakemark-Project": str(sub)})
     assert res.status_code == 204
     assert len(_events(sqlite_hooks, namespace)) == 1
 
@@ -180,11 +180,11 @@ def test_a_project_path_the_server_cannot_see_is_the_root_as_given(
     sqlite_hooks: Hooks, tmp_path: Path
 ) -> None:
     # The API in a container does not see the host's folders: the header still decides.
-    from shared import project
+    from wakemark.shared import project
 
     host_root = "/home/dev/projects/shop"
     payload = load("claude-code", "UserPromptSubmit", tmp_path / "elsewhere")
-    res = sqlite_hooks.post("claude-code", payload, **{"X-Engram-Project": host_root})
+    res = sqlite_hooks.post("claude-code", payload, **{"X-Wakemark-Project": host_root})
     assert res.status_code == 204
     expected = project.namespace_for("alice", project.project_id(host_root))
     assert len(_events(sqlite_hooks, expected)) == 1

@@ -1,4 +1,4 @@
-"""`engram hook` as a real subprocess against a real HTTP server (or none at all)."""
+"""`wakemark hook` as a real subprocess against a real HTTP server (or none at all)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
-from services.api import create_app
-from services.api.security import ensure_token
-from shared.config import Settings, prepare_home
-from shared.runtime import Runtime
-from shared.storage import migrate
+from wakemark.services.api import create_app
+from wakemark.services.api.security import ensure_token
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
 
 from .conftest import ACTOR, FIXTURES, load, remember
 
-HOOK = str(Path(__file__).resolve().parents[2] / "services" / "cli" / "hook.py")
+HOOK = str(Path(__file__).resolve().parents[2] / "wakemark" / "services" / "cli" / "hook.py")
 
 
 def _free_port() -> int:
@@ -53,10 +53,10 @@ def server(settings: Settings) -> Iterator[Server]:
 
 
 def _env(home: Path, port: int, token: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "CLAUDE_"))}
-    env.update(ENGRAM_HOME=str(home), ENGRAM_PORT=str(port), ENGRAM_ACTOR=ACTOR)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKEMARK_", "CLAUDE_"))}
+    env.update(WAKEMARK_HOME=str(home), WAKEMARK_PORT=str(port), WAKEMARK_ACTOR=ACTOR)
     if token:
-        env["ENGRAM_TOKEN"] = token
+        env["WAKEMARK_TOKEN"] = token
     return env
 
 
@@ -74,7 +74,7 @@ def test_prints_claude_code_session_start_context(
 ) -> None:
     record = remember(server.runtime, namespace)
     payload = json.dumps(load("claude-code", "SessionStart", project_dir)).encode()
-    # The token comes from $ENGRAM_HOME/token: no ENGRAM_TOKEN in the environment.
+    # The token comes from $WAKEMARK_HOME/token: no WAKEMARK_TOKEN in the environment.
     env = _env(server.settings.home, server.settings.port)
     out = _hook(env, project_dir, "claude-code", "SessionStart", stdin=payload)
     assert (out.returncode, out.stderr) == (0, b"")
@@ -157,18 +157,25 @@ def test_hook_log_is_capped(tmp_path: Path, project_dir: Path) -> None:
 def test_forwarder_imports_only_the_standard_library(tmp_path: Path, project_dir: Path) -> None:
     code = (
         "import sys; sys.path[0] = sys.argv[1]\n"
-        "from services.cli import hook\n"
+        "from wakemark.services.cli import hook\n"
         "hook.main(['claude-code'])\n"
         "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
     )
-    root = str(Path(HOOK).parents[2])
+    root = str(Path(HOOK).parents[3])
     env = _env(tmp_path / "home", _free_port(), "t")
     out = subprocess.run(
         [sys.executable, "-S", "-E", "-s", "-c", code, root],
         input=b'{"session_id": "s"}', env=env, cwd=project_dir, capture_output=True, timeout=10,
     )  # fmt: skip
     modules = set(out.stderr.decode().split())
-    ours = {"services", "services.cli", "services.cli.hook", "shared", "shared.project"}
+    ours = {
+        "wakemark",
+        "wakemark.services",
+        "wakemark.services.cli",
+        "wakemark.services.cli.hook",
+        "wakemark.shared",
+        "wakemark.shared.project",
+    }
     assert ours <= modules
     foreign = {
         m for m in modules - ours - {"__main__"} if m.split(".")[0] not in sys.stdlib_module_names
@@ -182,20 +189,20 @@ def test_the_command_install_writes_runs_the_forwarder(
 ) -> None:
     import shlex
 
-    from services.cli.install_targets import Where, hook_command
+    from wakemark.services.cli.install_targets import Where, hook_command
 
     record = remember(server.runtime, namespace)
     payload = json.dumps(load("claude-code", "SessionStart", project_dir)).encode()
-    # The agent's environment knows nothing of engram: the command carries the port and
+    # The agent's environment knows nothing of wakemark: the command carries the port and
     # home it was installed with, and the token comes from that home.
     env = _env(server.settings.home, server.settings.port)
-    del env["ENGRAM_HOME"], env["ENGRAM_PORT"]
+    del env["WAKEMARK_HOME"], env["WAKEMARK_PORT"]
     where = Where(
         home=str(project_dir),
         project=None,
         port=server.settings.port,
         token=None,
-        engram_home=str(server.settings.home),
+        wakemark_home=str(server.settings.home),
     )
     argv = shlex.split(hook_command(where, "claude-code", "SessionStart"))
     out = subprocess.run(argv, input=payload, env=env, cwd=project_dir, capture_output=True)
@@ -204,7 +211,7 @@ def test_the_command_install_writes_runs_the_forwarder(
 
 
 def test_forwarder_python_prefers_a_working_system_python3(tmp_path: Path) -> None:
-    from services.cli.install_targets import forwarder_python
+    from wakemark.services.cli.install_targets import forwarder_python
 
     too_old = tmp_path / "python2"
     too_old.write_text("#!/bin/sh\nexit 1\n")

@@ -1,4 +1,4 @@
-"""`engram install/uninstall` as real subprocesses on a temporary HOME."""
+"""`wakemark install/uninstall` as real subprocesses on a temporary HOME."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ AGENTS = ["claude-code", "kiro-cli", "gemini-cli", "codex", "cursor"]
 FOREIGN_STOP = {"hooks": [{"type": "command", "command": "notify-send done"}]}
 
 
-def _engram(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env.update(HOME=str(home), ENGRAM_HOME=str(home / ".engram"))
+def _wakemark(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
+    env.update(HOME=str(home), WAKEMARK_HOME=str(home / ".wakemark"))
     return subprocess.run(
-        [sys.executable, "-m", "services.cli.main", *args],
+        [sys.executable, "-m", "wakemark.services.cli.main", *args],
         env=env, cwd=cwd or home, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
@@ -28,26 +28,26 @@ def _snapshot(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): p.read_text()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and "engram-backup" not in p.name and ".engram" not in p.parts
+        if p.is_file() and "wakemark-backup" not in p.name and ".wakemark" not in p.parts
     }
 
 
 def _ours(text: str) -> bool:
-    return "cli/hook.py" in text or '"engram"' in text or "/v1/hooks/" in text
+    return "cli/hook.py" in text or '"wakemark"' in text or "/v1/hooks/" in text
 
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_install_is_idempotent_and_uninstall_removes_it(tmp_path: Path, agent: str) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    first = _engram(home, "install", agent)
+    first = _wakemark(home, "install", agent)
     assert first.returncode == 0, first.stderr
     installed = _snapshot(home)
     assert installed and any(_ours(text) for text in installed.values())
-    again = _engram(home, "install", agent)
+    again = _wakemark(home, "install", agent)
     assert again.returncode == 0 and "nothing to change" in again.stdout
     assert _snapshot(home) == installed
-    gone = _engram(home, "uninstall", agent)
+    gone = _wakemark(home, "uninstall", agent)
     assert gone.returncode == 0, gone.stderr
     assert not any(_ours(text) for text in _snapshot(home).values())
 
@@ -58,35 +58,35 @@ def test_claude_code_keeps_foreign_entries_and_backs_up(tmp_path: Path) -> None:
     settings.parent.mkdir(parents=True)
     original = {"model": "opus", "hooks": {"Stop": [FOREIGN_STOP]}, "env": {"FOO": "1"}}
     settings.write_text(json.dumps(original))
-    assert _engram(home, "install", "claude-code").returncode == 0
-    assert _engram(home, "install", "claude-code").returncode == 0
+    assert _wakemark(home, "install", "claude-code").returncode == 0
+    assert _wakemark(home, "install", "claude-code").returncode == 0
     data = json.loads(settings.read_text())
-    token = (home / ".engram" / "token").read_text().strip()
+    token = (home / ".wakemark" / "token").read_text().strip()
     assert data["model"] == "opus"
-    assert data["env"] == {"FOO": "1", "ENGRAM_TOKEN": token}
+    assert data["env"] == {"FOO": "1", "WAKEMARK_TOKEN": token}
     assert data["hooks"]["Stop"][0] == FOREIGN_STOP
     for event in ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop"):
         [ours] = [g for g in data["hooks"][event] if g != FOREIGN_STOP]
         [handler] = ours["hooks"]
         assert handler["type"] == "http"
         assert handler["url"].endswith("/v1/hooks/claude-code")
-        assert handler["headers"]["Authorization"] == "Bearer $ENGRAM_TOKEN"
-        assert set(handler["allowedEnvVars"]) == {"ENGRAM_TOKEN", "CLAUDE_PROJECT_DIR"}
+        assert handler["headers"]["Authorization"] == "Bearer $WAKEMARK_TOKEN"
+        assert set(handler["allowedEnvVars"]) == {"WAKEMARK_TOKEN", "CLAUDE_PROJECT_DIR"}
     [start] = data["hooks"]["SessionStart"]
     assert start["hooks"][0]["type"] == "command"
     assert start["hooks"][0]["command"].endswith("cli/hook.py claude-code SessionStart")
-    mcp = json.loads((home / ".claude.json").read_text())["mcpServers"]["engram"]
+    mcp = json.loads((home / ".claude.json").read_text())["mcpServers"]["wakemark"]
     assert mcp["args"] == ["mcp"]
-    backups = list(settings.parent.glob("settings.json.engram-backup-*"))
+    backups = list(settings.parent.glob("settings.json.wakemark-backup-*"))
     assert len(backups) == 1 and json.loads(backups[0].read_text()) == original
-    assert _engram(home, "uninstall", "claude-code").returncode == 0
+    assert _wakemark(home, "uninstall", "claude-code").returncode == 0
     assert json.loads(settings.read_text()) == original
 
 
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    out = _engram(home, "install", "claude-code", "--dry-run")
+    out = _wakemark(home, "install", "claude-code", "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "+++ " in out.stdout and "/v1/hooks/claude-code" in out.stdout
     assert list(home.rglob("*")) == []  # not even the token file
@@ -98,12 +98,12 @@ def test_project_install_goes_into_the_project(tmp_path: Path) -> None:
     (repo / ".git").mkdir(parents=True)
     (repo / "src").mkdir()
     home.mkdir()
-    out = _engram(home, "install", "claude-code", "--project", cwd=repo / "src")
+    out = _wakemark(home, "install", "claude-code", "--project", cwd=repo / "src")
     assert out.returncode == 0, out.stderr
     # The token-carrying file is the git-ignored local one, never settings.json.
     assert (repo / ".claude" / "settings.local.json").exists()
     assert not (repo / ".claude" / "settings.json").exists()
-    assert "engram" in json.loads((repo / ".mcp.json").read_text())["mcpServers"]
+    assert "wakemark" in json.loads((repo / ".mcp.json").read_text())["mcpServers"]
     assert not (home / ".claude").exists()
 
 
@@ -113,21 +113,21 @@ def test_codex_toml_keeps_the_users_notify_and_text(tmp_path: Path) -> None:
     config.parent.mkdir(parents=True)
     original = 'notify = ["say", "done"]\nmodel = "gpt-5"\n\n[mcp_servers.other]\ncommand = "x"\n'
     config.write_text(original)
-    assert _engram(home, "install", "codex").returncode == 0
-    assert _engram(home, "install", "codex").returncode == 0
+    assert _wakemark(home, "install", "codex").returncode == 0
+    assert _wakemark(home, "install", "codex").returncode == 0
     parsed = tomllib.loads(config.read_text())
     assert parsed["notify"] == ["say", "done"]
-    assert parsed["mcp_servers"]["engram"]["args"] == ["mcp"]
+    assert parsed["mcp_servers"]["wakemark"]["args"] == ["mcp"]
     assert parsed["mcp_servers"]["other"] == {"command": "x"}
-    assert config.read_text().count("[mcp_servers.engram]") == 1
-    assert _engram(home, "uninstall", "codex").returncode == 0
+    assert config.read_text().count("[mcp_servers.wakemark]") == 1
+    assert _wakemark(home, "uninstall", "codex").returncode == 0
     assert config.read_text().strip() == original.strip()
 
 
 def test_codex_notify_is_added_when_free(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    assert _engram(home, "install", "codex").returncode == 0
+    assert _wakemark(home, "install", "codex").returncode == 0
     notify = tomllib.loads((home / ".codex" / "config.toml").read_text())["notify"]
     assert notify[-2:] == ["codex", "notify"] and notify[1:4] == ["-S", "-E", "-s"]
 
@@ -137,6 +137,6 @@ def test_a_broken_config_is_left_alone(tmp_path: Path) -> None:
     settings = home / ".gemini" / "settings.json"
     settings.parent.mkdir(parents=True)
     settings.write_text("{broken")
-    out = _engram(home, "install", "gemini-cli")
+    out = _wakemark(home, "install", "gemini-cli")
     assert out.returncode == 1 and "cannot parse" in out.stderr
     assert settings.read_text() == "{broken"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared import project
-from shared.models import NAMESPACE_RE
+from wakemark.shared import project
+from wakemark.shared.models import NAMESPACE_RE
 
 
 def test_nearest_marker_wins(tmp_path: Path) -> None:
@@ -57,5 +57,5 @@ def test_actor_is_namespace_safe(raw: str, clean: str) -> None:
 
 
 def test_actor_from_env_or_os_user() -> None:
-    assert project.actor({"ENGRAM_ACTOR": "bob/x"}) == "bob_x"
+    assert project.actor({"WAKEMARK_ACTOR": "bob/x"}) == "bob_x"
     assert project.actor({}) not in ("", "unknown")

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from shared.config import Settings
-from shared.models import Event, new_ulid
-from shared.runtime import Runtime
+from wakemark.shared.config import Settings
+from wakemark.shared.models import Event, new_ulid
+from wakemark.shared.runtime import Runtime
 
 NS = "/actor/a/project/p/"
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def make_runtime() -> Iterator[Callable[[Settings], Runtime]]:
     made: list[Runtime] = []
 
     def make(settings: Settings) -> Runtime:
-        from shared.storage import migrate
+        from wakemark.shared.storage import migrate
 
         runtime = Runtime.build(settings)
         migrate(settings)
@@ -103,23 +103,23 @@ def model_settings(settings: Settings, onnx_model_path: Path) -> Settings:
     return settings.replace(embedder="onnx", model_path=onnx_model_path)
 
 
-def engram_env(settings: Settings, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env.update(HF_HUB_OFFLINE="1", ENGRAM_HOME=str(settings.home))
-    env["ENGRAM_EMBEDDER"] = settings.embedder
+def wakemark_env(settings: Settings, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
+    env.update(HF_HUB_OFFLINE="1", WAKEMARK_HOME=str(settings.home))
+    env["WAKEMARK_EMBEDDER"] = settings.embedder
     if settings.model_path:
-        env["ENGRAM_MODEL_PATH"] = str(settings.model_path)
+        env["WAKEMARK_MODEL_PATH"] = str(settings.model_path)
     if settings.database_url:
-        env["ENGRAM_DATABASE_URL"] = settings.database_url
+        env["WAKEMARK_DATABASE_URL"] = settings.database_url
     if settings.redis_url:
-        env["ENGRAM_REDIS_URL"] = settings.redis_url
-    env["ENGRAM_SWEEP_INTERVAL_S"] = str(settings.sweep_interval_s)
+        env["WAKEMARK_REDIS_URL"] = settings.redis_url
+    env["WAKEMARK_SWEEP_INTERVAL_S"] = str(settings.sweep_interval_s)
     env.update(extra)
     return env
 
 
 class Processes:
-    """Real ``engram`` subprocesses, each in its own process group; all killed at the end."""
+    """Real ``wakemark`` subprocesses, each in its own process group; all killed at the end."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
@@ -128,7 +128,7 @@ class Processes:
     def start(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[Any]:
         log = open(self.log_dir / f"{args[0]}-{len(self.procs)}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli.main", *args],
+            [sys.executable, "-m", "wakemark.services.cli.main", *args],
             cwd=REPO,
             env=env,
             stdout=log,

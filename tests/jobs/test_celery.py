@@ -1,4 +1,4 @@
-"""Deployment mode: real `engram worker`/`beat` subprocesses, real Redis, real Postgres."""
+"""Deployment mode: real `wakemark worker`/`beat` subprocesses, real Redis, real Postgres."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from shared.config import Settings
-from shared.jobs import sweep
-from shared.jobs.celery_dispatch import CeleryDispatcher
-from shared.jobs.names import EXTRACT_BATCH, TASK_ROUTES, celery_config
+from wakemark.shared.config import Settings
+from wakemark.shared.jobs import sweep
+from wakemark.shared.jobs.celery_dispatch import CeleryDispatcher
+from wakemark.shared.jobs.names import EXTRACT_BATCH, TASK_ROUTES, celery_config
 
 from .conftest import (
     Processes,
     assert_extracted_once,
     caught_up,
-    engram_env,
     ingest,
     wait_until,
+    wakemark_env,
 )
 
 # Generous per-test timeout: real workers on a shared 2-core box can be slow, not wrong.
@@ -35,12 +35,12 @@ def deploy(settings: Settings, pg_url: str, redis_url: str) -> Settings:
 
 
 def worker(processes: Processes, settings: Settings) -> subprocess.Popen[Any]:
-    return processes.start(["worker", "--concurrency", "1"], engram_env(settings))
+    return processes.start(["worker", "--concurrency", "1"], wakemark_env(settings))
 
 
 def beat(processes: Processes, settings: Settings) -> subprocess.Popen[Any]:
     schedule = processes.log_dir / f"beat-{len(processes.procs)}.db"
-    return processes.start(["beat", "--schedule", str(schedule)], engram_env(settings))
+    return processes.start(["beat", "--schedule", str(schedule)], wakemark_env(settings))
 
 
 def extracted(runtime: Any, turns: list[str]) -> int:

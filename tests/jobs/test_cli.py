@@ -1,4 +1,4 @@
-"""`engram worker` / `backfill` as real subprocesses; the progress bar on both streams."""
+"""`wakemark worker` / `backfill` as real subprocesses; the progress bar on both streams."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import sys
 
 import pytest
 
-from services.cli.backfill import ProgressBar
-from shared.config import Settings
-from shared.models import MemoryRecord
+from wakemark.services.cli.backfill import ProgressBar
+from wakemark.shared.config import Settings
+from wakemark.shared.models import MemoryRecord
 
-from .conftest import NS, REPO, Processes, engram_env, wait_until
+from .conftest import NS, REPO, Processes, wait_until, wakemark_env
 
 
-def engram(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def wakemark(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.cli.main", *args],
+        [sys.executable, "-m", "wakemark.services.cli.main", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -36,28 +36,28 @@ def put_records(runtime, n: int) -> None:  # type: ignore[no-untyped-def]
 
 def test_worker_and_beat_refuse_to_start_without_redis(settings: Settings):
     for command in ("worker", "beat"):
-        done = engram([command], engram_env(settings))
+        done = wakemark([command], wakemark_env(settings))
         assert done.returncode == 2
-        assert "ENGRAM_REDIS_URL" in done.stderr
+        assert "WAKEMARK_REDIS_URL" in done.stderr
 
 
 def test_backfill_refuses_when_the_embedder_is_off(settings: Settings, make_runtime):
     make_runtime(settings)
-    done = engram(["backfill"], engram_env(settings))
-    assert done.returncode == 2 and "ENGRAM_EMBEDDER=off" in done.stderr
+    done = wakemark(["backfill"], wakemark_env(settings))
+    assert done.returncode == 2 and "WAKEMARK_EMBEDDER=off" in done.stderr
 
 
 @pytest.mark.slow
 def test_backfill_embeds_everything_and_rebuild_redoes_it(model_settings: Settings, make_runtime):
     runtime = make_runtime(model_settings)
     put_records(runtime, 40)
-    env = engram_env(model_settings)
-    done = engram(["backfill", "--batch", "16"], env)
+    env = wakemark_env(model_settings)
+    done = wakemark(["backfill", "--batch", "16"], env)
     assert done.returncode == 0, done.stderr
     assert "embedding: 0/40" in done.stderr and "done: embedded 40 record(s)" in done.stderr
     assert runtime.storage.stats()["pending_embedding"] == 0
 
-    done = engram(["backfill", "--rebuild", "--namespace", NS], env)
+    done = wakemark(["backfill", "--rebuild", "--namespace", NS], env)
     assert done.returncode == 0, done.stderr
     assert "cleared 40 embedding(s)" in done.stderr and "embedded 40" in done.stderr
     assert runtime.storage.stats()["embedded"] == 40
@@ -69,7 +69,7 @@ def test_backfill_ctrl_c_stops_cleanly_and_a_rerun_finishes(
 ):
     runtime = make_runtime(model_settings)
     put_records(runtime, 400)
-    env = engram_env(model_settings)
+    env = wakemark_env(model_settings)
     proc = processes.start(["backfill", "--batch", "4"], env)
     log = processes.log_dir / "backfill-0.log"
     wait_until(lambda: "embedding: 0/400" in log.read_text(), what="backfill to start")
@@ -77,7 +77,7 @@ def test_backfill_ctrl_c_stops_cleanly_and_a_rerun_finishes(
     assert proc.wait(timeout=120) == 130
     assert "interrupted" in log.read_text()
     assert runtime.storage.stats()["pending_embedding"] > 0
-    done = engram(["backfill"], env)
+    done = wakemark(["backfill"], env)
     assert done.returncode == 0, done.stderr
     assert runtime.storage.stats()["pending_embedding"] == 0
 

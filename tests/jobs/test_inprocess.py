@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from shared.config import Settings
-from shared.jobs import inprocess, open_dispatcher, tasks
-from shared.jobs.inprocess import InProcessDispatcher
+from wakemark.shared.config import Settings
+from wakemark.shared.jobs import inprocess, open_dispatcher, tasks
+from wakemark.shared.jobs.inprocess import InProcessDispatcher
 
 from .conftest import NS, assert_extracted_once, caught_up, ingest, wait_until
 

@@ -10,18 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.config import Settings
-from shared.embedding import tokenizer_path
-from shared.jobs import (
+from wakemark.shared.config import Settings
+from wakemark.shared.embedding import tokenizer_path
+from wakemark.shared.jobs import (
     backfill_breaker,
     backfill_embeddings,
     embed_records,
     extract_turns,
     sweep,
 )
-from shared.jobs.breaker import Breaker
-from shared.jobs.tasks import _store_vectors
-from shared.models import MemoryRecord
+from wakemark.shared.jobs.breaker import Breaker
+from wakemark.shared.jobs.tasks import _store_vectors
+from wakemark.shared.models import MemoryRecord
 
 from .conftest import NS, assert_extracted_once, event, ingest, turn_events
 

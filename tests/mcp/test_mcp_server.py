@@ -1,5 +1,5 @@
-"""`engram mcp` end to end: a real MCP client session (the SDK's stdio client spawning
-`engram mcp`) against the real API served over HTTP on a free port."""
+"""`wakemark mcp` end to end: a real MCP client session (the SDK's stdio client spawning
+`wakemark mcp`) against the real API served over HTTP on a free port."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from werkzeug.serving import make_server
 
-from services.api import create_app
-from services.api.security import ensure_token
-from services.mcp.schemas import TOOLS
-from shared import project
-from shared.config import Settings
-from shared.models import MemoryRecord
-from shared.runtime import Runtime
+from wakemark.services.api import create_app
+from wakemark.services.api.security import ensure_token
+from wakemark.services.mcp.schemas import TOOLS
+from wakemark.shared import project
+from wakemark.shared.config import Settings
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.runtime import Runtime
 
-ENGRAM = str(Path(sys.executable).with_name("engram"))
+WAKEMARK = str(Path(sys.executable).with_name("wakemark"))
 ACTOR = "alice"
 
 
@@ -81,17 +81,17 @@ def namespace(project_dir: Path) -> str:
 
 
 def mcp_env(home: Path, port: int, token: str | None = None) -> dict[str, str]:
-    env = {"ENGRAM_HOME": str(home), "ENGRAM_PORT": str(port), "ENGRAM_ACTOR": ACTOR}
+    env = {"WAKEMARK_HOME": str(home), "WAKEMARK_PORT": str(port), "WAKEMARK_ACTOR": ACTOR}
     env["HF_HUB_OFFLINE"] = "1"
     if token is not None:
-        env["ENGRAM_TOKEN"] = token
+        env["WAKEMARK_TOKEN"] = token
     return env
 
 
 @asynccontextmanager
 async def mcp_session(env: dict[str, str], cwd: Path, errlog: Path) -> AsyncIterator[ClientSession]:
-    """A real MCP session with a spawned `engram mcp` (stderr captured to ``errlog``)."""
-    params = StdioServerParameters(command=ENGRAM, args=["mcp"], env=env, cwd=str(cwd))
+    """A real MCP session with a spawned `wakemark mcp` (stderr captured to ``errlog``)."""
+    params = StdioServerParameters(command=WAKEMARK, args=["mcp"], env=env, cwd=str(cwd))
     with errlog.open("a") as err:
         async with (
             stdio_client(params, errlog=err) as (read, write),
@@ -274,13 +274,13 @@ def test_server_down_is_an_error_result_not_a_crash(tmp_path: Path, project_dir:
     async def main() -> None:
         async with mcp_session(mcp_env(home, port), project_dir, tmp_path / "err.log") as s:
             # No token file yet: says how to get one.
-            assert "engram serve" in await failed(s, "search", {"query": "x"})
+            assert "wakemark serve" in await failed(s, "search", {"query": "x"})
         async with mcp_session(mcp_env(home, port, token="t0k"), project_dir, tmp_path / "e") as s:
             for _ in range(2):  # the session survives the failure
                 message = await failed(s, "search", {"query": "x"})
                 assert message == (
-                    f"engram server is not running at http://127.0.0.1:{port} — "
-                    "start it with `engram serve`"
+                    f"wakemark server is not running at http://127.0.0.1:{port}: "
+                    "start it with `wakemark serve`"
                 )
             assert "not running" in await failed(s, "forget", {"record_id": "mr_" + "0" * 26})
             assert {t.name for t in (await s.list_tools()).tools} == TOOL_NAMES
@@ -298,57 +298,57 @@ def test_wrong_token_is_reported(served: Served, project_dir: Path) -> None:
 
 
 def test_every_declared_tool_has_a_handler() -> None:
-    from services.mcp.tools import HANDLERS
+    from wakemark.services.mcp.tools import HANDLERS
 
     assert set(TOOLS) == set(HANDLERS) == TOOL_NAMES
 
 
 def _install(home: Path, agent: str, **env: str) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
     base.update(HOME=str(home), **env)
     done = subprocess.run(
-        [ENGRAM, "install", agent], env=base, cwd=home, capture_output=True, text=True, timeout=60
+        [WAKEMARK, "install", agent], env=base, cwd=home, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
 
 
 def _registered(home: Path, agent: str) -> dict[str, Any]:
-    """The `engram` MCP server entry `engram install <agent>` wrote."""
+    """The `wakemark` MCP server entry `wakemark install <agent>` wrote."""
     if agent == "codex":
         config = tomllib.loads((home / ".codex" / "config.toml").read_text())
-        return dict(config["mcp_servers"]["engram"])
+        return dict(config["mcp_servers"]["wakemark"])
     path = {
         "claude-code": home / ".claude.json",
-        "kiro-cli": home / ".kiro" / "agents" / "engram.json",
+        "kiro-cli": home / ".kiro" / "agents" / "wakemark.json",
         "gemini-cli": home / ".gemini" / "settings.json",
         "cursor": home / ".cursor" / "mcp.json",
     }[agent]
-    return dict(json.loads(path.read_text())["mcpServers"]["engram"])
+    return dict(json.loads(path.read_text())["mcpServers"]["wakemark"])
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "kiro-cli", "gemini-cli", "codex", "cursor"])
-def test_install_registers_engram_mcp(tmp_path: Path, agent: str) -> None:
+def test_install_registers_wakemark_mcp(tmp_path: Path, agent: str) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    _install(home, agent, ENGRAM_HOME=str(home / ".engram"))  # all defaults
+    _install(home, agent, WAKEMARK_HOME=str(home / ".wakemark"))  # all defaults
     server = _registered(home, agent)
-    assert (server["command"], server["args"]) == (ENGRAM, ["mcp"])
+    assert (server["command"], server["args"]) == (WAKEMARK, ["mcp"])
     assert "env" not in server
 
     other = tmp_path / "other"
     other.mkdir()
-    _install(other, agent, ENGRAM_HOME=str(tmp_path / "data"), ENGRAM_PORT="38001")
+    _install(other, agent, WAKEMARK_HOME=str(tmp_path / "data"), WAKEMARK_PORT="38001")
     server = _registered(other, agent)
-    assert server["env"] == {"ENGRAM_PORT": "38001", "ENGRAM_HOME": str(tmp_path / "data")}
+    assert server["env"] == {"WAKEMARK_PORT": "38001", "WAKEMARK_HOME": str(tmp_path / "data")}
 
 
 def test_the_registered_server_works_with_a_scrubbed_environment(
     served: Served, tmp_path: Path, project_dir: Path
 ) -> None:
-    # Codex starts MCP servers without the user's ENGRAM_* variables: the entry must carry them.
+    # Codex starts MCP servers without the user's WAKEMARK_* variables: the entry must carry them.
     home = tmp_path / "user"
     home.mkdir()
-    _install(home, "codex", ENGRAM_HOME=str(served.home), ENGRAM_PORT=str(served.port))
+    _install(home, "codex", WAKEMARK_HOME=str(served.home), WAKEMARK_PORT=str(served.port))
     server = _registered(home, "codex")
     params = StdioServerParameters(
         command=server["command"], args=server["args"], env=server["env"], cwd=str(project_dir)

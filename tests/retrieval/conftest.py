@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from shared.config import Settings
-from shared.models import MemoryRecord
-from shared.runtime import Runtime
+from wakemark.shared.config import Settings
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.runtime import Runtime
 
 NS = "/actor/alice/project/p1/"
 OTHER = "/actor/alice/project/p2/"

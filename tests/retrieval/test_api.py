@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.api import create_app
-from services.api.security import ensure_token
-from shared.config import Settings, prepare_home
-from shared.runtime import Runtime
-from shared.storage import migrate
 from tests.api.conftest import Api
 from tests.retrieval.conftest import NS, make_record, put
+from wakemark.services.api import create_app
+from wakemark.services.api.security import ensure_token
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def api(settings: Settings) -> Iterator[Api]:
 
 
 def _runtime(api: Api) -> Runtime:
-    return api.client.application.extensions["engram"]  # type: ignore[no-any-return]
+    return api.client.application.extensions["wakemark"]  # type: ignore[no-any-return]
 
 
 def test_search_returns_items_with_record_source_and_score(api: Api) -> None:
@@ -91,5 +91,5 @@ def test_health_and_metrics_report_search_without_content(api: Api) -> None:
     health = api.get("/health", token=None).get_json()
     assert health["search"]["requests"] == 1 and "p95_ms" in health["search"]
     metrics = api.get("/metrics").get_data(as_text=True)
-    assert "engram_search_requests_total 1" in metrics
+    assert "wakemark_search_requests_total 1" in metrics
     assert "secretword" not in metrics and "secretword" not in str(health)

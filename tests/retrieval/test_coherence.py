@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.config import Settings
-from shared.runtime import Runtime
 from tests.retrieval.conftest import NS, make_record, put
+from wakemark.shared.config import Settings
+from wakemark.shared.runtime import Runtime
 
 pytestmark = pytest.mark.redis
 

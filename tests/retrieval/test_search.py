@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.config import Settings
-from shared.embedding import Embedder, EmbedderUnavailable
-from shared.runtime import Runtime
 from tests.retrieval.conftest import NS, OTHER, STRANGER, make_record, put
+from wakemark.shared.config import Settings
+from wakemark.shared.embedding import Embedder, EmbedderUnavailable
+from wakemark.shared.runtime import Runtime
 
 WORDS = ["cache", "login", "token", "stripe", "webhook", "parser", "migration", "redis", "timeout"]
 _ns_counter = itertools.count()
@@ -131,7 +131,7 @@ def test_failing_query_embed_degrades_to_lexical(
     put(hybrid, records, embed=True)
     rt = _with_embedder(hybrid.settings, _Failing(Path("/nonexistent")))
     try:
-        with caplog.at_level(logging.WARNING, logger="shared.retrieval"):
+        with caplog.at_level(logging.WARNING, logger="wakemark.shared.retrieval"):
             result = rt.retriever.search(NS, "webhook token", limit=10)
             rt.retriever.search(NS, "webhook token", limit=10)
         lexical = rt.storage.search_lexical(NS, "webhook token", 40)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.models import MemoryRecord
-from shared.retrieval import format_context, format_index, query_text
-from shared.retrieval.formatting import INDEX_HEADER
-from shared.retrieval.fusion import Candidate, FusionParams, VectorCandidate, fuse
-from shared.retrieval.metrics import SearchMetrics
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval import format_context, format_index, query_text
+from wakemark.shared.retrieval.formatting import INDEX_HEADER
+from wakemark.shared.retrieval.fusion import Candidate, FusionParams, VectorCandidate, fuse
+from wakemark.shared.retrieval.metrics import SearchMetrics
 
 NS = "/actor/a/project/p/"
 
@@ -105,4 +105,4 @@ def test_metrics_are_counts_and_percentiles() -> None:
     assert snap["requests"] == 5 and snap["zero_lexical_hits"] == 1
     assert snap["degraded_rate"] == 0.2
     assert snap["p50_ms"] == 4.0  # window keeps 2, 3, 100, 5
-    assert any(line.startswith("engram_search_requests_total 5") for line in m.prometheus_lines())
+    assert any(line.startswith("wakemark_search_requests_total 5") for line in m.prometheus_lines())

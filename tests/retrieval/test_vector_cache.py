@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from shared.models import OBSERVATION_TYPES, MemoryRecord
-from shared.retrieval.vectors import VectorCache, VectorSet
-from shared.storage import Storage
 from tests.retrieval.conftest import T0
+from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
+from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
+from wakemark.shared.storage import Storage
 
 _namespaces = itertools.count()
 
@@ -197,7 +197,7 @@ def test_a_process_that_searches_runs_one_blas_thread() -> None:
     # OpenBLAS's spare threads spin after each product and took the CPU from the
     # lexical leg and the query embedding beside it (shared/retrieval/vectors.py).
     code = (
-        "import shared.retrieval.vectors, threadpoolctl;"
+        "import wakemark.shared.retrieval.vectors, threadpoolctl;"
         "print(sorted({i['num_threads'] for i in threadpoolctl.threadpool_info()"
         " if i['user_api'] == 'blas'}))"
     )

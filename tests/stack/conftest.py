@@ -15,9 +15,13 @@ from .stack import RedisServer, Stack
 
 # Fast sweeps so recovery from a lost queue or a killed worker takes seconds; one API
 # worker so that warming its embedder (via /v1/search) is deterministic.
-STACK_ENV = {"ENGRAM_WORKERS": "1", "ENGRAM_SWEEP_INTERVAL_S": "2", "ENGRAM_LOG_LEVEL": "info"}
+STACK_ENV = {
+    "WAKEMARK_WORKERS": "1",
+    "WAKEMARK_SWEEP_INTERVAL_S": "2",
+    "WAKEMARK_LOG_LEVEL": "info",
+}
 
-REQUIRE_SERVICES = os.environ.get("ENGRAM_REQUIRE_SERVICES") == "1"  # as tests/conftest.py
+REQUIRE_SERVICES = os.environ.get("WAKEMARK_REQUIRE_SERVICES") == "1"  # as tests/conftest.py
 
 _stacks: dict[str, list[Stack]] = {}
 
@@ -35,7 +39,7 @@ def _need(binary: str) -> None:
     if shutil.which(binary) is None:
         reason = f"{binary} not on PATH"
         if REQUIRE_SERVICES:
-            pytest.fail(f"ENGRAM_REQUIRE_SERVICES=1 but {reason}")
+            pytest.fail(f"WAKEMARK_REQUIRE_SERVICES=1 but {reason}")
         pytest.skip(reason)
 
 
@@ -57,7 +61,7 @@ def start_stack(
     started: list[Stack] = _stacks.setdefault(request.node.nodeid, [])
 
     def start(name: str = "stack", **kwargs: Any) -> Stack:
-        env = {**STACK_ENV, "ENGRAM_MODEL_PATH": str(onnx_model_path), **kwargs.pop("env", {})}
+        env = {**STACK_ENV, "WAKEMARK_MODEL_PATH": str(onnx_model_path), **kwargs.pop("env", {})}
         stack = Stack(tmp_path / name, env=env, **kwargs)
         started.append(stack)
         return stack.start()

@@ -20,8 +20,8 @@ class Client:
         self.actor = actor
 
     def hook(self, payload: dict[str, Any], project_dir: Path) -> tuple[int, Any]:
-        # Claude Code fills X-Engram-Project from $CLAUDE_PROJECT_DIR (see install).
-        headers = {"X-Engram-Project": str(project_dir), "X-Engram-Actor": self.actor}
+        # Claude Code fills X-Wakemark-Project from $CLAUDE_PROJECT_DIR (see install).
+        headers = {"X-Wakemark-Project": str(project_dir), "X-Wakemark-Actor": self.actor}
         status, body = self.stack.request("POST", "/v1/hooks/claude-code", payload, headers)
         if status not in (200, 204):
             raise AssertionError(f"hook {payload.get('hook_event_name')} -> {status}: {body}")

@@ -1,9 +1,9 @@
 """Process-level twin of compose.yaml: migrate, gunicorn API, Celery workers and beat.
 
-The same ``engram`` commands the containers run, as real subprocesses against a real
-Postgres+pgvector and Redis (or, without a database URL, the embedded ``engram serve``
+The same ``wakemark`` commands the containers run, as real subprocesses against a real
+Postgres+pgvector and Redis (or, without a database URL, the embedded ``wakemark serve``
 alone). Used by the tests in this folder and by ``make stack``, which runs it in the
-foreground against ``ENGRAM_DATABASE_URL`` and ``ENGRAM_REDIS_URL``.
+foreground against ``WAKEMARK_DATABASE_URL`` and ``WAKEMARK_REDIS_URL``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-# name -> arguments after `engram`, in start order; the commands of compose.yaml's
+# name -> arguments after `wakemark`, in start order; the commands of compose.yaml's
 # services (the worker queues split as in the `split` profile, embedding+backfill joined).
 WORKERS = {
     "worker-extraction": ["worker", "-Q", "extraction"],
@@ -43,9 +43,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def engram_argv(*args: str) -> list[str]:
-    script = Path(sys.executable).with_name("engram")
-    base = [str(script)] if script.exists() else [sys.executable, "-m", "services.cli.main"]
+def wakemark_argv(*args: str) -> list[str]:
+    script = Path(sys.executable).with_name("wakemark")
+    base = (
+        [str(script)] if script.exists() else [sys.executable, "-m", "wakemark.services.cli.main"]
+    )
     return [*base, *args]
 
 
@@ -144,7 +146,7 @@ class RedisServer(Proc):
 
 
 class Stack:
-    """The deployment's processes (or embedded ``engram serve`` when no database URL)."""
+    """The deployment's processes (or embedded ``wakemark serve`` when no database URL)."""
 
     def __init__(
         self,
@@ -177,20 +179,20 @@ class Stack:
         return bool(self.database_url)
 
     def env(self) -> dict[str, str]:
-        # Only what this stack sets: an ENGRAM_* of the caller's shell must not leak in.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+        # Only what this stack sets: an WAKEMARK_* of the caller's shell must not leak in.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
         env.update(
             HF_HUB_OFFLINE="1",
             PYTHONUNBUFFERED="1",
-            ENGRAM_HOME=str(self.workdir / "home"),
-            ENGRAM_HOST="127.0.0.1",
-            ENGRAM_PORT=str(self.port),
-            ENGRAM_TOKEN=self.token,
+            WAKEMARK_HOME=str(self.workdir / "home"),
+            WAKEMARK_HOST="127.0.0.1",
+            WAKEMARK_PORT=str(self.port),
+            WAKEMARK_TOKEN=self.token,
         )
         if self.database_url:
-            env["ENGRAM_DATABASE_URL"] = self.database_url
+            env["WAKEMARK_DATABASE_URL"] = self.database_url
         if self.redis_url:
-            env["ENGRAM_REDIS_URL"] = self.redis_url
+            env["WAKEMARK_REDIS_URL"] = self.redis_url
         env.update(self.extra_env)
         return env
 
@@ -198,11 +200,11 @@ class Stack:
         try:
             if self.deployment:
                 self._migrate()
-            self._launch("api", engram_argv("serve"))
+            self._launch("api", wakemark_argv("serve"))
             if self.deployment and self.redis_url:
                 for name in WORKERS:
                     self.start_worker(name)
-                self._launch("beat", engram_argv(*BEAT))
+                self._launch("beat", wakemark_argv(*BEAT))
             self.wait_healthy(timeout)
         except BaseException:
             self.stop()
@@ -214,7 +216,7 @@ class Stack:
         log = self.log_dir / "migrate.log"
         with open(log, "ab") as fh:
             done = subprocess.run(
-                engram_argv("migrate"), stdout=fh, stderr=subprocess.STDOUT, env=self.env()
+                wakemark_argv("migrate"), stdout=fh, stderr=subprocess.STDOUT, env=self.env()
             )
         if done.returncode != 0:
             raise StackError(f"migrate exited {done.returncode}:\n{log.read_text()}")
@@ -226,7 +228,7 @@ class Stack:
         return proc
 
     def start_worker(self, name: str) -> Proc:
-        argv = engram_argv(*WORKERS[name])
+        argv = wakemark_argv(*WORKERS[name])
         if self.worker_concurrency:
             argv += ["--concurrency", str(self.worker_concurrency)]
         return self._launch(name, argv)
@@ -288,27 +290,29 @@ class Stack:
 
 def main() -> int:
     """``make stack``: run the deployment's processes in the foreground until Ctrl-C."""
-    database_url = os.environ.get("ENGRAM_DATABASE_URL")
-    redis_url = os.environ.get("ENGRAM_REDIS_URL")
+    database_url = os.environ.get("WAKEMARK_DATABASE_URL")
+    redis_url = os.environ.get("WAKEMARK_REDIS_URL")
     if not database_url or not redis_url:
-        print("make stack: set ENGRAM_DATABASE_URL and ENGRAM_REDIS_URL", file=sys.stderr)
+        print("make stack: set WAKEMARK_DATABASE_URL and WAKEMARK_REDIS_URL", file=sys.stderr)
         return 2
-    passthrough = {k: v for k, v in os.environ.items() if k.startswith("ENGRAM_")}
-    workdir = Path(os.environ.get("ENGRAM_STACK_DIR") or tempfile.mkdtemp(prefix="engram-stack-"))
+    passthrough = {k: v for k, v in os.environ.items() if k.startswith("WAKEMARK_")}
+    workdir = Path(
+        os.environ.get("WAKEMARK_STACK_DIR") or tempfile.mkdtemp(prefix="wakemark-stack-")
+    )
     stack = Stack(
         workdir,
         database_url=database_url,
         redis_url=redis_url,
-        port=int(passthrough.pop("ENGRAM_PORT", "37800")),
-        token=passthrough.pop("ENGRAM_TOKEN", None),
+        port=int(passthrough.pop("WAKEMARK_PORT", "37800")),
+        token=passthrough.pop("WAKEMARK_TOKEN", None),
         env=passthrough,
         worker_concurrency=None,
     )
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     stack.start()
-    print(f"engram stack up at {stack.url} (logs in {stack.log_dir}); Ctrl-C stops it")
-    if "ENGRAM_TOKEN" not in os.environ:
+    print(f"wakemark stack up at {stack.url} (logs in {stack.log_dir}); Ctrl-C stops it")
+    if "WAKEMARK_TOKEN" not in os.environ:
         print(f"token: {stack.token}")
     try:
         while not stopping:

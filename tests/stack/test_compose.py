@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.config import Settings, env_name
+from wakemark.shared.config import Settings, env_name
 
 from .conftest import REQUIRE_SERVICES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"
-SECRETS = {"ENGRAM_TOKEN": "t" * 64, "POSTGRES_PASSWORD": "p" * 64}
-ENGRAM_SERVICES = ("migrate", "api", "worker", "worker-extraction", "worker-embedding",
+SECRETS = {"WAKEMARK_TOKEN": "t" * 64, "POSTGRES_PASSWORD": "p" * 64}
+WAKEMARK_SERVICES = ("migrate", "api", "worker", "worker-extraction", "worker-embedding",
                    "worker-backfill", "beat")  # fmt: skip
 
 pytestmark = pytest.mark.slow
@@ -44,9 +44,11 @@ def _compose(
     binary = shutil.which("docker-compose")
     if binary is None:
         if REQUIRE_SERVICES:
-            pytest.fail("ENGRAM_REQUIRE_SERVICES=1 but docker-compose is not on PATH")
+            pytest.fail("WAKEMARK_REQUIRE_SERVICES=1 but docker-compose is not on PATH")
         pytest.skip("docker-compose not on PATH (Debian package docker-compose)")
-    base = {k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("ENGRAM_")}
+    base = {
+        k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("WAKEMARK_")
+    }
     # An empty --env-file: a developer's own .env must not make the test pass or fail.
     argv = [binary, "--env-file", str(env_file), "-f", str(COMPOSE), "--profile", "split", *args]
     return subprocess.run(argv, env={**base, **(env or {})}, capture_output=True, text=True)
@@ -67,7 +69,7 @@ def test_compose_config_is_valid(compose: Any) -> None:
 
 
 def test_secrets_are_required(compose: Any) -> None:
-    done = compose("config", "-q", env={"ENGRAM_TOKEN": "t" * 64})
+    done = compose("config", "-q", env={"WAKEMARK_TOKEN": "t" * 64})
     assert done.returncode != 0
     assert "make env" in done.stderr
 
@@ -84,14 +86,14 @@ def test_every_published_port_is_loopback_only(resolved: dict[str, Any]) -> None
 
 def test_long_running_services_have_healthchecks_and_wait(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
-    assert set(ENGRAM_SERVICES) | {"postgres", "redis"} == set(services)
+    assert set(WAKEMARK_SERVICES) | {"postgres", "redis"} == set(services)
     for name, service in services.items():
         if name == "migrate":
             assert service["restart"] == "no"
             assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
             continue
         assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
-        if name in ENGRAM_SERVICES:
+        if name in WAKEMARK_SERVICES:
             conditions = {dep: c["condition"] for dep, c in service["depends_on"].items()}
             assert conditions == {
                 "postgres": "service_healthy",
@@ -99,9 +101,9 @@ def test_long_running_services_have_healthchecks_and_wait(resolved: dict[str, An
                 "migrate": "service_completed_successfully",
             }, name
             assert service["image"] == services["api"]["image"], "one image for every role"
-    assert services["api"]["environment"]["ENGRAM_TOKEN"] == SECRETS["ENGRAM_TOKEN"]
+    assert services["api"]["environment"]["WAKEMARK_TOKEN"] == SECRETS["WAKEMARK_TOKEN"]
     # The container listens on the published number, so the Host guard accepts it.
-    port = services["api"]["environment"]["ENGRAM_PORT"]
+    port = services["api"]["environment"]["WAKEMARK_PORT"]
     assert services["api"]["ports"][0] in (
         f"127.0.0.1:{port}:{port}/tcp",
         f"127.0.0.1:{port}:{port}",
@@ -109,7 +111,7 @@ def test_long_running_services_have_healthchecks_and_wait(resolved: dict[str, An
 
 
 def test_split_workers_cover_every_queue(resolved: dict[str, Any]) -> None:
-    from shared.jobs.names import QUEUES
+    from wakemark.shared.jobs.names import QUEUES
 
     services = resolved["services"]
     split = {
@@ -130,13 +132,13 @@ def test_postgres_init_creates_the_extensions(resolved: dict[str, Any]) -> None:
 
 
 def test_compose_defaults_match_the_settings_defaults() -> None:
-    """A ``${ENGRAM_X:-default}`` must say what engram itself defaults to."""
+    """A ``${WAKEMARK_X:-default}`` must say what wakemark itself defaults to."""
     defaults = {env_name(f.name): f.default for f in dataclasses.fields(Settings)}
     text = COMPOSE.read_text()
-    found = re.findall(r"\$\{(ENGRAM_[A-Z_]+):-([^}]*)\}", text)
+    found = re.findall(r"\$\{(WAKEMARK_[A-Z_]+):-([^}]*)\}", text)
     assert found
     for name, value in found:
-        if name == "ENGRAM_IMAGE":
+        if name == "WAKEMARK_IMAGE":
             continue
         expected = defaults[name]
         assert value == ("" if expected is None else str(expected)), name
@@ -149,9 +151,9 @@ def test_make_env_writes_private_random_secrets_once(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
-    assert re.fullmatch(r"[0-9a-f]{64}", values["ENGRAM_TOKEN"])
+    assert re.fullmatch(r"[0-9a-f]{64}", values["WAKEMARK_TOKEN"])
     assert re.fullmatch(r"[0-9a-f]{64}", values["POSTGRES_PASSWORD"])
-    assert values["ENGRAM_TOKEN"] != values["POSTGRES_PASSWORD"]
+    assert values["WAKEMARK_TOKEN"] != values["POSTGRES_PASSWORD"]
     before = env_file.read_text()
     again = subprocess.run([script, ".env"], cwd=tmp_path, capture_output=True, text=True)
     assert again.returncode != 0 and "not overwriting" in again.stderr
@@ -169,14 +171,14 @@ def test_runtime_dependencies_leave_out_torch() -> None:
 
 def test_entrypoint_runs_the_role_it_is_given(tmp_path: Path) -> None:
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")},
+        **{k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")},
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-        "ENGRAM_HOME": str(tmp_path / "home"),
+        "WAKEMARK_HOME": str(tmp_path / "home"),
     }
     entry = str(ROOT / "docker" / "entrypoint.sh")
     done = subprocess.run(["sh", entry, "migrate"], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert re.match(r"applied [1-9]\d* migration", done.stdout)
-    assert (tmp_path / "home" / "engram.db").exists()
+    assert (tmp_path / "home" / "wakemark.db").exists()
     passthrough = subprocess.run(["sh", entry, "echo", "hi"], capture_output=True, text=True)
     assert passthrough.stdout == "hi\n"

@@ -91,7 +91,7 @@ def test_embedded_default_gives_the_same_records(
     deployment: Stack, start_stack: Any, tmp_path: Path
 ) -> None:
     deployed, _ = run_scenario(deployment, tmp_path / "deployment")
-    embedded = start_stack("embedded")  # `engram serve`: SQLite in a temp home, no Redis
+    embedded = start_stack("embedded")  # `wakemark serve`: SQLite in a temp home, no Redis
     assert embedded.request("GET", "/health")[1]["backend"] == "sqlite"
     local, contexts = run_scenario(embedded, tmp_path / "embedded")
     assert _shape(local) == _shape(deployed)

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.config import Settings, prepare_home
-from shared.storage import Storage, migrate, open_storage
-from shared.storage.postgres import PostgresStorage, migrate_postgres
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.storage import Storage, migrate, open_storage
+from wakemark.shared.storage.postgres import PostgresStorage, migrate_postgres
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from shared.models import Event, MemoryRecord, new_record_id, new_ulid
-from shared.storage import (
+from wakemark.shared.models import Event, MemoryRecord, new_record_id, new_ulid
+from wakemark.shared.storage import (
     DuplicateRecordError,
     NotFoundError,
     Storage,
@@ -68,7 +68,7 @@ def test_put_event_is_idempotent_and_keeps_the_first_row(storage: Storage) -> No
 
 
 def test_event_round_trips(storage: Storage) -> None:
-    original = event("tool_use", text="ran pytest", at=T0, project_path="/src/engram")
+    original = event("tool_use", text="ran pytest", at=T0, project_path="/src/wakemark")
     result = storage.put_event(original)
     got = storage.get_event(original.event_id)
     assert got is not None
@@ -391,12 +391,12 @@ def test_stats(storage: Storage) -> None:
 
 def test_projects(storage: Storage) -> None:
     storage.put_event(event(project_path="/home/u/old-name"))
-    storage.put_event(event(project_path="/home/u/engram"))
+    storage.put_event(event(project_path="/home/u/wakemark"))
     storage.put_event(event(ns="/actor/a/project/b/"))
     storage.put_memory_record(record())
     rows = {p["namespace"]: p for p in storage.projects()}
     assert set(rows) == {NS, "/actor/a/project/b/"}
-    assert rows[NS]["project_id"] == "a" and rows[NS]["display_name"] == "engram"
+    assert rows[NS]["project_id"] == "a" and rows[NS]["display_name"] == "wakemark"
     assert (rows[NS]["event_count"], rows[NS]["memory_count"]) == (2, 1)
     assert isinstance(rows[NS]["last_activity"], datetime)
 
@@ -627,7 +627,7 @@ BITS = record("bits")
 def test_sqlite_bad_embedding_names_the_record(sqlite_store: Any) -> None:
     import sqlite3
 
-    from shared.storage import EmbeddingDecodeError
+    from wakemark.shared.storage import EmbeddingDecodeError
 
     rec = record("short vector")
     sqlite_store.put_memory_record(rec)
@@ -696,8 +696,8 @@ def test_sqlite_threads_and_fork_use_their_own_connections(sqlite_store: Any) ->
 
 
 def test_sqlite_failing_hook_does_not_undo_or_fail_the_write(settings: Any) -> None:
-    from shared.config import prepare_home
-    from shared.storage import migrate
+    from wakemark.shared.config import prepare_home
+    from wakemark.shared.storage import migrate
 
     prepare_home(settings)
     migrate(settings)

@@ -25,7 +25,7 @@ def python_files() -> list[Path]:
 def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
     """Absolute names of every module an import statement in ``path`` reaches."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    package = ".".join(("wakemark", *path.relative_to(root).with_suffix("").parts[:-1]))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -37,14 +37,14 @@ def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
                 parent = ".".join(parts[: len(parts) - node.level + 1])
                 base = f"{parent}.{base}" if base else parent
             names.add(base)
-            # ``from shared.storage import sqlite`` imports the submodule too.
+            # ``from wakemark.shared.storage import sqlite`` imports the submodule too.
             names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_only_the_factory_imports_a_backend(backend: str) -> None:
-    module = f"shared.storage.{backend}"
+    module = f"wakemark.shared.storage.{backend}"
     inside = ROOT / "shared" / "storage" / backend
     # Backend tests (tests/storage/) and the backend itself may import it directly.
     allowed = (inside, ROOT / "tests" / "storage")
@@ -62,11 +62,12 @@ def test_guard_sees_every_import_form(tmp_path: Path) -> None:
     probe = tmp_path / "shared" / "storage" / "probe.py"
     probe.parent.mkdir(parents=True)
     probe.write_text(
-        "from . import sqlite\nfrom .postgres.rows import x\nimport shared.storage.sqlite.codec\n"
+        "from . import sqlite\nfrom .postgres.rows import x\n"
+        "import wakemark.shared.storage.sqlite.codec\n"
     )
     names = imported_modules(probe, root=tmp_path)
-    assert {"shared.storage.sqlite", "shared.storage.postgres.rows"} <= names
-    assert "shared.storage.sqlite.codec" in names
+    assert {"wakemark.shared.storage.sqlite", "wakemark.shared.storage.postgres.rows"} <= names
+    assert "wakemark.shared.storage.sqlite.codec" in names
 
 
 def test_storage_never_mentions_the_privacy_tag() -> None:

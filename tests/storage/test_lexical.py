@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.storage.lexical import (
+from wakemark.shared.storage.lexical import (
     escape_like,
     namespace_pattern,
     or_query,

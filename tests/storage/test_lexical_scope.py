@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.models import MemoryRecord
-from shared.storage import Storage, lexical
-from shared.storage.sqlite import SqliteStorage, fts, migrate_sqlite
-from shared.storage.sqlite.migrate import migrator
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage import Storage, lexical
+from wakemark.shared.storage.sqlite import SqliteStorage, fts, migrate_sqlite
+from wakemark.shared.storage.sqlite.migrate import migrator
 
 NS = "/actor/a/project/p/"
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -129,7 +129,7 @@ def test_bounded_ranking_reruns_unbounded_when_filters_leave_it_short(
 ) -> None:
     # Tiny windows so that 12 records exceed them on both backends.
     monkeypatch.setattr(fts, "WINDOW", 3)
-    from shared.storage.postgres import storage as pg
+    from wakemark.shared.storage.postgres import storage as pg
 
     monkeypatch.setattr(pg, "RECENT_MATCHES", 2)
     old = record("deploy script failed", minutes=0, observation_type="decision")
@@ -150,7 +150,7 @@ def test_sqlite_scope_migration_reindexes_existing_records(tmp_path: Path) -> No
     first = tmp_path / "only-0001"
     first.mkdir()
     shutil.copy(migrator.default_directory("sqlite") / "0001_initial.sql", first)
-    path = tmp_path / "engram.db"
+    path = tmp_path / "wakemark.db"
     migrate_sqlite(path, first)
     before = SqliteStorage(path)
     mine = record("legacy parser note")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from shared.storage import MigrationDriftError
-from shared.storage.migrator import default_directory, discover
+from wakemark.shared.storage import MigrationDriftError
+from wakemark.shared.storage.migrator import default_directory, discover
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -24,10 +24,10 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
 def migrate(target: tuple[str, str], directory: Path) -> list[str]:
     backend, where = target
     if backend == "postgres":
-        from shared.storage.postgres import migrate_postgres
+        from wakemark.shared.storage.postgres import migrate_postgres
 
         return migrate_postgres(where, migrations_dir=directory)
-    from shared.storage.sqlite import migrate_sqlite
+    from wakemark.shared.storage.sqlite import migrate_sqlite
 
     return migrate_sqlite(where, migrations_dir=directory)
 

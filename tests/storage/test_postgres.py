@@ -10,10 +10,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from shared.models import MemoryRecord
-from shared.storage import TransientStorageError
-from shared.storage.migrator import default_directory, discover
-from shared.storage.postgres import PostgresStorage, migrate_postgres
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage import TransientStorageError
+from wakemark.shared.storage.migrator import default_directory, discover
+from wakemark.shared.storage.postgres import PostgresStorage, migrate_postgres
 
 pytestmark = pytest.mark.postgres
 
@@ -110,12 +110,12 @@ def test_pool_survives_terminated_backend(store: PostgresStorage, pg_url: str) -
 
 
 def test_unreachable_database_is_transient() -> None:
-    store = PostgresStorage("postgresql://engram@127.0.0.1:1/engram_test", timeout=1)
+    store = PostgresStorage("postgresql://wakemark@127.0.0.1:1/wakemark_test", timeout=1)
     with pytest.raises(TransientStorageError):
         store.ping()
     store.close()
     with pytest.raises(TransientStorageError):
-        migrate_postgres("postgresql://engram@127.0.0.1:1/engram_test?connect_timeout=1")
+        migrate_postgres("postgresql://wakemark@127.0.0.1:1/wakemark_test?connect_timeout=1")
 
 
 def test_concurrent_migrations_apply_once(pg_url: str) -> None:
@@ -197,7 +197,7 @@ def test_search_survives_lone_surrogates(store: PostgresStorage) -> None:
 def test_concurrent_writers_share_one_open_turn(store: PostgresStorage) -> None:
     # With no open turn, every first tool_use would open one; the per-session lock makes
     # them queue, so all of them join the same turn (a unique index forbids a second).
-    from shared.models import Event, new_ulid
+    from wakemark.shared.models import Event, new_ulid
 
     def tool_use(session: str) -> Event:
         return Event(
@@ -239,8 +239,8 @@ def test_concurrent_writers_share_one_open_turn(store: PostgresStorage) -> None:
 def test_one_namespace_lists_in_index_order(
     store: PostgresStorage, pg_url: str, pinned_first: bool
 ) -> None:
-    from shared.storage import lexical
-    from shared.storage.postgres import queries as q
+    from wakemark.shared.storage import lexical
+    from wakemark.shared.storage.postgres import queries as q
 
     for i in range(5):
         store.put_memory_record(rec(f"r{i}", minutes=i))
@@ -260,8 +260,8 @@ def test_pending_extraction_counts_from_the_unextracted_turns(
 ) -> None:
     # Counting from the events read every event of the namespace on each /v1/stats
     # (18 ms at 20k events, polled by clients waiting for the pipeline to catch up).
-    from shared.storage import lexical
-    from shared.storage.postgres import queries as q
+    from wakemark.shared.storage import lexical
+    from wakemark.shared.storage.postgres import queries as q
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("SET enable_seqscan = off")  # a scan is then chosen only if no index fits

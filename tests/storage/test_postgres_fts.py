@@ -10,10 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from shared.models import MemoryRecord
-from shared.storage.migrator import default_directory
-from shared.storage.postgres import PostgresStorage, migrate_postgres
-from shared.storage.postgres import storage as pg
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage.migrator import default_directory
+from wakemark.shared.storage.postgres import PostgresStorage, migrate_postgres
+from wakemark.shared.storage.postgres import storage as pg
 
 pytestmark = pytest.mark.postgres
 
@@ -23,7 +23,7 @@ T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 # memory_fts as it should be: one row per record, its tsv the indexed document.
 EXPECTED_FTS = """
 SELECT record_id, namespace, created_at, observation_type,
-       engram_fts_doc(title, summary, facts)::text
+       wakemark_fts_doc(title, summary, facts)::text
   FROM memory_records ORDER BY record_id
 """
 ACTUAL_FTS = """

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from shared.models import Event, new_ulid
-from shared.storage.sqlite import connection
+from wakemark.shared.models import Event, new_ulid
+from wakemark.shared.storage.sqlite import connection
 
 
 def event(kind: str = "note", session: str = "s1") -> Event:
@@ -148,9 +148,9 @@ def test_writers_in_two_processes_queue_on_the_file_lock(sqlite_store: Any) -> N
 
 
 def test_the_write_lock_is_reentrant_and_held_until_the_outermost_exit(tmp_path: Any) -> None:
-    lock = connection.WriteLock(tmp_path / "engram.db")
+    lock = connection.WriteLock(tmp_path / "wakemark.db")
     with lock:
-        path = tmp_path / "engram.db-writer"
+        path = tmp_path / "wakemark.db-writer"
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         probe = os.open(path, os.O_RDWR)  # another open file: flock conflicts with it
 
@@ -175,8 +175,8 @@ def test_the_write_lock_is_reentrant_and_held_until_the_outermost_exit(tmp_path:
 
 @pytest.mark.parametrize("pinned_first", [False, True])
 def test_one_namespace_lists_in_index_order(sqlite_store: Any, pinned_first: bool) -> None:
-    from shared.storage import lexical
-    from shared.storage.sqlite import queries as q
+    from wakemark.shared.storage import lexical
+    from wakemark.shared.storage.sqlite import queries as q
 
     params = {**lexical.namespace_range("/actor/a/project/a/"), "limit": 10, "offset": 0}
     plan = _plan(sqlite_store, q.LIST_RECORDS[pinned_first, True], params)
@@ -189,8 +189,8 @@ def test_one_namespace_lists_in_index_order(sqlite_store: Any, pinned_first: boo
 
 
 def test_stats_and_counts_come_off_indexes(sqlite_store: Any) -> None:
-    from shared.storage import lexical
-    from shared.storage.sqlite import queries as q
+    from wakemark.shared.storage import lexical
+    from wakemark.shared.storage.sqlite import queries as q
 
     ns = lexical.namespace_range("/actor/a/project/a/")
     for sql in (q.STATS, q.COUNT_RECORDS):

@@ -21,4 +21,4 @@ def get(agent: str) -> ModuleType | None:
     module = ADAPTERS.get(agent)
     if module is None:
         return None
-    return importlib.import_module(f"services.api.adapters.{module}")
+    return importlib.import_module(f"wakemark.services.api.adapters.{module}")

@@ -26,7 +26,7 @@ from typing import Any
 
 from ulid import ULID
 
-from shared.models import MAX_BODY_BYTES, Event
+from wakemark.shared.models import MAX_BODY_BYTES, Event
 
 # Tool outputs are cut to this many characters each; a few of them fit in one body
 # with room for the input, far below the 1 MiB body limit.
@@ -54,7 +54,7 @@ class HookContext:
     actor: str
     project_path: str | None
     received: datetime
-    hook_hint: str | None = None  # `engram hook <agent> <event>`'s event argument
+    hook_hint: str | None = None  # `wakemark hook <agent> <event>`'s event argument
 
 
 @dataclass

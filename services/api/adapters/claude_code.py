@@ -1,4 +1,4 @@
-"""Claude Code hooks: HTTP hooks post here directly; SessionStart comes via `engram hook`."""
+"""Claude Code hooks: HTTP hooks post here directly; SessionStart comes via `wakemark hook`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any
 
-from services.api.adapters.base import (
+from wakemark.services.api.adapters.base import (
     IGNORE,
     OBSERVE,
     PROMPT,
@@ -22,7 +22,7 @@ from services.api.adapters.base import (
     text_field,
     tool_data,
 )
-from shared.privacy import scrub_text
+from wakemark.shared.privacy import scrub_text
 
 NAME = "claude-code"
 TRANSCRIPT_TAIL_BYTES = 512 * 1024

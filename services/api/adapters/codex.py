@@ -1,11 +1,11 @@
-"""Codex CLI hooks (`engram hook codex`) and its `notify` program's turn report."""
+"""Codex CLI hooks (`wakemark hook codex`) and its `notify` program's turn report."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from services.api.adapters.base import (
+from wakemark.services.api.adapters.base import (
     IGNORE,
     OBSERVE,
     PROMPT,

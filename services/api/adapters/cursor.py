@@ -1,10 +1,10 @@
-"""Cursor hooks (`engram hook cursor`): observe the session; never gate or follow up."""
+"""Cursor hooks (`wakemark hook cursor`): observe the session; never gate or follow up."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from services.api.adapters.base import (
+from wakemark.services.api.adapters.base import (
     IGNORE,
     OBSERVE,
     PROMPT,
@@ -18,7 +18,7 @@ from services.api.adapters.base import (
     text_field,
     tool_data,
 )
-from shared.models import Event
+from wakemark.shared.models import Event
 
 NAME = "cursor"
 _TOOL_HOOKS = ("afterShellExecution", "afterFileEdit", "afterMCPExecution")

@@ -1,11 +1,11 @@
-"""Gemini CLI hooks (`engram hook gemini-cli`); stdout must always be one JSON object."""
+"""Gemini CLI hooks (`wakemark hook gemini-cli`); stdout must always be one JSON object."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from services.api.adapters.base import (
+from wakemark.services.api.adapters.base import (
     IGNORE,
     OBSERVE,
     PROMPT,

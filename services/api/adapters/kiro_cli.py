@@ -1,10 +1,10 @@
-"""Kiro CLI (v2 agent hooks, and v3's PascalCase trigger names): `engram hook kiro-cli`."""
+"""Kiro CLI (v2 agent hooks, and v3's PascalCase trigger names): `wakemark hook kiro-cli`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from services.api.adapters.base import (
+from wakemark.services.api.adapters.base import (
     IGNORE,
     OBSERVE,
     PROMPT,

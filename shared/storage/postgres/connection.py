@@ -11,7 +11,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from shared.storage.base import TransientStorageError
+from wakemark.shared.storage.base import TransientStorageError
 
 POOL_MIN = 1
 POOL_MAX = 8

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import psycopg
 
-from shared.storage import migrator
-from shared.storage.postgres.connection import CONNECT_TIMEOUT_S, transient_errors
+from wakemark.shared.storage import migrator
+from wakemark.shared.storage.postgres.connection import CONNECT_TIMEOUT_S, transient_errors
 
 # One lock per schema, so two processes migrating the same database take turns while
 # unrelated schemas (tests) do not wait for each other.
-LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('engram.migrate:' || current_schema(), 0))"
+LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('wakemark.migrate:' || current_schema(), 0))"
 ENSURE_TABLE = """
 CREATE TABLE IF NOT EXISTS _migrations (
     id         integer PRIMARY KEY,

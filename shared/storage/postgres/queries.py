@@ -157,10 +157,10 @@ HAS_EMBEDDING = "SELECT embedding IS NOT NULL FROM memory_records WHERE record_i
 QUERY_TERMS = """
 SELECT t.token,
        CASE WHEN count(l.lexeme) = 0 THEN 2147483647 ELSE min(coalesce(d.df, 0)) END,
-       plainto_tsquery('english', engram_fts_text(t.token))::text,
+       plainto_tsquery('english', wakemark_fts_text(t.token))::text,
        (SELECT n FROM fts_doc_count WHERE id = 1)
   FROM unnest(%s::text[]) AS t(token)
-  LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', engram_fts_text(t.token))))
+  LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', wakemark_fts_text(t.token))))
        AS l(lexeme) ON true
   LEFT JOIN lexeme_df d ON d.lexeme = l.lexeme
  GROUP BY t.token

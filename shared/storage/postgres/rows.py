@@ -7,8 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from shared.models import EMBEDDING_DIM, Event, MemoryRecord, Source, StoredEvent, body_from_json
-from shared.storage.columns import check_sizes
+from wakemark.shared.models import (
+    EMBEDDING_DIM,
+    Event,
+    MemoryRecord,
+    Source,
+    StoredEvent,
+    body_from_json,
+)
+from wakemark.shared.storage.columns import check_sizes
 
 
 def event_params(event: Event, transaction_time: datetime) -> dict[str, Any]:

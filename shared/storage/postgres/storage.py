@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
-from shared.storage import columns, lexical, turns
-from shared.storage.base import (
+from wakemark.shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
+from wakemark.shared.storage import columns, lexical, turns
+from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
     LexicalHit,
@@ -23,9 +23,9 @@ from shared.storage.base import (
     Turn,
     Tx,
 )
-from shared.storage.postgres import queries as q
-from shared.storage.postgres.connection import POOL_TIMEOUT_S, Connector
-from shared.storage.postgres.rows import (
+from wakemark.shared.storage.postgres import queries as q
+from wakemark.shared.storage.postgres.connection import POOL_TIMEOUT_S, Connector
+from wakemark.shared.storage.postgres.rows import (
     check_vector,
     decode_vectors,
     event_params,

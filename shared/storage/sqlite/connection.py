@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from shared.storage.base import StorageError
+from wakemark.shared.storage.base import StorageError
 
 BUSY_TIMEOUT_MS = 5000
 CHECKPOINT_COMMITS = 100  # commits between two background checkpoints
@@ -144,7 +144,7 @@ class Checkpointer:
             with self._cond:
                 if self._thread is None and not self._stopped:
                     self._thread = threading.Thread(
-                        target=self._loop, name="engram-sqlite-checkpoint", daemon=True
+                        target=self._loop, name="wakemark-sqlite-checkpoint", daemon=True
                     )
                     self._thread.start()
                 self._cond.notify()

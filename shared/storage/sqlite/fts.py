@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from shared.storage import lexical
+from wakemark.shared.storage import lexical
 
 # FTS5's bm25() first counts, per query phrase, every document holding it, then scores each
 # match: with common terms that is the whole index. Only the newest WINDOW matches are
@@ -23,14 +23,14 @@ TOTAL_TTL_S = 1.0  # the document count is re-read at most once a second
 # The query's tokens as the index stems them: a scratch FTS5 table per connection (TEMP,
 # so nothing is written to the database file) and its per-instance vocabulary.
 _STEM_TABLES = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.engram_query USING fts5 "
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wakemark_query USING fts5 "
     "(t, tokenize = 'porter unicode61 remove_diacritics 2', detail = none)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.engram_query_stems "
-    "USING fts5vocab(temp, engram_query, instance)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wakemark_query_stems "
+    "USING fts5vocab(temp, wakemark_query, instance)",
 )
-CLEAR_QUERY = "DELETE FROM temp.engram_query"
-PUT_QUERY = "INSERT INTO temp.engram_query (rowid, t) VALUES (?, ?)"
-QUERY_STEMS = "SELECT doc, term FROM temp.engram_query_stems"
+CLEAR_QUERY = "DELETE FROM temp.wakemark_query"
+PUT_QUERY = "INSERT INTO temp.wakemark_query (rowid, t) VALUES (?, ?)"
+QUERY_STEMS = "SELECT doc, term FROM temp.wakemark_query_stems"
 STEM_DF = "SELECT doc FROM memory_fts_vocab WHERE term = ?"
 DOC_COUNT = "SELECT count(*) FROM memory_records"
 # Whether a record lies outside the namespace range: two probes of memory_by_namespace.

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from shared.models import utcnow
-from shared.storage import migrator
-from shared.storage.sqlite.codec import ts
-from shared.storage.sqlite.connection import connect, immediate
+from wakemark.shared.models import utcnow
+from wakemark.shared.storage import migrator
+from wakemark.shared.storage.sqlite.codec import ts
+from wakemark.shared.storage.sqlite.connection import connect, immediate
 
 CREATE_TABLE = """
 CREATE TABLE IF NOT EXISTS _migrations (

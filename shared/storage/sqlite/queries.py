@@ -1,6 +1,6 @@
 """Every SQL statement of the SQLite backend, as named constants with bound parameters."""
 
-# A namespace or prefix is the range [:ns_lo, :ns_hi) of shared.storage.lexical's
+# A namespace or prefix is the range [:ns_lo, :ns_hi) of wakemark.shared.storage.lexical's
 # namespace_range: exact for prefixes, and a range the namespace indexes can seek (a LIKE
 # pattern would scan every row).
 _NS = "namespace >= :ns_lo AND namespace < :ns_hi"
@@ -125,7 +125,7 @@ AND (:since IS NULL OR r.created_at >= :since)
 """
 # bm25 is lower-is-better; column weights put title above summary above facts, and the
 # scope column (namespace tokens, migration 0002) nowhere. :after bounds the ranked rows
-# (shared.storage.sqlite.fts). RANK_FTS ranks the index alone, for a MATCH that is exact
+# (wakemark.shared.storage.sqlite.fts). RANK_FTS ranks the index alone, for a MATCH that is exact
 # for the namespace; RANK_FTS_CHECKED joins the records for the namespace test and filters.
 _BM25 = "bm25(memory_fts, 4.0, 2.0, 1.0, 0.0)"
 RANK_FTS = f"""

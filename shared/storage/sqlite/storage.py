@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
-from shared.storage import columns, lexical, turns
-from shared.storage.base import (
+from wakemark.shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
+from wakemark.shared.storage import columns, lexical, turns
+from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
     LexicalHit,
@@ -27,9 +27,9 @@ from shared.storage.base import (
     Turn,
     Tx,
 )
-from shared.storage.sqlite import codec, fts
-from shared.storage.sqlite import queries as q
-from shared.storage.sqlite.connection import Connections
+from wakemark.shared.storage.sqlite import codec, fts
+from wakemark.shared.storage.sqlite import queries as q
+from wakemark.shared.storage.sqlite.connection import Connections
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from services.api import pipeline
-from services.api.errors import ApiError
-from services.api.params import int_arg, json_object, namespace_arg, str_arg
-from shared.models import (
+from wakemark.services.api import pipeline
+from wakemark.services.api.errors import ApiError
+from wakemark.services.api.params import int_arg, json_object, namespace_arg, str_arg
+from wakemark.shared.models import (
     Concepts,
     Facts,
     Files,
@@ -18,7 +18,7 @@ from shared.models import (
     Summary,
     Title,
 )
-from shared.privacy import scrub
+from wakemark.shared.privacy import scrub
 
 bp = Blueprint("read", __name__)
 
@@ -44,11 +44,11 @@ class PinPatch(BaseModel):
     pinned: StrictBool
 
 
-def _record(record: MemoryRecord) -> dict:  # type: ignore[type-arg]
+def _record(record: MemoryRecord) -> dict:
     return record.model_dump(mode="json")
 
 
-def _storage():  # type: ignore[no-untyped-def]
+def _storage():
     return pipeline.runtime().storage
 
 
