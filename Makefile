@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install model run test lint fmt typecheck pytest bench clean
+.PHONY: install model run test lint fmt typecheck pytest services bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,8 +35,16 @@ fmt: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Everything that needs no service, then the integration suite (Postgres, Redis) through
+# the image's entry point: the same line compose's `tests` service runs in the image.
 pytest: install
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not (postgres or redis)"
+	PATH="$(CURDIR)/$(BIN):$$PATH" sh docker/entrypoint.sh tests
+
+# Start Postgres and Redis if they are installed but stopped, install pgvector where
+# apt can, and create the test role and database: what .ci/run does before `make test`.
+services:
+	scripts/ci-services.sh >/dev/null
 
 test: lint typecheck pytest
 

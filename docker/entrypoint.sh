@@ -1,6 +1,6 @@
 #!/bin/sh
 # wakemark image entry point: the container's command names the role it plays.
-#   api | worker [-Q queues] [--concurrency N] | beat | migrate | <any command>
+#   api | worker [-Q queues] [--concurrency N] | beat | migrate | tests | <any command>
 set -eu
 role="${1:-api}"
 if [ "$#" -gt 0 ]; then shift; fi
@@ -11,5 +11,8 @@ case "$role" in
     # Run exactly one beat per deployment, or every sweep is scheduled twice.
     beat) exec wakemark beat "$@" ;;
     migrate) exec wakemark migrate "$@" ;;
+    # The integration suite, against WAKEMARK_TEST_DATABASE_URL and WAKEMARK_TEST_REDIS_URL
+    # (compose's `tests` service; `make test` runs this same line natively).
+    tests) exec python -m pytest -m "postgres or redis" "$@" ;;
     *) exec "$role" "$@" ;;
 esac

@@ -1,5 +1,11 @@
 -- Runs once, as the Postgres superuser, when the data volume is first initialised.
--- wakemark's migrations need these extensions but never create them (an ordinary role
--- cannot), so the deployment installs them here.
+-- wakemark's migrations need these extensions but an ordinary role cannot create
+-- `vector`, so the deployment installs them here: in `wakemark`, and in
+-- `wakemark_test` for the integration suite (compose's `tests` profile).
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE EXTENSION IF NOT EXISTS unaccent;
+
+CREATE DATABASE wakemark_test OWNER wakemark;
+\connect wakemark_test
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS unaccent;

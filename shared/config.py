@@ -79,12 +79,15 @@ def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
     return field(default=default, metadata={"parse": parse, "doc": doc})
 
 
+DEFAULT_HOME = Path("~/.wakemark").expanduser()
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every setting wakemark reads; field ``foo`` comes from ``WAKEMARK_FOO``."""
 
     home: Path = _setting(
-        Path("~/.wakemark").expanduser(),
+        DEFAULT_HOME,
         _path,
         "Data directory (database, token, logs, model); created 0700.",
     )
@@ -190,7 +193,12 @@ def documented_settings() -> list[tuple[str, str]]:
 
 
 def prepare_home(settings: Settings) -> Path:
-    """Create the data directory (0700) if needed and return it."""
+    """Create the data directory (0700) if needed and return it. The default directory
+    adopts the one wakemark used under its former name, if only that one exists."""
+    if settings.home == DEFAULT_HOME:
+        from wakemark.shared import legacy
+
+        legacy.adopt_home(settings.home)
     settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(settings.home, 0o700)
     return settings.home

@@ -26,7 +26,10 @@ TEST_REDIS_URL = os.environ.get("WAKEMARK_TEST_REDIS_URL", "redis://127.0.0.1:63
 
 
 def _unavailable(what: str, exc: BaseException) -> None:
-    reason = f"{what} not reachable ({exc.__class__.__name__}: {exc})"
+    reason = (
+        f"{what} not reachable ({exc.__class__.__name__}: {exc}); `make services` starts"
+        " Postgres and Redis, installs pgvector and creates the test role and database"
+    )
     if REQUIRE_SERVICES:
         pytest.fail(f"WAKEMARK_REQUIRE_SERVICES=1 but {reason}")
     pytest.skip(reason)

@@ -42,3 +42,22 @@ def test_bad_value_names_the_variable(name: str, value: str) -> None:
         Settings.from_env({name: value})
     assert str(err.value).startswith(f"{name}: ")
     assert "\n" not in str(err.value)
+
+
+def test_the_former_data_directory_is_adopted_once(tmp_path: Path) -> None:
+    from wakemark.shared import legacy
+
+    old, new = tmp_path / ".engram", tmp_path / ".wakemark"
+    old.mkdir()
+    (old / "engram.db").write_bytes(b"db")
+    (old / "engram.db-wal").write_bytes(b"wal")
+    (old / "token").write_text("t")
+    assert legacy.adopt_home(new, legacy=old)
+    assert not old.exists()
+    assert (new / "wakemark.db").read_bytes() == b"db"
+    assert (new / "wakemark.db-wal").read_bytes() == b"wal"
+    assert (new / "token").read_text() == "t"
+    # Both exist (or only the new one): nothing moves again.
+    old.mkdir()
+    assert not legacy.adopt_home(new, legacy=old)
+    assert old.exists() and (new / "wakemark.db").exists()

@@ -86,8 +86,10 @@ def test_every_published_port_is_loopback_only(resolved: dict[str, Any]) -> None
 
 def test_long_running_services_have_healthchecks_and_wait(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
-    assert set(WAKEMARK_SERVICES) | {"postgres", "redis"} == set(services)
+    assert set(WAKEMARK_SERVICES) | {"postgres", "redis"} == set(services) - {"tests"}
     for name, service in services.items():
+        if name == "tests":
+            continue  # a one-shot run, checked below
         if name == "migrate":
             assert service["restart"] == "no"
             assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
@@ -108,6 +110,27 @@ def test_long_running_services_have_healthchecks_and_wait(resolved: dict[str, An
         f"127.0.0.1:{port}:{port}/tcp",
         f"127.0.0.1:{port}:{port}",
     )
+
+
+def test_the_tests_profile_runs_the_integration_suite_in_the_test_image(
+    resolved: dict[str, Any],
+) -> None:
+    tests = resolved["services"]["tests"]
+    assert tests["profiles"] == ["test"] and tests["build"]["target"] == "test"
+    assert tests["command"] == ["tests"]
+    assert {"postgres", "redis"} == set(tests["depends_on"])
+    env = tests["environment"]
+    assert env["WAKEMARK_REQUIRE_SERVICES"] == "1"
+    assert env["WAKEMARK_TEST_DATABASE_URL"].endswith("@postgres:5432/wakemark_test")
+    assert env["WAKEMARK_TEST_REDIS_URL"].startswith("redis://redis:6379/")
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "FROM runtime AS test" in dockerfile and 'CMD ["tests"]' in dockerfile
+    # `make test` runs the same entry point with the same role and variable names, against
+    # the machine's services: that is the native proof of this service's command.
+    makefile = (ROOT / "Makefile").read_text()
+    assert "docker/entrypoint.sh tests" in makefile
+    entry = (ROOT / "docker" / "entrypoint.sh").read_text()
+    assert 'tests) exec python -m pytest -m "postgres or redis"' in entry
 
 
 def test_split_workers_cover_every_queue(resolved: dict[str, Any]) -> None:
@@ -138,7 +161,7 @@ def test_compose_defaults_match_the_settings_defaults() -> None:
     found = re.findall(r"\$\{(WAKEMARK_[A-Z_]+):-([^}]*)\}", text)
     assert found
     for name, value in found:
-        if name == "WAKEMARK_IMAGE":
+        if name in ("WAKEMARK_IMAGE", "WAKEMARK_TEST_IMAGE"):
             continue
         expected = defaults[name]
         assert value == ("" if expected is None else str(expected)), name

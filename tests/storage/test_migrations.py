@@ -156,3 +156,35 @@ def test_shipped_migrations_are_well_formed() -> None:
         # Strictly increasing from 1; a gap is allowed while a parallel branch's number
         # (taken to avoid a clash) waits for its predecessor to land.
         assert ids[0] == 1 and ids == sorted(set(ids)), backend
+
+
+@pytest.mark.postgres
+def test_a_database_migrated_under_the_former_name_keeps_working(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Migrations 0001-0005 as they were before the rename (functions named engram_*),
+    then today's runner: 0006 renames them and full-text writes and search still work."""
+    from wakemark.shared.config import Settings
+    from wakemark.shared.models import MemoryRecord
+    from wakemark.shared.storage import open_storage
+    from wakemark.shared.storage.postgres import migrate_postgres
+
+    old = tmp_path / "old"
+    old.mkdir()
+    for m in discover(default_directory("postgres")):
+        if m.id <= 5:
+            sql = m.sql.replace("wakemark_", "engram_")
+            (old / f"{m.label}.sql").write_text(sql)
+    assert len(migrate_postgres(pg_url, migrations_dir=old)) == 5
+    assert migrate_postgres(pg_url) == ["0006_wakemark_names"]
+    names = {r[0] for r in query(("postgres", pg_url), "SELECT proname FROM pg_proc")}
+    assert not {n for n in names if n.startswith("engram_")}
+    assert {"wakemark_fts_doc", "wakemark_memory_fts_sync", "wakemark_unaccent"} <= names
+    store = open_storage(Settings(home=tmp_path / "home", database_url=pg_url, embedder="off"))
+    try:
+        record = MemoryRecord(namespace="/actor/a/project/p/", title="Crème brûlée recipe")
+        store.put_memory_record(record)
+        hits = store.search_lexical("/actor/a/project/p/", "creme", 5)
+        assert [h.record.record_id for h in hits] == [record.record_id]
+    finally:
+        store.close()
