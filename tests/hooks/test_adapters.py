@@ -56,22 +56,6 @@ def test_claude_code_session(hooks: Hooks, project_dir: Path, namespace: str) ->
     assert events[4].body.content == FINAL
 
 
-def test_claude_code_stop_falls_back_to_the_transcript(
-    sqlite_hooks: Hooks, project_dir: Path, namespace: str, tmp_path: Path
-) -> None:
-    transcript = tmp_path / "session.jsonl"
-    # A long history first: only the tail is read, and the cut first line is skipped.
-    filler = json.dumps({"type": "user", "message": {"role": "user", "content": "x" * 1000}})
-    lines = [filler] * 800 + [(FIXTURES / "claude-code" / "transcript.jsonl").read_text()]
-    transcript.write_text("\n".join(lines))
-    payload = load("claude-code", "Stop", project_dir)
-    del payload["last_assistant_message"]
-    payload["transcript_path"] = str(transcript)
-    assert sqlite_hooks.post("claude-code", payload).status_code == 204
-    [event] = _events(sqlite_hooks, namespace)
-    assert (event.kind, event.body.content) == ("session_summary", FINAL)
-
-
 def test_kiro_cli_session(hooks: Hooks, project_dir: Path, namespace: str) -> None:
     record = remember(hooks.runtime, namespace)
     spawn = _post(hooks, "kiro-cli", "agentSpawn", project_dir)
