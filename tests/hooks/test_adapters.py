@@ -120,6 +120,20 @@ def test_cursor_session(hooks: Hooks, project_dir: Path, namespace: str) -> None
     assert events[3].body.content == FINAL
 
 
+def test_cursor_session_start_gets_the_memory_index(
+    sqlite_hooks: Hooks, project_dir: Path, namespace: str
+) -> None:
+    # Newer Cursor builds have sessionStart (no fixture: its shape is unconfirmed); the
+    # common fields are those of every Cursor hook.
+    record = remember(sqlite_hooks.runtime, namespace)
+    payload = load("cursor", "beforeSubmitPrompt", project_dir)
+    del payload["prompt"], payload["attachments"]
+    payload["hook_event_name"] = "sessionStart"
+    res = sqlite_hooks.post("cursor", payload)
+    assert record.title in res.get_json()["additional_context"]
+    assert _events(sqlite_hooks, namespace) == []
+
+
 @pytest.mark.parametrize(
     ("agent", "name"),
     [
