@@ -1,6 +1,6 @@
 """``POST /v1/hooks/<agent>``: an agent's own hook payload in, its own output format out.
 
-The adapter maps the payload to events; they then take the same path as
+The agent (``services/agents``) maps the payload to events; they then take the same path as
 ``POST /v1/events`` (scrub → validate → store → enqueue after commit), and prompt and
 session-start hooks get retrieval context back when the agent takes it. A hook we do not
 use answers 200 with the agent's "nothing to add": a wakemark hook must never break the
