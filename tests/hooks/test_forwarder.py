@@ -238,3 +238,12 @@ def test_forwarder_python_prefers_a_working_system_python3(tmp_path: Path) -> No
     system = "/usr/bin/python3"
     if os.access(system, os.X_OK):
         assert forwarder_python(system) == system
+
+
+@pytest.mark.parametrize("path", ["services/cli/hook.py", "shared/project.py"])
+def test_the_forwarders_files_parse_as_python_3_9(path: str) -> None:
+    # The installer may pick a system python3 as old as 3.9 to run them.
+    import ast
+
+    source = (Path(HOOK).parents[3] / path).read_text()
+    ast.parse(source, feature_version=(3, 9))
