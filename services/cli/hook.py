@@ -2,7 +2,7 @@
 
 Standard library only, and as little of it as possible: it runs on every prompt and
 tool use, so start-up time is the product. It speaks HTTP/1.0 over ``_socket`` (the
-``socket`` module alone costs ~8 ms in ``enum``/``selectors``), never imports ``re``,
+``socket`` module pulls in ``enum`` and ``selectors``), never imports ``re``,
 ``json`` (except to unwrap a Kiro reply) or ``pathlib``, and is written into agent
 configs as ``<python> -S -E -s <this file> ...`` so no site-packages or ``.pth`` runs.
 
