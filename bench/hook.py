@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest import Server, _pct
-from wakemark.services.cli.install_targets import Where, hook_command
+from wakemark.services.agents.configs import Where, hook_command
 
 RUNS = 200
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/hooks/claude-code/PostToolUse.json"

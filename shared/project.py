@@ -1,9 +1,12 @@
 """Project root detection and the namespace of an actor's project (stdlib only).
 
-Used by the hook forwarder, the server-side hook adapters and the MCP server, so all
-three agree on a namespace. The forwarder's start-up time matters, so this module uses
-``os.path`` rather than ``pathlib`` and imports ``hashlib``/``getpass`` only when a
-project id or an actor is actually asked for (root detection needs neither).
+Used by the hook forwarder, the server's hook view and the MCP server, so all three agree
+on a namespace. The forwarder loads this file by its path (``services/cli/hook.py``), not
+as part of the package, so it must import nothing but the standard library; and since
+its start-up time matters, it uses ``os.path`` rather than ``pathlib`` and imports
+``hashlib``/``getpass`` only when a project id or an actor is actually asked for (root
+detection needs neither). It must also stay valid on Python 3.9, the oldest interpreter
+the forwarder may run under.
 
 ``project_id`` is the first 16 hex digits (64 bits) of the SHA-256 of the resolved root
 path: short enough to read in a namespace, and a collision between two projects of one

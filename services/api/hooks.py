@@ -1,9 +1,10 @@
 """``POST /v1/hooks/<agent>``: an agent's own hook payload in, its own output format out.
 
-The adapter maps the payload to events; they then take the same path as
+The agent (``services/agents``) maps the payload to events; they then take the same path as
 ``POST /v1/events`` (scrub → validate → store → enqueue after commit), and prompt and
-session-start hooks get retrieval context back. A hook we do not use answers 200 with
-the agent's "nothing to add": an wakemark hook must never break the agent.
+session-start hooks get retrieval context back when the agent takes it. A hook we do not
+use answers 200 with the agent's "nothing to add": a wakemark hook must never break the
+agent.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from wakemark.services.api import adapters, pipeline
-from wakemark.services.api.adapters.base import PROMPT, SESSION_START, HookContext, HookPayloadError
+from wakemark.services import agents
+from wakemark.services.agents.base import PROMPT, SESSION_START, HookContext, HookPayloadError
+from wakemark.services.api import client_files, metrics, pipeline
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object
 from wakemark.shared import project
@@ -28,26 +30,27 @@ log = logging.getLogger("wakemark.api")
 
 @bp.post("/v1/hooks/<agent>")
 def post_hook(agent: str) -> Response | tuple[Response, int]:
-    adapter = adapters.get(agent)
-    if adapter is None:
-        known = ", ".join(adapters.ADAPTERS)
+    handler = agents.get(agent)
+    if handler is None:
+        known = ", ".join(agents.names())
         raise ApiError(404, f"unknown agent {agent!r} (known: {known})", code="unknown_agent")
     # Scrub first: event ids hash the content, and a secret must not leak into a hash.
     payload = scrub(json_object())
     ctx = _context(agent, payload)
     try:
-        mapped = adapter.map_payload(payload, ctx)
+        mapped = handler.map_payload(payload, ctx)
     except HookPayloadError as exc:
         raise ApiError(422, str(exc), code="invalid_hook_payload") from None
     if mapped.events:
         results = pipeline.runtime().storage.put_events(mapped.events)
         pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
     context = ""
-    if mapped.intent == PROMPT and mapped.events:
-        context = pipeline.retrieve_for(mapped.events[0])["context"]
-    elif mapped.intent == SESSION_START:
-        context = _session_index(ctx.namespace)
-    body = adapter.reply(mapped, context)
+    if handler.wants_context(mapped):
+        if mapped.intent == PROMPT and mapped.events:
+            context = pipeline.retrieve_for(mapped.events[0])["context"]
+        elif mapped.intent == SESSION_START:
+            context = _session_index(ctx.namespace)
+    body = handler.reply(mapped, context)
     if body is None:
         return Response(status=204)  # Claude Code: a 2xx with an empty body is "success"
     return jsonify(body), 200
@@ -70,6 +73,7 @@ def _context(agent: str, payload: dict[str, Any]) -> HookContext:
         project_path=str(root) if root else None,
         received=utcnow(),
         hook_hint=request.args.get("event") or None,
+        open_client_file=client_files.opener(pipeline.runtime().settings),
     )
 
 
@@ -93,3 +97,8 @@ def _session_index(namespace: str) -> str:
         log.warning("session index unavailable: %r", exc)
         return ""
     return str(result.get("context") or "")
+
+
+@bp.record_once
+def _register_metrics(_state: object) -> None:
+    metrics.register(client_files.REFUSED.lines)

@@ -43,6 +43,27 @@ def gauge(name: str, value: float, help_text: str, labels: str = "") -> list[str
     return [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{series} {value}"]
 
 
+class Counter:
+    """A process-wide counter; ``register(counter.lines)`` puts it on the scrape."""
+
+    def __init__(self, name: str, help_text: str) -> None:
+        self.name = name
+        self.help_text = help_text
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def inc(self) -> None:
+        with self._lock:
+            self.value += 1
+
+    def lines(self) -> list[str]:
+        return [
+            f"# HELP {self.name} {self.help_text}",
+            f"# TYPE {self.name} counter",
+            f"{self.name} {self.value}",
+        ]
+
+
 def init_app(app: Flask) -> None:
     @app.after_request
     def _count(response: Response) -> Response:

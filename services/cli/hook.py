@@ -2,9 +2,14 @@
 
 Standard library only, and as little of it as possible: it runs on every prompt and
 tool use, so start-up time is the product. It speaks HTTP/1.0 over ``_socket`` (the
-``socket`` module alone costs ~8 ms in ``enum``/``selectors``), never imports ``re``,
+``socket`` module pulls in ``enum`` and ``selectors``), never imports ``re``,
 ``json`` (except to unwrap a Kiro reply) or ``pathlib``, and is written into agent
 configs as ``<python> -S -E -s <this file> ...`` so no site-packages or ``.pth`` runs.
+
+It runs from wherever the package is installed, under whatever Python 3.9+ the installer
+picked, so it imports nothing of the package: the project-root detection it shares with
+the server is ``shared/project.py``, which is stdlib-only and is loaded by its path in
+this installed tree, without ``wakemark/__init__`` or anything else of the package.
 
 Fail-open: whatever happens it exits 0 and prints nothing but the agent's reply; errors
 go to ``$WAKEMARK_HOME/logs/hook.log`` (capped, one rotation). Exit code 2 means "block"
@@ -22,9 +27,10 @@ MAX_STDIN = 2 * 1024 * 1024  # the API's request limit: more would be refused an
 MAX_REPLY = 1024 * 1024
 LOG_CAP = 256 * 1024
 DEFAULT_PORT = 37800
-# What an agent must read when wakemark has nothing (or is down): Gemini parses stdout as
-# JSON, and Cursor's beforeSubmitPrompt gates the prompt on "continue".
-FAILSAFE = {"gemini-cli": "{}", "cursor": '{"continue": true}'}
+# What an agent must read when wakemark has nothing (or is down): each agent's `failsafe`
+# (services/agents), copied here because this file cannot import the registry; a test
+# fails when the two differ.
+FAILSAFE = {"cursor": '{"continue": true}', "gemini-cli": "{}"}
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -99,12 +105,25 @@ def _token() -> str:
 
 
 def _project_dir() -> str:
-    from wakemark.shared.project import find_root
-
     start = (
         os.environ.get("CLAUDE_PROJECT_DIR") or os.environ.get("GEMINI_PROJECT_DIR") or os.getcwd()
     )
-    return find_root(start) or start
+    return _project_module().find_root(start) or start
+
+
+def _project_module():  # -> ModuleType; `types` and `typing` cost more than they tell
+    """``shared/project.py`` of the tree this file is in, run as a module of its own."""
+    # Not importlib.util: its imports (contextlib and more) cost more than this whole file.
+    from importlib.machinery import SourceFileLoader
+
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(package, "shared", "project.py")
+    module = type(sys)("_wakemark_project")
+    module.__file__ = path
+    # get_code uses (and writes) the usual __pycache__ entry, so this is not a compile.
+    code = SourceFileLoader(module.__name__, path).get_code(module.__name__)
+    exec(code, module.__dict__)  # type: ignore[arg-type]  # None only for a bytecode-less loader
+    return module
 
 
 def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int, bytes]:
@@ -188,10 +207,4 @@ def _log(line: str) -> None:
 
 
 if __name__ == "__main__":
-    # Run as a file (`python -S -E -s .../services/cli/hook.py`): import `shared` from the
-    # tree this file lives in, and not from this directory (its modules are not stdlib).
-    root = os.path.abspath(__file__)
-    for _ in range(4):  # wakemark/services/cli/hook.py -> the folder holding wakemark/
-        root = os.path.dirname(root)
-    sys.path[0] = root
     sys.exit(main(sys.argv[1:]))

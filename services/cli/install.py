@@ -3,7 +3,8 @@
 Idempotent, leaves other tools' entries alone, backs each changed file up first
 (``<file>.wakemark-backup-<timestamp>``), and ``--dry-run`` prints a unified diff and
 writes nothing. `wakemark uninstall` (``services/cli/uninstall.py``) runs the same edits
-in reverse.
+in reverse. What each agent's files get is that agent's ``install_targets``
+(``services/agents``); entries the pre-rename installer wrote are removed either way.
 """
 
 from __future__ import annotations
@@ -17,19 +18,11 @@ import sys
 import time
 from typing import Any
 
-from wakemark.services.cli.install_targets import TARGETS, Where
-
-NOTES = {
-    "claude-code": "Restart Claude Code; `/hooks` lists the wakemark hooks.",
-    "kiro-cli": "Start it with `kiro-cli chat --agent wakemark` (or make `wakemark` the default).",
-    "gemini-cli": "Restart Gemini CLI; `/hooks` lists the wakemark hooks.",
-    "codex": "Open `/hooks` in Codex once and trust the wakemark hooks (Codex asks for review).",
-    "cursor": "Restart Cursor; hooks in a project apply to trusted workspaces only.",
-}
+from wakemark.services import agents
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("agent", choices=sorted(TARGETS))
+    parser.add_argument("agent", choices=agents.names())
     parser.add_argument(
         "--project",
         nargs="?",
@@ -45,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> int:
+    from wakemark.services.agents.configs import Where
     from wakemark.shared.config import Settings
     from wakemark.shared.project import find_root
 
@@ -60,8 +54,10 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
         token=_token(settings, args.dry_run) if install else _existing_token(settings),
         wakemark_home=None if settings.home == Settings().home else str(settings.home),
     )
+    agent = agents.get(args.agent)
+    assert agent is not None  # argparse's choices
     changed = 0
-    for path, edit in TARGETS[args.agent](where):
+    for path, edit in agent.install_targets(where):
         old_text = _read(path)
         try:
             new_value = edit(_parse(path, old_text), install)
@@ -92,7 +88,7 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
     if not changed:
         print(f"wakemark {verb} {args.agent}: nothing to change")
     elif not args.dry_run and install:
-        print(NOTES[args.agent])
+        print(agent.install_note)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Read one tool-use event body, whatever agent adapter built it, into a ``ToolUse``.
+"""Read one tool-use event body, whichever agent (services/agents) built it, into a ``ToolUse``.
 
 Adapters differ (Claude Code, Codex, Gemini CLI, Kiro, Cursor), so this is liberal: it
 accepts several spellings of each key and never raises on an odd shape.
@@ -48,7 +48,7 @@ class ToolUse:
     command: str | None = None
     files: list[tuple[str, str]] = field(default_factory=list)  # (verb, raw path)
     exit_code: int | None = None
-    failed: bool | None = None  # True/False when the adapter said so, else None
+    failed: bool | None = None  # True/False when the agent's hook said so, else None
     output: str = ""
     cwd: str | None = None
 

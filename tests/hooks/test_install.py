@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -140,3 +141,114 @@ def test_a_broken_config_is_left_alone(tmp_path: Path) -> None:
     out = _wakemark(home, "install", "gemini-cli")
     assert out.returncode == 1 and "cannot parse" in out.stderr
     assert settings.read_text() == "{broken"
+
+
+def test_cursor_registers_session_start(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    assert _wakemark(home, "install", "cursor").returncode == 0
+    hooks = json.loads((home / ".cursor" / "hooks.json").read_text())["hooks"]
+    assert set(hooks) == {
+        "sessionStart",
+        "beforeSubmitPrompt",
+        "afterShellExecution",
+        "afterFileEdit",
+        "afterAgentResponse",
+    }
+    [handler] = hooks["sessionStart"]
+    assert handler["command"].endswith("cli/hook.py cursor")
+
+
+# `engram install`, the installer before the rename, wrote these (see the fixture's README).
+ENGRAM = Path(__file__).resolve().parents[1] / "fixtures" / "engram-install"
+FOREIGN_ENGRAM_MCP = {"command": "npx", "args": ["-y", "engram-notes"]}  # another tool's
+
+
+def _old_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    shutil.copytree(ENGRAM, home)
+    (home / "README.md").unlink()
+    return home
+
+
+def _leftovers(home: Path) -> dict[str, str]:
+    """Files (backups aside) still mentioning the old name."""
+    return {
+        name: text
+        for name, text in _snapshot(home).items()
+        if "engram" in text.lower() and ".engram-backup-" not in name
+    }
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_install_replaces_what_engram_install_wrote(tmp_path: Path, agent: str) -> None:
+    home = _old_home(tmp_path)
+    before = _snapshot(home)
+    out = _wakemark(home, "install", agent)
+    assert out.returncode == 0, out.stderr
+    after = _snapshot(home)
+    changed = {name for name in before if after.get(name) != before[name]}
+    assert changed and not changed & set(_leftovers(home))  # each file touched is clean
+    assert all(_ours(after[name]) for name in changed if name in after)
+    # Other agents' files are not this install's business.
+    assert all(_agent_dir(name) == _agent_dir(next(iter(changed))) for name in changed)
+    gone = _wakemark(home, "uninstall", agent)
+    assert gone.returncode == 0, gone.stderr
+    assert not any(_ours(text) for name, text in _snapshot(home).items() if name in changed)
+
+
+def _agent_dir(name: str) -> str:
+    return {".claude.json": ".claude"}.get(name, name.split("/")[0])
+
+
+def test_every_old_entry_goes_and_only_those(tmp_path: Path) -> None:
+    home = _old_home(tmp_path)
+    claude = home / ".claude" / "settings.json"
+    settings = json.loads(claude.read_text())
+    settings["hooks"]["Stop"].append(FOREIGN_STOP)
+    settings["env"]["FOO"] = "1"
+    claude.write_text(json.dumps(settings))
+    mcp = json.loads((home / ".cursor" / "mcp.json").read_text())
+    (home / ".cursor" / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"x": {}, **mcp["mcpServers"]}})
+    )
+    gemini = home / ".gemini" / "settings.json"
+    gemini.write_text(json.dumps({"mcpServers": {"engram": FOREIGN_ENGRAM_MCP}}))
+    backup = home / ".claude" / "settings.json.engram-backup-20261130T120000"
+    backup.write_text("{}")
+    for agent in AGENTS:
+        assert _wakemark(home, "install", agent).returncode == 0
+    assert set(_leftovers(home)) == {".gemini/settings.json"}  # another tool named so
+    assert json.loads(gemini.read_text())["mcpServers"]["engram"] == FOREIGN_ENGRAM_MCP
+    assert not (home / ".kiro" / "agents" / "engram.json").exists()  # only our skeleton left
+    assert (home / ".kiro" / "agents" / "wakemark.json").exists()
+    settings = json.loads(claude.read_text())
+    assert settings["hooks"]["Stop"][0] == FOREIGN_STOP
+    assert set(settings["env"]) == {"FOO", "WAKEMARK_TOKEN"}
+    assert set(json.loads((home / ".cursor" / "mcp.json").read_text())["mcpServers"]) == {
+        "x",
+        "wakemark",
+    }
+    codex = tomllib.loads((home / ".codex" / "config.toml").read_text())
+    assert codex["notify"][-2:] == ["codex", "notify"] and set(codex["mcp_servers"]) == {"wakemark"}
+    assert backup.read_text() == "{}"  # backups are the user's, whatever their name
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_uninstall_alone_removes_what_engram_install_wrote(tmp_path: Path, agent: str) -> None:
+    home = _old_home(tmp_path)
+    out = _wakemark(home, "uninstall", agent)
+    assert out.returncode == 0, out.stderr
+    left = {_agent_dir(name) for name in _leftovers(home)}
+    assert _agent_dir(_first_file_of(agent)) not in left
+    assert len(left) == len(AGENTS) - 1  # the other agents' old files are still there
+
+
+def _first_file_of(agent: str) -> str:
+    return {
+        "claude-code": ".claude/settings.json",
+        "kiro-cli": ".kiro/agents/engram.json",
+        "gemini-cli": ".gemini/settings.json",
+        "codex": ".codex/config.toml",
+        "cursor": ".cursor/hooks.json",
+    }[agent]

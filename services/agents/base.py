@@ -1,4 +1,5 @@
-"""What every agent adapter shares: the hook context, the mapping result, event builders.
+"""What every agent shares: the ``Agent`` base class, the hook context, the mapping
+result and the event builders its ``map_payload`` uses.
 
 Event ids are deterministic where the payload allows, so a hook delivered twice (a
 retry, a hook installed both per-user and per-project, Codex's Stop hook and its
@@ -18,14 +19,17 @@ on ``event_id``.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO, ClassVar
 
 from ulid import ULID
 
+from wakemark.services.agents.configs import Edit, Where
 from wakemark.shared.models import MAX_BODY_BYTES, Event
 
 # Tool outputs are cut to this many characters each; a few of them fit in one body
@@ -55,6 +59,9 @@ class HookContext:
     project_path: str | None
     received: datetime
     hook_hint: str | None = None  # `wakemark hook <agent> <event>`'s event argument
+    # Opens a file the payload names, for reading, if the server may read it for this
+    # client (``services/api/client_files.py``); None otherwise. Never reads by default.
+    open_client_file: Callable[[Any], BinaryIO | None] = lambda _path: None
 
 
 @dataclass
@@ -192,3 +199,33 @@ def json_body(data: dict[str, Any]) -> dict[str, Any]:
 def context_reply(hook: str, context: str, limit: int = 10_000) -> dict[str, Any]:
     """The ``hookSpecificOutput`` shape Claude Code, Gemini CLI and Codex all read."""
     return {"hookSpecificOutput": {"hookEventName": hook, "additionalContext": context[:limit]}}
+
+
+class Agent(abc.ABC):
+    """One coding agent, everything wakemark knows about it in one class: how its hook
+    payloads map to events, whether a hook wants context back and in which reply format,
+    what the forwarder prints when wakemark has nothing (or is down), and which config
+    files ``wakemark install`` edits. Each subclass lives in its own module of this
+    package, which is all the registry (``__init__``) needs to find it."""
+
+    name: ClassVar[str]  # the URL and CLI name, ``wakemark hook <name>``
+    # What the agent must read on stdout when wakemark has nothing to add or is down; the
+    # forwarder keeps a copy (``hook.FAILSAFE``) because it cannot import this package.
+    failsafe: ClassVar[str] = ""
+    install_note: ClassVar[str]  # printed after `wakemark install <name>` changed a file
+
+    @abc.abstractmethod
+    def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped: ...
+
+    def wants_context(self, mapped: Mapped) -> bool:
+        """Whether the hook view should find context for this hook (a search, or the
+        session index) and hand it to ``reply``."""
+        return mapped.intent in (PROMPT, SESSION_START)
+
+    @abc.abstractmethod
+    def reply(self, mapped: Mapped, context: str) -> dict[str, Any] | None:
+        """The body in the agent's own output format; None: 2xx with an empty body."""
+
+    @abc.abstractmethod
+    def install_targets(self, where: Where) -> list[tuple[str, Edit]]:
+        """The config files `wakemark install` edits and how (``configs``)."""

@@ -1,0 +1,155 @@
+"""Codex CLI hooks (`wakemark hook codex`) and its `notify` program's turn report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import tomllib
+from typing import Any
+
+from wakemark.services.agents import configs, legacy
+from wakemark.services.agents.base import (
+    IGNORE,
+    OBSERVE,
+    PROMPT,
+    SESSION_START,
+    Agent,
+    HookContext,
+    Mapped,
+    context_reply,
+    json_body,
+    make_event,
+    session_of,
+    text_body,
+    text_field,
+    tool_data,
+)
+
+_EXIT_CODE = re.compile(r"^Exit code: (\d+)", re.MULTILINE)
+
+
+BEGIN = "# >>> wakemark (managed by `wakemark install codex`) >>>"
+END = "# <<< wakemark <<<"
+
+
+class Codex(Agent):
+    name = "codex"
+    install_note = (
+        "Open `/hooks` in Codex once and trust the wakemark hooks (Codex asks for review)."
+    )
+
+    def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped:
+        if payload.get("type") == "agent-turn-complete":
+            return _notify(payload, ctx)
+        hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
+        if hook == "SessionStart":
+            return Mapped(hook, SESSION_START)
+        if hook not in ("UserPromptSubmit", "PostToolUse", "Stop"):
+            return Mapped(hook, IGNORE)
+        session = session_of(payload, "session_id")
+        turn = payload.get("turn_id")
+        model = payload.get("model")
+        if hook == "UserPromptSubmit":
+            body = text_body(text_field(payload, "prompt") or "")
+            event = make_event(
+                ctx, session_id=session, kind="prompt", body=body, stable_ids=(turn,), version=model
+            )
+            return Mapped(hook, PROMPT, [event])
+        if hook == "Stop":
+            answer = payload.get("last_assistant_message")
+            return Mapped(hook, OBSERVE, _summary(ctx, session, turn, answer))
+        response = payload.get("tool_response")
+        match = _EXIT_CODE.search(response) if isinstance(response, str) else None
+        data = tool_data(
+            text_field(payload, "tool_name"),
+            payload.get("tool_input"),
+            response,
+            exit_code=int(match.group(1)) if match else None,
+        )
+        event = make_event(
+            ctx,
+            session_id=session,
+            kind="tool_use",
+            body=json_body(data),
+            stable_ids=(payload.get("tool_use_id"),),
+            version=model,
+        )
+        return Mapped(hook, OBSERVE, [event])
+
+    def reply(self, mapped: Mapped, context: str) -> dict[str, Any] | None:
+        if context:
+            return context_reply(mapped.hook, context)
+        return None  # Codex's Stop treats any plain stdout as invalid: print nothing
+
+    def install_targets(self, w: configs.Where) -> list[tuple[str, configs.Edit]]:
+        base = os.path.join(w.project or w.home, ".codex")
+        cmd = configs.hook_command(w, self.name)
+        handler = {"type": "command", "command": cmd, "timeout": 10}
+        groups: dict[str, dict[str, Any]] = {
+            "SessionStart": {"matcher": "startup|resume|clear|compact", "hooks": [handler]},
+            "UserPromptSubmit": {"hooks": [handler]},
+            "PostToolUse": {"matcher": "*", "hooks": [handler]},
+            "Stop": {"hooks": [handler]},
+        }
+
+        def hooks(s: dict[str, Any], install: bool) -> None:
+            configs.grouped_hooks(s, groups if install else {})
+
+        def config(old: Any, install: bool) -> str:
+            text = configs.strip_blocks(old or "", BEGIN, END)
+            text = configs.strip_blocks(text, legacy.CODEX_BEGIN, legacy.CODEX_END)
+            if not install:
+                return text
+            current = tomllib.loads(text)  # raises on a broken file: we never write over one
+            if "wakemark" not in current.get("mcp_servers", {}):
+                text = text.rstrip("\n") + ("\n\n" if text.strip() else "")
+                text += _mcp_block(configs.mcp_server(w))
+            if "notify" not in current:
+                # Top-level key: must precede every table, so it goes first. Codex appends
+                # the turn report as one JSON argument; the Stop hook reports the same turn
+                # and the mapping stores it once (same turn id).
+                argv = json.dumps(shlex.split(configs.hook_command(w, self.name, "notify")))
+                text = f"{BEGIN}\nnotify = {argv}\n{END}\n" + text
+            return text
+
+        return [
+            (os.path.join(base, "hooks.json"), configs.json_edit(hooks)),
+            (os.path.join(base, "config.toml"), config),
+        ]
+
+
+def _mcp_block(server: dict[str, Any]) -> str:
+    text = f"{BEGIN}\n[mcp_servers.wakemark]\ncommand = {json.dumps(server['command'])}\n"
+    text += f"args = {json.dumps(server['args'])}\n"
+    # JSON strings are valid TOML basic strings.
+    for key, value in server.get("env", {}).items():
+        text += f"env.{key} = {json.dumps(value)}\n"
+    return text + f"{END}\n"
+
+
+def _summary(ctx: HookContext, session: str, turn: Any, answer: Any) -> list[Any]:
+    # Keyed on the turn id alone plus the text, so the Stop hook and `notify` reporting
+    # the same turn store one event.
+    if not isinstance(answer, str) or not answer.strip():
+        return []
+    body = text_body(answer)
+    return [
+        make_event(ctx, session_id=session, kind="session_summary", body=body, stable_ids=(turn,))
+    ]
+
+
+def _notify(payload: dict[str, Any], ctx: HookContext) -> Mapped:
+    session = session_of(payload, "thread-id")
+    turn = payload.get("turn-id")
+    events = []
+    messages = [m for m in payload.get("input-messages") or [] if isinstance(m, str) and m]
+    if messages:
+        # Same id as the UserPromptSubmit hook's event for a one-message turn.
+        body = text_body("\n\n".join(messages))
+        events.append(
+            make_event(ctx, session_id=session, kind="prompt", body=body, stable_ids=(turn,))
+        )
+    events += _summary(ctx, session, turn, payload.get("last-assistant-message"))
+    return Mapped("agent-turn-complete", OBSERVE, events)

@@ -1,0 +1,114 @@
+"""Cursor hooks (`wakemark hook cursor`): observe the session; never gate or follow up."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from wakemark.services.agents import configs
+from wakemark.services.agents.base import (
+    IGNORE,
+    OBSERVE,
+    PROMPT,
+    SESSION_START,
+    Agent,
+    HookContext,
+    Mapped,
+    json_body,
+    make_event,
+    session_of,
+    text_body,
+    text_field,
+    tool_data,
+)
+from wakemark.shared.models import Event
+
+_TOOL_HOOKS = ("afterShellExecution", "afterFileEdit", "afterMCPExecution")
+# What `wakemark install cursor` registers; sessionStart is where the memory index goes.
+HOOKS = (
+    "sessionStart",
+    "beforeSubmitPrompt",
+    "afterShellExecution",
+    "afterFileEdit",
+    "afterAgentResponse",
+)
+
+
+class Cursor(Agent):
+    name = "cursor"
+    failsafe = '{"continue": true}'  # beforeSubmitPrompt gates the prompt on "continue"
+    install_note = "Restart Cursor; hooks in a project apply to trusted workspaces only."
+
+    def wants_context(self, mapped: Mapped) -> bool:
+        return mapped.intent == SESSION_START  # beforeSubmitPrompt cannot take context
+
+    def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped:
+        hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
+        if hook == "sessionStart":
+            return Mapped(hook, SESSION_START)
+        if hook == "beforeSubmitPrompt":
+            # Stored and answered with {"continue": true}: this hook gates the prompt.
+            return Mapped(hook, PROMPT, [_text_event(payload, ctx, "prompt", "prompt")])
+        if hook == "afterAgentResponse":
+            return Mapped(hook, OBSERVE, [_text_event(payload, ctx, "session_summary", "text")])
+        if hook not in _TOOL_HOOKS:
+            return Mapped(hook, IGNORE)
+        session = session_of(payload, "conversation_id", "session_id")
+        event = make_event(
+            ctx,
+            session_id=session,
+            kind="tool_use",
+            body=json_body(_tool(hook, payload)),
+            stable_ids=(payload.get("generation_id"),),
+            version=payload.get("cursor_version"),
+        )
+        return Mapped(hook, OBSERVE, [event])
+
+    def reply(self, mapped: Mapped, context: str) -> dict[str, Any] | None:
+        if mapped.hook == "beforeSubmitPrompt":
+            return {"continue": True}  # this Cursor version cannot inject prompt context
+        if mapped.intent == SESSION_START and context:
+            return {"additional_context": context}
+        return None  # never `followup_message`: Cursor would submit it as a new prompt
+
+    def install_targets(self, w: configs.Where) -> list[tuple[str, configs.Edit]]:
+        base = os.path.join(w.project or w.home, ".cursor")
+        cmd = configs.hook_command(w, self.name)
+        handlers = {event: {"command": cmd} for event in HOOKS}
+        server = configs.mcp_server(w)
+
+        def hooks(s: dict[str, Any], install: bool) -> None:
+            s.setdefault("version", 1)
+            configs.flat_hooks(s, handlers if install else {})
+
+        def mcp(s: dict[str, Any], install: bool) -> None:
+            configs.mcp_servers(s, server if install else None)
+
+        return [
+            (os.path.join(base, "hooks.json"), configs.json_edit(hooks)),
+            (os.path.join(base, "mcp.json"), configs.json_edit(mcp)),
+        ]
+
+
+def _tool(hook: str, payload: dict[str, Any]) -> dict[str, Any]:
+    if hook == "afterShellExecution":
+        # Cursor reports no exit code for shell commands.
+        command = text_field(payload, "command")
+        return tool_data("shell", {"command": command}, {"output": payload.get("output")})
+    if hook == "afterFileEdit":
+        path = text_field(payload, "file_path")
+        return tool_data("edit", {"file_path": path, "edits": payload.get("edits")}, None)
+    return tool_data(
+        text_field(payload, "tool_name"), payload.get("tool_input"), payload.get("result_json")
+    )
+
+
+def _text_event(payload: dict[str, Any], ctx: HookContext, kind: str, field: str) -> Event:
+    return make_event(
+        ctx,
+        session_id=session_of(payload, "conversation_id", "session_id"),
+        kind=kind,
+        body=text_body(text_field(payload, field) or ""),
+        stable_ids=(payload.get("generation_id"),),
+        version=payload.get("cursor_version"),
+    )

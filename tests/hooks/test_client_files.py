@@ -1,0 +1,131 @@
+"""A Claude Code Stop without its answer: the transcript it names is read only when it is
+the server user's own file, on a loopback server; otherwise the Stop is stored without
+the answer and ``wakemark_hook_file_reads_refused_total`` counts the refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.storage import migrate
+
+from .conftest import FIXTURES, Hooks, _hooks, load
+
+FINAL = json.loads((FIXTURES / "claude-code" / "Stop.json").read_text())["last_assistant_message"]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server process's home (``Path.home()`` reads ``$HOME``)."""
+    home = tmp_path / "user"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def _transcript(path: Path) -> Path:
+    # A long history first: only the tail is read, and the cut first line is skipped.
+    filler = json.dumps({"type": "user", "message": {"role": "user", "content": "x" * 1000}})
+    lines = [filler] * 800 + [(FIXTURES / "claude-code" / "transcript.jsonl").read_text()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _stop(hooks: Hooks, project_dir: Path, namespace: str, transcript: str) -> str:
+    """Posts a Stop without ``last_assistant_message``; returns the stored summary."""
+    payload = load("claude-code", "Stop", project_dir)
+    del payload["last_assistant_message"]
+    payload["transcript_path"] = transcript
+    res = hooks.post("claude-code", payload)
+    assert (res.status_code, res.data) == (204, b"")
+    [event] = hooks.runtime.storage.list_events(namespace=namespace)
+    assert event.kind == "session_summary"
+    return str(event.body.content)
+
+
+def _refused(hooks: Hooks) -> int:
+    res = hooks.client.get(
+        "/metrics", headers={"Authorization": f"Bearer {hooks.token}", "Host": "127.0.0.1:37800"}
+    )
+    match = re.search(r"^wakemark_hook_file_reads_refused_total (\d+)$", res.text, re.M)
+    assert match, res.text
+    return int(match.group(1))
+
+
+def test_a_transcript_in_the_servers_home_is_read(
+    sqlite_hooks: Hooks, home: Path, project_dir: Path, namespace: str
+) -> None:
+    path = _transcript(home / ".claude" / "projects" / "shop" / "s.jsonl")
+    before = _refused(sqlite_hooks)
+    assert _stop(sqlite_hooks, project_dir, namespace, str(path)) == FINAL
+    assert _refused(sqlite_hooks) == before
+
+
+def test_a_transcript_outside_home_is_not_read(
+    sqlite_hooks: Hooks, home: Path, tmp_path: Path, project_dir: Path, namespace: str
+) -> None:
+    outside = _transcript(tmp_path / "elsewhere" / "s.jsonl")
+    before = _refused(sqlite_hooks)
+    assert _stop(sqlite_hooks, project_dir, namespace, str(outside)) == ""
+    assert _refused(sqlite_hooks) == before + 1
+
+
+def test_a_symlink_in_home_pointing_out_is_not_followed(
+    sqlite_hooks: Hooks, home: Path, tmp_path: Path, project_dir: Path, namespace: str
+) -> None:
+    outside = _transcript(tmp_path / "elsewhere" / "s.jsonl")
+    link = home / ".claude" / "link.jsonl"
+    link.parent.mkdir()
+    link.symlink_to(outside)
+    before = _refused(sqlite_hooks)
+    assert _stop(sqlite_hooks, project_dir, namespace, str(link)) == ""
+    assert _refused(sqlite_hooks) == before + 1
+
+
+def test_a_symlink_within_home_is_read(
+    sqlite_hooks: Hooks, home: Path, project_dir: Path, namespace: str
+) -> None:
+    real = _transcript(home / "real" / "s.jsonl")
+    link = home / "link.jsonl"
+    link.symlink_to(real)
+    assert _stop(sqlite_hooks, project_dir, namespace, str(link)) == FINAL
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "missing", "relative", "nul"])
+def test_what_is_not_a_regular_file_is_not_read(
+    sqlite_hooks: Hooks, home: Path, project_dir: Path, namespace: str, kind: str
+) -> None:
+    path = home / "t.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it for reading would block the request
+    elif kind == "directory":
+        path.mkdir()
+    name = {"relative": "t.jsonl", "nul": f"{home}/t\x00.jsonl"}.get(kind, str(path))
+    before = _refused(sqlite_hooks)
+    assert _stop(sqlite_hooks, project_dir, namespace, name) == ""
+    assert _refused(sqlite_hooks) == before + 1
+
+
+@pytest.fixture
+def public_hooks(settings: Settings) -> Iterator[Hooks]:
+    """A server bound to every interface (as in a container): clients may be elsewhere."""
+    settings = settings.replace(host="0.0.0.0")
+    prepare_home(settings)
+    migrate(settings)
+    yield from _hooks(settings)
+
+
+def test_a_server_not_on_loopback_reads_no_client_file(
+    public_hooks: Hooks, home: Path, project_dir: Path, namespace: str
+) -> None:
+    path = _transcript(home / "s.jsonl")
+    before = _refused(public_hooks)
+    assert _stop(public_hooks, project_dir, namespace, str(path)) == ""
+    assert _refused(public_hooks) == before + 1
