@@ -2,7 +2,7 @@
 
 wakemark was called engram before its first release. This module is the one place that
 still knows the old name: a data directory ``~/.engram`` is adopted on first start, and
-the installer (``services.agents``) recognises agent-config entries the old
+the installer (``wakemark.services.agents.legacy``) recognises agent-config entries the old
 ``engram install`` wrote, so they are replaced rather than left as dead hooks.
 """
 

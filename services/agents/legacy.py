@@ -2,8 +2,8 @@
 
 Agent configs written before the rename still hold those entries; `wakemark install` and
 `wakemark uninstall` recognize them and remove them, so an old hook pointing at a gone
-checkout or an ``engram`` binary never stays behind. Nothing writes these names. This is
-the one module that spells the old name: keep it that way.
+checkout or an ``engram`` binary never stays behind. Nothing writes these names; the old
+name itself comes from ``wakemark.shared.legacy``, which also adopts the old data directory.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-NAME = "engram"
+from wakemark.shared.legacy import NAME
+
 HOOK_COMMAND = f"{NAME} hook"  # the console-script form of the forwarder
 HANDLER_PREFIX = f"{NAME}-"  # Gemini CLI handler names
-HEADER_PREFIX = "X-Engram-"  # Claude Code HTTP hooks' headers
-TOKEN_ENV = "ENGRAM_TOKEN"  # Claude Code settings' `env`, interpolated into those headers
+HEADER_PREFIX = f"X-{NAME.title()}-"  # Claude Code HTTP hooks' headers
+TOKEN_ENV = f"{NAME.upper()}_TOKEN"  # Claude Code settings' `env`, interpolated into those headers
 KIRO_AGENT_FILE = f"{NAME}.json"  # ~/.kiro/agents/engram.json, a whole agent of its own
 CODEX_BEGIN = f"# >>> {NAME} (managed by `{NAME} install codex`) >>>"
 CODEX_END = f"# <<< {NAME} <<<"
