@@ -3,7 +3,8 @@ carry no work at all.
 
 Agents put more than the user's words into a prompt: Claude Code wraps slash commands
 and their output in tags and injects reminders and caveats; Codex sends its instructions
-and environment as user messages; Gemini CLI inlines ``@file`` contents. A turn made of
+and environment as user messages and its IDE extension puts the open files before the
+request; Gemini CLI opens with the session's context and inlines ``@file`` contents. A turn made of
 nothing else (no tool use either) is not a memory; nor is a greeting or an "ok".
 """
 
@@ -24,7 +25,7 @@ _COMMAND_TAGS = (
 _META_TAGS = (
     "system-reminder", "local-command-caveat", "user-prompt-submit-hook", "ide_opened_file",
     "ide_selection", "user_instructions", "environment_context", "turn_aborted",
-    "INSTRUCTIONS", "task-notification", "skill-format",
+    "INSTRUCTIONS", "task-notification", "skill-format", "session_context", "state_snapshot",
 )  # fmt: skip
 # Claude Code agent teams: a teammate's message is a request, its status JSON is not.
 _TEAMMATE_STATUS = re.compile(r"<teammate-message\b[^>]*>\s*\{.*?\}\s*</teammate-message>", re.S)
@@ -58,14 +59,17 @@ _META_TEXT = re.compile(
     r"|\[Request interrupted by user[^\]]*\]"
     r"|^Full transcript available at: \S+$"  # follows a <task-notification>
     r"|^Base directory for this skill: .*"  # a skill's body, loaded by its command
-    r"|^--- Content from referenced files ---$.*?(?:^--- End of content ---$|\Z)",  # Gemini
+    r"|^--- Content from referenced files ---$.*?(?:^--- End of content ---$|\Z)"  # Gemini
+    r"|^# Context from my IDE setup:$.*?(?:^## My request for Codex:$|\Z)",  # Codex IDE
     re.S | re.M,
 )
 # A whole prompt that is an agent's own message, not the user's.
 _META_PROMPT = re.compile(
     r"\A\s*(?:Warmup"  # Claude Code warms its subagents up with this prompt
     r"|This session is being continued from a previous conversation"
-    r"|(?:Stop|SubagentStop) hook feedback:)",
+    r"|(?:Stop|SubagentStop) hook feedback:"
+    r"|This is the Gemini CLI\. We are setting up the context for our chat\."
+    r"|System: Please continue\.)",  # Gemini CLI, when the model stopped mid-task
 )
 _SLASH_COMMAND = re.compile(r"\A/[a-z][\w:.-]*(?:[ \t][^\n]*)?\Z", re.I)
 
@@ -175,6 +179,20 @@ def _pasted(line: str) -> bool:
     return len(chars) > 12 and sum(c.isalpha() for c in chars) < 0.55 * len(chars)
 
 
+_COURTESY = re.compile(
+    r"^(?:thanks?|thank you|ty|danke|vielen dank|ok(?:ay)?|yes|yeah|ja|great|perfect|super"
+    r"|prima|cool|nice|good|gut|sehr gut|sure)\b[^.!?]{0,40}[.!?]+\s+(?=\S)",
+    re.I,
+)
+
+
+def _past_courtesy(line: str) -> str:
+    """The line without a leading "Thanks." or "Yes, that works." before the request."""
+    while found := _COURTESY.match(line):
+        line = line[found.end() :]
+    return line
+
+
 def request_line(text: str) -> str:
     """The first line that asks for something: past headings, quotes, code fences,
     log lines and bare paths; the first heading's text when nothing else is there.
@@ -193,7 +211,7 @@ def request_line(text: str) -> str:
         if _NOT_A_REQUEST.match(line) or _pasted(line):
             fallback = fallback or line.strip().lstrip("#> ").strip()
             continue
-        found = _BULLET.sub("", line).strip()
+        found = _past_courtesy(_BULLET.sub("", line).strip())
         if not found.endswith(":"):
             return found
     return found or fallback
