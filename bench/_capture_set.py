@@ -10,13 +10,16 @@ Labels (must-skip with a reason, or work with a title) live in ``bench/capture_l
 keyed by turn id (``<repo>:<path>#<n>``); ``bench/capture.py`` scores the extractor on
 the labelled turns. Run: ``python -m bench._capture_set``.
 
-Three export formats are read; all keep Claude Code's raw message content:
+Four export formats are read, three of Claude Code sessions (keeping its raw message
+content) and one of Gemini CLI:
 - goodsch/brain_explore ``claude-prompts/*-full.md``: ``### User`` / ``### Assistant``
   sections, content blocks as JSON arrays;
 - brightdigit/MistKit ``.taskmaster/docs/archive/conversations/*.md``: ``## User`` sections,
   the same JSON blocks;
 - Randroids-Dojo/UnrealFrog ``.claude/transcripts/*.md``: prose, tool calls as
-  ``- **Used Bash**: …`` lines (no tool output).
+  ``- **Used Bash**: …`` lines (no tool output);
+- FritzSavira/mcp-lektor ``docs/gemini_log/*.json``: Gemini CLI's saved chat, ``user`` and
+  ``model`` messages of ``text``, ``functionCall`` and ``functionResponse`` parts.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ SOURCES = {
     ),
     "Randroids-Dojo/UnrealFrog": (
         "dc20bb855490ec404c58fd812200f41545d293a3", ".claude/transcripts", r"\.md$", "prose",
+    ),
+    "FritzSavira/mcp-lektor": (
+        "53f730cbdd9f51e71c032ae9a12a62917a72a03c", "docs/gemini_log", r"\.json$", "gemini",
     ),
 }  # fmt: skip
 _HEADERS = {
@@ -80,6 +86,9 @@ def _git(repo: str, *args: str) -> str:
 
 def _items(text: str, form: str) -> Iterator[tuple[str, Any]]:
     """(kind, payload) in order: user_text, assistant_text, tool_use, tool_result."""
+    if form == "gemini":
+        yield from _gemini(json.loads(text))
+        return
     parts = _HEADERS[form].split(text)
     for role, body in zip(parts[1::2], parts[2::2], strict=True):
         body = re.sub(r"\n---\n*\Z", "", body.strip("\n")).strip()
@@ -116,6 +125,29 @@ def _prose(role: str, body: str) -> Iterator[tuple[str, Any]]:
             yield ("tool_use", {"name": tool.group(1), "input": {"description": tool.group(2)}})
         elif chunk.strip():
             yield ("assistant_text", chunk.strip())
+
+
+def _gemini(messages: list[dict[str, Any]]) -> Iterator[tuple[str, Any]]:
+    calls, pending = 0, list[str]()  # responses answer the calls in order
+    for message in messages:
+        parts = message.get("parts") or []
+        texts = [p["text"] for p in parts if isinstance(p.get("text"), str)]
+        if message.get("role") == "user" and texts:
+            yield ("user_text", "".join(texts))  # @file contents come as further parts
+            continue
+        for part in parts:
+            if isinstance(part.get("text"), str) and part["text"].strip():
+                yield ("assistant_text", part["text"])
+            elif "functionCall" in part:
+                call = part["functionCall"]
+                calls += 1
+                pending.append(f"call-{calls}")
+                yield ("tool_use", {"id": pending[-1], "name": call.get("name"),
+                                    "input": call.get("args")})  # fmt: skip
+            elif "functionResponse" in part:
+                response = part["functionResponse"].get("response") or {}
+                yield ("tool_result", {"tool_use_id": pending.pop(0) if pending else "",
+                                       "content": json.dumps(response)[:20_000]})  # fmt: skip
 
 
 def _result_text(content: Any) -> str:

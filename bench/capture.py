@@ -177,6 +177,10 @@ def run() -> dict[str, Any]:
         before = _extract(labelled, _base_tree(Path(tmp)))
     sources = Counter(r["repo"] for r in labelled)
     uniform = {k: v for k, v in labels.items() if v.get("sample") == "uniform"}
+
+    def short(record: dict[str, Any]) -> dict[str, Any]:
+        return {"title": record["title"], "summary": _clip(record["summary"], 300)}
+
     pairs = []
     for key in labels:
         b, a = before[key]["records"], after[key]["records"]
@@ -186,8 +190,8 @@ def run() -> dict[str, Any]:
                 {
                     "id": key,
                     "label": labels[key],
-                    "before": b[0] if b else None,
-                    "after": a[0] if a else {"skipped": after[key]["skipped"]},
+                    "before": short(b[0]) if b else None,
+                    "after": short(a[0]) if a else {"skipped": after[key]["skipped"]},
                 }
             )
     return {
@@ -245,7 +249,7 @@ def markdown(result: dict[str, Any]) -> str:
         "# Clean capture",
         "",
         f"{s['labelled']} hand-labelled turns ({b['must_skip']} must-skip, {b['work']} work) "
-        f"of {s['turns']} replayed from real Claude Code sessions in "
+        f"of {s['turns']} replayed from real Claude Code and Gemini CLI sessions in "
         + ", ".join(f"{k} ({v})" for k, v in s["sources"].items())
         + f". Before = the extractor at `{result['base'][:7]}`.",
         "",
