@@ -43,12 +43,13 @@ def llm_enabled(settings: Settings) -> bool:
 @dataclass(frozen=True)
 class Extracted:
     records: list[MemoryRecord] = field(default_factory=list)
-    skipped: str | None = None  # why there are no records: command, meta, trivial, empty
+    skipped: str | None = None  # why there are none: command, meta, trivial, error, empty
 
 
 def extract_turn(turn: Turn, settings: Settings) -> Extracted:
     """``extract``, and when it gives no record, why: the turn was a command, injected
-    context, a trivial exchange (``capture.skip_reason``), or held nothing usable."""
+    context, a trivial exchange or an agent error (``capture.skip_reason``), or held
+    nothing usable."""
     if not any(e.kind == "note" for e in turn.events):
         reason = turn_skip_reason(turn)
         if reason:

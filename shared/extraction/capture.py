@@ -120,8 +120,11 @@ def turn_skip_reason(turn: Turn) -> str | None:
     answers = [
         body_text(e.body, role="assistant") for e in turn.events if e.kind == "session_summary"
     ]
-    tools = [parse_tool_use(e.body).name for e in turn.events if e.kind == "tool_use"]
     prompt = next((p for p in prompts if p.strip()), "")
+    uses = [e for e in turn.events if e.kind == "tool_use"]
+    if uses and clean_prompt(prompt):
+        return None  # a request and tool uses: work, whatever the tools were
+    tools = [parse_tool_use(e.body).name for e in uses]
     return skip_reason(prompt, answers[-1] if answers else "", tools)
 
 

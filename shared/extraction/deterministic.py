@@ -90,8 +90,7 @@ def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | N
         asking = first_sentence(answer_title(answer)) or asking
     title = summary_of(asked) or first_sentence(asking, MAX_TITLE) or command_of(asked)
     title = title or first_sentence(answer_title(answer) or answer, MAX_TITLE)
-    title = title[:MAX_TITLE]
-    title = title or next(iter(facts.items), "")[:MAX_TITLE]
+    title = clip(title, MAX_TITLE) or next(iter(facts.items), "")[:MAX_TITLE]
     if not title:
         return None
     fail_then_pass = "fail" in test_runs and "pass" in test_runs[test_runs.index("fail") :]
