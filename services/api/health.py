@@ -25,21 +25,26 @@ _PENDING_TTL_S = 2.0  # counting pending rows is a scan; monitors may poll every
 _pending_lock = threading.Lock()
 
 
-def _pending(storage: Any) -> dict[str, int]:
+def _counts(storage: Any) -> dict[str, dict[str, int]]:
+    """Pending work and turns skipped by reason (``command``, ``meta``, ``trivial``,
+    ``error``, ``empty``: extracted without a record; their events are kept)."""
     # Cached per app (each test app has its own database), shared by the app's threads.
     cache = current_app.extensions.setdefault("wakemark.health_pending", {"at": 0.0, "value": None})
     now = time.monotonic()
     with _pending_lock:
         if cache["value"] is not None and now - cache["at"] < _PENDING_TTL_S:
-            return dict(cache["value"])
+            return {k: dict(v) for k, v in cache["value"].items()}
     stats = storage.stats()
     value = {
-        "extraction": int(stats.get("pending_extraction", 0)),
-        "embedding": int(stats.get("pending_embedding", 0)),
+        "pending": {
+            "extraction": int(stats.get("pending_extraction", 0)),
+            "embedding": int(stats.get("pending_embedding", 0)),
+        },
+        "skipped": dict(sorted(storage.skipped_turns().items())),
     }
     with _pending_lock:
         cache.update(at=now, value=value)
-    return value
+    return {k: dict(v) for k, v in value.items()}
 
 
 def _jobs(rt: Any) -> dict[str, Any]:
@@ -91,11 +96,11 @@ def health() -> tuple[Response, int]:
     try:
         storage = rt.storage
         storage.ping()
-        body["pending"] = _pending(storage)
+        body.update(_counts(storage))
     except Exception as exc:
         log.warning("health: database unreachable: %r", exc)
         body["status"] = "degraded"
-        body["pending"] = None
+        body["pending"] = body["skipped"] = None
         status = 503
     body["jobs"] = _jobs(rt)
     body["embedder"] = _embedder(rt)

@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from wakemark.shared.extraction.capture import (
+    answer_title,
+    clean_prompt,
+    command_of,
+    is_acknowledgement,
+    is_placeholder,
+    request_line,
+    substance,
+    summary_of,
+)
 from wakemark.shared.extraction.classify import classify, concepts
 from wakemark.shared.extraction.outcomes import is_test_command, parse_output
 from wakemark.shared.extraction.text import (
@@ -47,7 +57,7 @@ def relative_path(path: str, roots: list[str]) -> str:
 def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | None:
     """A record for the turn, or None when the turn holds nothing usable."""
     events = [e for e in turn.events if e.kind != "note"]
-    prompt, answer, used = "", "", []
+    prompt, answers, used = "", [], []
     facts, files = _Facts(), dict[str, None]()
     error_names: list[str] = []
     commands: list[str] = []
@@ -63,7 +73,7 @@ def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | N
         elif event.kind == "session_summary":
             text = body_text(event.body, role="assistant").strip()
             if text:
-                answer = text  # the last answer of the turn wins
+                answers.append(text)
                 used.append(event)
         elif event.kind == "tool_use":
             use = parse_tool_use(event.body)
@@ -73,8 +83,14 @@ def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | N
             edits = edits or any(verb != "read" for verb, _ in use.files)
             if contributed:
                 used.append(event)
-    title = first_sentence(prompt, MAX_TITLE) or first_sentence(answer, MAX_TITLE)
-    title = title or next(iter(facts.items), "")[:MAX_TITLE]
+    asked, prompt = prompt, clean_prompt(prompt)
+    answer = _outcome(answers)
+    asking = request_line(prompt)
+    if asking and is_acknowledgement(asking):  # "yes": what was done says more
+        asking = first_sentence(answer_title(answer)) or asking
+    title = summary_of(asked) or first_sentence(asking, MAX_TITLE) or command_of(asked)
+    title = title or first_sentence(answer_title(answer) or answer, MAX_TITLE)
+    title = clip(title, MAX_TITLE) or next(iter(facts.items), "")[:MAX_TITLE]
     if not title:
         return None
     fail_then_pass = "fail" in test_runs and "pass" in test_runs[test_runs.index("fail") :]
@@ -95,6 +111,16 @@ def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | N
         quality=quality,  # type: ignore[arg-type]
         created_at=_created_at(used),
     )
+
+
+def _outcome(answers: list[str]) -> str:
+    """The last answer with substance, from where its interim narration ends; the last
+    answer as it is when all of them are narration."""
+    for text in reversed(answers):
+        found = substance(text)
+        if found:
+            return found
+    return next((a for a in reversed(answers) if not is_placeholder(a)), "")
 
 
 def _tool_facts(

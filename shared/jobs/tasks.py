@@ -24,6 +24,7 @@ from wakemark.shared.models import MemoryRecord, utcnow
 from wakemark.shared.storage.base import NotFoundError, Turn
 
 if TYPE_CHECKING:
+    from wakemark.shared.extraction import Extracted
     from wakemark.shared.runtime import Runtime
 
 log = logging.getLogger("wakemark.jobs")
@@ -58,11 +59,11 @@ def _try_embed(runtime: Runtime, records: Sequence[MemoryRecord]) -> np.ndarray 
 # --- extraction ---------------------------------------------------------------------------
 
 
-def _candidates(turn: Turn, runtime: Runtime) -> list[MemoryRecord]:
-    from wakemark.shared.extraction import extract
+def _candidates(turn: Turn, runtime: Runtime) -> Extracted:
+    from wakemark.shared.extraction import extract_turn
 
-    # ``extract`` turns note events into records as written (``record_from_note``).
-    return list(extract(turn, runtime.settings))
+    # ``extract_turn`` turns note events into records as written (``record_from_note``).
+    return extract_turn(turn, runtime.settings)
 
 
 def _dedupe(
@@ -139,7 +140,9 @@ def extract_turns(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
 def _extract_together(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
     storage = runtime.storage
     turns = [t for t in storage.get_turns(turn_ids) if t.closed and not t.extracted]
-    candidates = [_candidates(turn, runtime) for turn in turns]
+    extracted = [_candidates(turn, runtime) for turn in turns]
+    candidates = [e.records for e in extracted]
+    skipped = {t.turn_id: e.skipped for t, e in zip(turns, extracted, strict=True)}
     all_vectors = _try_embed(runtime, [r for records in candidates for r in records])
     plans: list[tuple[str, list[MemoryRecord], np.ndarray | None, list[str]]] = []
     start = 0
@@ -158,7 +161,7 @@ def _extract_together(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
     with storage.transaction() as tx:
         for turn_id, records, vectors, deleted in plans:
             ids = [r.record_id for r in records]
-            if not tx.mark_turn_extracted(turn_id, ids):
+            if not tx.mark_turn_extracted(turn_id, ids, skipped[turn_id] if not ids else None):
                 log.debug("turn %s already extracted by another worker", turn_id)
                 continue
             for i, record in enumerate(records):

@@ -119,8 +119,11 @@ class Tx(abc.ABC):
         """Cascade delete; returns the ids that existed (each namespace's epoch bumps)."""
 
     @abc.abstractmethod
-    def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
-        """Mark the turn extracted; False (and nothing changes) if it already was."""
+    def mark_turn_extracted(
+        self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
+    ) -> bool:
+        """Mark the turn extracted (with why it gave no record, if it gave none); False
+        (and nothing changes) if it already was."""
 
 
 class Storage(abc.ABC):
@@ -252,6 +255,10 @@ class Storage(abc.ABC):
     def stats(self, namespace: str | None = None) -> dict[str, int]:
         """``events``, ``memories``, ``embedded``, ``pending_extraction`` (events in
         unextracted turns), ``pending_embedding`` (records with NULL embedding)."""
+
+    @abc.abstractmethod
+    def skipped_turns(self) -> dict[str, int]:
+        """Extracted turns that gave no record, by ``skip_reason``."""
 
     @abc.abstractmethod
     def projects(self) -> list[dict[str, Any]]:

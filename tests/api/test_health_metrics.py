@@ -18,7 +18,18 @@ def test_health_shape(api: Api) -> None:
     assert set(body["jobs"]) >= {"mode", "queue_depth"}
     assert body["embedder"]["state"] == "off"
     assert set(body["pending"]) == {"extraction", "embedding"}
+    assert body["skipped"] == {}
     assert isinstance(body["search"], dict)
+
+
+def test_health_counts_skipped_turns_by_reason(api: Api, runtime: Runtime) -> None:
+    from wakemark.shared.jobs.tasks import extract_turns
+
+    for body in ("<local-command-stdout>See ya!</local-command-stdout>", "hello", "fix the login"):
+        api.post("/v1/events", json=make_event(body={"type": "text", "content": body}))
+    extract_turns(runtime, runtime.storage.pending_turns())  # the open "fix the login" waits
+    body = api.get("/health", token=None).json
+    assert body["skipped"] == {"command": 1, "trivial": 1}
 
 
 def test_health_reports_llm_token_use(sqlite_settings: Settings) -> None:
@@ -59,7 +70,7 @@ def test_health_is_degraded_503_when_the_database_is_unreachable(tmp_path) -> No
         res = create_app(runtime=rt).test_client().get("/health", base_url=BASE)
         assert res.status_code == 503
         assert res.json["status"] == "degraded"
-        assert res.json["pending"] is None
+        assert res.json["pending"] is None and res.json["skipped"] is None
     finally:
         rt.close()
 

@@ -76,6 +76,20 @@ def test_extract_turns_with_the_merge_on_goes_turn_by_turn(
     assert runtime.storage.list_memory_records(NS).total == 1
 
 
+def test_a_turn_without_work_is_marked_skipped_and_keeps_its_events(
+    backend_settings: Settings, make_runtime
+):
+    runtime = make_runtime(backend_settings)
+    clear = event("prompt", "<command-name>/clear</command-name>", "c")
+    runtime.storage.put_events([clear, *turn_events(1, "c")])
+    closed = runtime.storage.pending_turns()
+    assert len(closed) == 2  # the /clear turn and the question after it
+    assert len(extract_turns(runtime, closed)) == 1
+    assert runtime.storage.skipped_turns() == {"command": 1}
+    assert runtime.storage.get_event(clear.event_id) is not None
+    assert runtime.storage.pending_turns() == []
+
+
 def test_note_becomes_one_record_as_written(backend_settings: Settings, make_runtime):
     runtime = make_runtime(backend_settings)
     [result] = runtime.storage.put_events([event("note", "Use uv for installs.", "n1")])

@@ -230,6 +230,28 @@ def test_mark_turn_extracted_only_once(storage: Storage) -> None:
     assert storage.pending_turns() == []
 
 
+def test_skip_reason_is_kept_and_counted(storage: Storage) -> None:
+    closed = []
+    for session in ("s1", "s2", "s3", "s4"):
+        storage.put_event(event("prompt", "<command-name>/clear</command-name>", session))
+        closed.append(storage.put_event(event("session_summary", "ok", session)).turn_id or "")
+    assert storage.skipped_turns() == {}
+    rec = record()
+    with storage.transaction() as tx:
+        assert tx.mark_turn_extracted(closed[0], [], "command")
+        assert tx.mark_turn_extracted(closed[1], [], "command")
+        assert tx.mark_turn_extracted(closed[2], [], "meta")
+        tx.put_memory_record(rec)
+        assert tx.mark_turn_extracted(closed[3], [rec.record_id])
+    with storage.transaction() as tx:
+        assert not tx.mark_turn_extracted(closed[2], [], "trivial")  # the first mark stands
+    assert storage.skipped_turns() == {"command": 2, "meta": 1}
+    skipped = storage.get_turn(closed[0])
+    assert skipped is not None and skipped.extracted
+    assert [e.kind for e in skipped.events] == ["prompt", "session_summary"]  # events kept
+    assert storage.pending_turns() == []
+
+
 # --- memory records -------------------------------------------------------------------
 
 

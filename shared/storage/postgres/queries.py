@@ -77,7 +77,7 @@ SELECT turn_id FROM turns
 """
 
 MARK_TURN_EXTRACTED = """
-UPDATE turns SET extracted_at = %s, record_ids = %s
+UPDATE turns SET extracted_at = %s, record_ids = %s, skip_reason = %s
  WHERE turn_id = %s AND extracted_at IS NULL
 RETURNING turn_id
 """
@@ -263,6 +263,10 @@ SELECT
   + (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
     WHERE t.closed_at IS NULL AND t.namespace {NS}),
   (SELECT count(*) FROM memory_records WHERE namespace {NS} AND embedding IS NULL)
+"""
+
+SKIPPED_TURNS = """
+SELECT skip_reason, count(*) FROM turns WHERE skip_reason IS NOT NULL GROUP BY skip_reason
 """
 
 PROJECTS = """

@@ -82,11 +82,13 @@ class PostgresTx(Tx):
         gone = {rid for rid, _ in rows}
         return [rid for rid in dict.fromkeys(record_ids) if rid in gone]
 
-    def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
+    def mark_turn_extracted(
+        self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
+    ) -> bool:
         # Before the turn's row lock: the records of the turn come next.
         self._lock_records()
         row = self.conn.execute(
-            q.MARK_TURN_EXTRACTED, (utcnow(), list(record_ids), turn_id)
+            q.MARK_TURN_EXTRACTED, (utcnow(), list(record_ids), skip_reason, turn_id)
         ).fetchone()
         return row is not None
 
@@ -329,6 +331,10 @@ class PostgresStorage(Storage):
             row = conn.execute(q.STATS, {"ns": lexical.namespace_pattern(namespace)}).fetchone()
         keys = ("events", "memories", "embedded", "pending_extraction", "pending_embedding")
         return dict(zip(keys, row or (0,) * len(keys), strict=True))
+
+    def skipped_turns(self) -> dict[str, int]:
+        with self._db.connection() as conn:
+            return {reason: int(n) for reason, n in conn.execute(q.SKIPPED_TURNS).fetchall()}
 
     def projects(self) -> list[dict[str, Any]]:
         with self._db.connection() as conn:

@@ -46,7 +46,7 @@ ORDER BY closed_at, turn_id LIMIT ?
 # Conditional: of two workers racing on one turn, exactly one sees rowcount 1. Extracting
 # also closes the turn, so no later event can join a turn whose records are written.
 MARK_TURN_EXTRACTED = """
-UPDATE turns SET extracted_at = :now, record_ids = :record_ids,
+UPDATE turns SET extracted_at = :now, record_ids = :record_ids, skip_reason = :skip_reason,
                  closed_at = coalesce(closed_at, :now)
 WHERE turn_id = :turn_id AND extracted_at IS NULL
 """
@@ -167,6 +167,9 @@ SELECT
   (SELECT count(*) FROM memory_records WHERE {_NS})
     - (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NOT NULL)
     AS pending_embedding
+"""
+SKIPPED_TURNS = """
+SELECT skip_reason, count(*) AS n FROM turns WHERE skip_reason IS NOT NULL GROUP BY skip_reason
 """
 PROJECTS = """
 WITH names AS (SELECT namespace FROM events UNION SELECT namespace FROM memory_records)

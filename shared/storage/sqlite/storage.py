@@ -61,10 +61,13 @@ class SqliteTx(Tx):
         deleted = {r["record_id"] for r in rows}
         return [rid for rid in dict.fromkeys(record_ids) if rid in deleted]
 
-    def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
+    def mark_turn_extracted(
+        self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
+    ) -> bool:
         params = {
             "turn_id": turn_id,
             "record_ids": json.dumps(list(record_ids)),
+            "skip_reason": skip_reason,
             "now": codec.ts(utcnow()),
         }
         return self.conn.execute(q.MARK_TURN_EXTRACTED, params).rowcount == 1
@@ -303,6 +306,9 @@ class SqliteStorage(Storage):
     def stats(self, namespace: str | None = None) -> dict[str, int]:
         row = self._read(q.STATS, lexical.namespace_range(namespace))[0]
         return {key: int(row[key]) for key in row.keys()}  # noqa: SIM118 - Row has no iter
+
+    def skipped_turns(self) -> dict[str, int]:
+        return {r["skip_reason"]: int(r["n"]) for r in self._read(q.SKIPPED_TURNS)}
 
     def projects(self) -> list[dict[str, Any]]:
         return [_project(r) for r in self._read(q.PROJECTS)]

@@ -1,0 +1,120 @@
+"""Clean capture on real Claude Code turns (``tests/fixtures/capture``) and the rules
+behind it: no record from a turn without work, the user's request as the title, the
+outcome as the summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wakemark.shared.config import Settings
+from wakemark.shared.extraction import extract, extract_turn
+from wakemark.shared.extraction.capture import clean_prompt, request_line, skip_reason, substance
+
+from .turns import FIXTURES, event, make_turn, text, turn_of
+
+CAPTURED = [json.loads(line) for line in (FIXTURES / "capture" / "turns.jsonl").open()]
+
+
+def _turn(captured: dict) -> object:
+    return turn_of([{**event(e["kind"], e["body"], i), "valid_time": e["valid_time"]}
+                    for i, e in enumerate(captured["events"])])  # fmt: skip
+
+
+@pytest.mark.parametrize("captured", CAPTURED, ids=lambda c: f"{c['repo']}#{c['turn']}")
+def test_real_turns(captured: dict, settings: Settings) -> None:
+    turn = _turn(captured)
+    out = extract_turn(turn, settings)
+    if "skip" in captured["expect"]:
+        assert out.records == [] and out.skipped == captured["expect"]["skip"]
+        assert extract(turn, settings) == []
+    else:
+        [record] = out.records
+        assert out.skipped is None
+        assert record.title == captured["expect"]["title"]
+
+
+def test_the_fixtures_cover_every_reason_and_work() -> None:
+    reasons = {c["expect"].get("skip", "work") for c in CAPTURED}
+    assert reasons == {"command", "meta", "trivial", "error", "work"}
+
+
+def test_continue_after_a_long_task_is_work(settings: Settings) -> None:
+    shell = {"type": "json", "data": {"tool_name": "Bash", "tool_input": {"command": "make"}}}
+    turn = make_turn(("prompt", text("continue")), ("tool_use", shell),
+                     ("session_summary", text("Built the release tarball in dist.")))  # fmt: skip
+    [record] = extract_turn(turn, settings).records
+    assert record.title == "Built the release tarball in dist."  # the outcome, not "continue"
+
+
+def test_a_long_answer_to_yes_is_work_and_greetings_are_not() -> None:
+    long_answer = "The plan has three phases. " * 30
+    assert skip_reason("yes", long_answer, []) is None
+    assert skip_reason("yes", "Great.", []) == "trivial"
+    assert skip_reason("Hello!", long_answer, []) == "trivial"
+    assert skip_reason("Reply with exactly: OK", "OK", []) == "trivial"
+    assert skip_reason("why does the cart round twice?", "", []) is None
+
+
+def test_an_empty_turn_is_skipped_as_empty(settings: Settings) -> None:
+    blank = make_turn(("prompt", text("   ")), ("tool_use", {"type": "json", "data": {}}))
+    out = extract_turn(blank, settings)
+    assert out.records == [] and out.skipped == "empty"
+
+
+def test_notes_are_never_skipped(settings: Settings) -> None:
+    note = turn_of([event("note", {"type": "json", "data": {"title": "hello", "note": "ok"}})])
+    out = extract_turn(note, settings)
+    assert [r.title for r in out.records] == ["hello"] and out.skipped is None
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        # Codex sends these as user messages (documented by parsers of its rollout files;
+        # no real capture of them was found to commit).
+        "<user_instructions>\nUse tabs.\n</user_instructions>",
+        "<environment_context>\n  <cwd>/w</cwd>\n  <shell>zsh</shell>\n</environment_context>",
+        "# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>\nUse tabs.\n</INSTRUCTIONS>",
+        "<turn_aborted>interrupted</turn_aborted>",
+        "<system-reminder>The TodoWrite tool hasn't been used recently.</system-reminder>",
+    ],
+)
+def test_injected_context_alone_is_meta(prompt: str) -> None:
+    assert clean_prompt(prompt) == ""
+    assert skip_reason(prompt, "", []) == "meta"
+
+
+def test_gemini_referenced_files_are_not_the_request() -> None:
+    prompt = (
+        "explain @shop/cart.py\n--- Content from referenced files ---\n"
+        "Content from @shop/cart.py:\n# totals\n--- End of content ---"
+    )
+    assert request_line(clean_prompt(prompt)) == "explain @shop/cart.py"
+
+
+def test_request_line_skips_what_was_pasted() -> None:
+    assert request_line("## Context\n\nfix the login redirect") == "fix the login redirect"
+    assert request_line("```\nTraceback (most recent call last):\n```\nwhy?") == "why?"
+    assert request_line("> quoted\n/home/dev/shop/cart.py\n- round half up") == "round half up"
+    assert request_line("## Only a heading") == "Only a heading"
+
+
+def test_substance_skips_interim_narration() -> None:
+    assert substance("Perfect! All 161 tests pass. Let me commit.") == (
+        "All 161 tests pass. Let me commit."
+    )
+    assert substance("Now let me summarise:\n\n---\n\n## Summary\n- done") == "## Summary\n- done"
+    assert substance("Let me now commit the changes with an appropriate message.") == ""
+    assert substance("No response requested.") == ""
+
+
+def test_narration_gives_way_to_an_earlier_conclusion(settings: Settings) -> None:
+    turn = make_turn(
+        ("prompt", text("bump the version")),
+        ("session_summary", text("Bumped the version to 0.3 in pyproject.toml.")),
+        ("session_summary", text("Let me now commit the changes with an appropriate message.")),
+    )
+    [record] = extract_turn(turn, settings).records
+    assert record.summary == "Bumped the version to 0.3 in pyproject.toml."
