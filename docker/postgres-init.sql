@@ -4,8 +4,10 @@
 -- `wakemark_test` for the integration suite (compose's `tests` profile).
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS unaccent;
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
 
 CREATE DATABASE wakemark_test OWNER wakemark;
 \connect wakemark_test
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS unaccent;
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
