@@ -1,16 +1,19 @@
 """Credential scanning at capture: known secret formats become ``[REDACTED:<kind>]``.
 
 The formats are detect-secrets' (1.5) regex plugins, read from the installed package at
-import, so its rule set is maintained upstream. We do not call its ``scan_line``: it costs
-~400 µs a line (settings, filters, code snippets) against a few µs for the same regexes
-compiled here. Left out on purpose: its entropy plugins (they flag every git SHA, sha256
-and UUID), the public-IP plugin (an address is not a credential) and its keyword plugin,
-whose file-type regex tables we replace with one assignment rule below that also knows
-``token``/``.env`` lines and asks the value to look random.
+import, so the rule set is maintained upstream. We do not call its ``scan_line``: it
+costs ~10x as much a line (settings, filters, code snippets; figures in
+bench/results/secrets.md). Each regex runs through ``AnchoredPattern``, which skips text
+lacking the literals every match holds. Left out on purpose: its entropy plugins (they
+flag every git SHA, sha256 and UUID), the public-IP plugin (an address is not a
+credential), and its keyword plugin and the ``<vendor>_key = <value>`` forms of the IBM,
+Cloudant and SoftLayer plugins, which our one ``secret-assignment`` rule covers: any
+name holding a keyword (detect-secrets' list plus ``token``, ``auth``, ...) assigned a
+value that looks random rather than like code, a reference or a placeholder.
 
 Added here because detect-secrets' regexes stop short of them: the whole private-key
-block (it matches the BEGIN line only), GitHub fine-grained tokens, and the JWT check
-that the header is base64 JSON (its own check lives in a verify step we do not run).
+block (it matches the BEGIN line only), GitHub fine-grained tokens, the whole JWT (its
+regex ends lazily; its own check lives in a verify step we do not run) and bearer tokens.
 """
 
 from __future__ import annotations
@@ -30,8 +33,14 @@ from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.keyword import DENYLIST
 from detect_secrets.plugins.private_key import PrivateKeyDetector
 
+from wakemark.shared.anchored import AnchoredPattern
+
 # Plugins whose regexes we do not take (see the module docstring).
 _SKIPPED_PLUGINS = {"IPPublicDetector", "PrivateKeyDetector", "JwtTokenDetector"}
+# How ``RegexBasedDetector.build_assignment_regex`` starts a ``<vendor>_key = <value>``
+# rule (IBM, Cloudant, SoftLayer): our ``secret-assignment`` covers those lines, and each
+# costs ~80 µs per KB of code (it is tried at every position).
+_ASSIGNMENT_RULE_PREFIX = r"(?:(?<=\W)|(?<=^))"
 
 
 def _slug(secret_type: str) -> str:
@@ -52,7 +61,10 @@ def _plugin_rules() -> list[tuple[str, re.Pattern[str]]]:
                 continue
             # Class attributes, though the base class declares them as properties.
             kind = _slug(cls.secret_type)  # type: ignore[arg-type]
-            rules += [(kind, pattern) for pattern in cls.denylist]  # type: ignore[attr-defined]
+            patterns: list[re.Pattern[str]] = list(cls.denylist)  # type: ignore[call-overload]
+            rules += [
+                (kind, p) for p in patterns if not p.pattern.startswith(_ASSIGNMENT_RULE_PREFIX)
+            ]
     return rules
 
 
@@ -81,24 +93,12 @@ _EXTRA_RULES = [
 # the words it lacks. The name may carry a prefix or suffix (``DB_PASSWORD``,
 # ``secret_key``, ``self.api_key``); ``=``, ``:``, ``:=`` and ``=>`` all assign.
 _KEYWORDS = "|".join([*DENYLIST, "token", "credentials?", "access_?key", "auth"])
-_ASSIGNMENT = re.compile(
-    rf"""(?:{_KEYWORDS})\w*["'\]]{{0,2}}[ \t]*(?::=|=>|=|:)[ \t]*
-    (?P<q>["'`]?)(?P<value>[^\s"'`,;]{{8,}})""",
-    re.IGNORECASE | re.VERBOSE,
-)
-# Substrings one of which every assignment holds: a plain ``in`` test over them costs
-# ~1 µs, the assignment regex ~10 µs, and 98 % of ordinary lines hold none of them.
-_ASSIGNMENT_HINTS = (
-    "key",
-    "pass",
-    "pwd",
-    "secret",
-    "token",
-    "auth",
-    "credential",
-    "contrase",
-    "bearer",
-)
+# Found from the operator, then the name checked just before it: starting from the
+# keyword alternation, ``re`` tries every position (~300 µs per KB of code).
+_ASSIGNED_VALUE = re.compile(r"""(?::=|=>|=|:)[ \t]*["'`]?(?P<value>[^\s"'`,;=>]{8,})""")
+_SECRET_NAME = re.compile(rf"(?:{_KEYWORDS})\w*\Z", re.IGNORECASE)
+MAX_NAME = 64
+_NAME_REVERSED = re.compile(rf"[\w.-]{{1,{MAX_NAME}}}")
 # Values that are code, a reference or a placeholder rather than the secret itself.
 _NOT_A_VALUE = re.compile(
     r"""^(?:[$%<{].*|.*[(){}\[\]<>].*  # template, expansion, code
@@ -177,9 +177,10 @@ def _secret_span(m: re.Match[str]) -> tuple[int, int]:
 
 def _regex_spans(kind: str, pattern: re.Pattern[str]) -> Callable[[str], Iterator[Span]]:
     check = _jwt_ok if kind == "json-web-token" else None
+    anchored = AnchoredPattern(pattern)
 
     def spans(text: str) -> Iterator[Span]:
-        for m in pattern.finditer(text):
+        for m in anchored.finditer(text):
             start, end = _secret_span(m)
             if check is None or check(text[start:end]):
                 yield start, end, kind
@@ -187,17 +188,36 @@ def _regex_spans(kind: str, pattern: re.Pattern[str]) -> Callable[[str], Iterato
     return spans
 
 
+def _value_spans(kind: str, pattern: re.Pattern[str]) -> Callable[[str], Iterator[Span]]:
+    """Spans of the ``value`` group where it looks random (not code or a placeholder)."""
+    anchored = AnchoredPattern(pattern)
+
+    def spans(text: str) -> Iterator[Span]:
+        for m in anchored.finditer(text):
+            if _looks_random(m.group("value")):
+                yield m.start("value"), m.end("value"), kind
+
+    return spans
+
+
+def _name_before(text: str, end: int) -> str:
+    """The ``[\\w.-]`` name before spaces and up to two closing quotes or brackets. Read
+    reversed, so ``match`` anchors it: a search for a name ending at ``end`` would try
+    every position of the window."""
+    window = text[max(0, end - MAX_NAME - 8) : end].rstrip(" \t")
+    for _ in range(2):
+        if window.endswith(('"', "'", "]")):
+            window = window[:-1]
+    m = _NAME_REVERSED.match(window[::-1])
+    return m.group()[::-1] if m else ""
+
+
 def _assignment_spans(text: str) -> Iterator[Span]:
-    lower = text.lower()
-    if not any(hint in lower for hint in _ASSIGNMENT_HINTS):
-        return
-    for m in _ASSIGNMENT.finditer(text):
+    for m in _ASSIGNED_VALUE.finditer(text):
         value = m.group("value")
-        if _looks_random(value):
+        name = _name_before(text, m.start())
+        if name and _SECRET_NAME.search(name) and _looks_random(value):
             yield m.start("value"), m.end("value"), "secret-assignment"
-    for m in _BEARER.finditer(text):
-        if _looks_random(m.group("value")):
-            yield m.start("value"), m.end("value"), "bearer-token"
 
 
 _SCANNERS: list[Callable[[str], Iterator[Span]]] = [
@@ -205,6 +225,7 @@ _SCANNERS: list[Callable[[str], Iterator[Span]]] = [
     _regex_spans("private-key", _PUTTY_KEY),
     *(_regex_spans(kind, p) for kind, p in [*_plugin_rules(), *_EXTRA_RULES]),
     _assignment_spans,
+    _value_spans("bearer-token", _BEARER),
 ]
 
 
