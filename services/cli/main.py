@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "beat": ("beat", "run the Celery beat scheduler (sweep, backfill)"),
     "backfill": ("backfill", "embed records missing a vector, in the foreground"),
     "status": ("status", "is the server up, backend, pending work"),
+    "search": ("search", "search this project's memories (or --all-projects)"),
     "doctor": ("doctor", "check data dir, token, port, database, Redis and model"),
     "install": ("install", "add wakemark's hooks and MCP server to an agent's config"),
     "uninstall": ("uninstall", "remove wakemark's hooks and MCP server from an agent's config"),
