@@ -6,38 +6,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from werkzeug.serving import make_server
 
-from tests.hooks.test_forwarder import _free_port
-from wakemark.services.api import create_app
+from tests.conftest import free_port
 from wakemark.services.api.security import ensure_token
 from wakemark.shared import project
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage import migrate
 
 ACTOR = "alice"
-
-
-@pytest.fixture
-def served(settings: Settings) -> Iterator[Runtime]:
-    settings = settings.replace(port=_free_port())
-    prepare_home(settings)
-    migrate(settings)
-    rt = Runtime.build(settings)
-    ensure_token(settings)
-    http = make_server("127.0.0.1", settings.port, create_app(runtime=rt))
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
-    thread.start()
-    yield rt
-    http.shutdown()
-    rt.close()
 
 
 def _project(root: Path) -> str:
@@ -107,7 +87,7 @@ def test_no_hit_exits_1(served: Runtime, shop: Path) -> None:
 def test_server_down_exits_2_with_a_message(settings: Settings, tmp_path: Path) -> None:
     prepare_home(settings)
     ensure_token(settings)
-    down = settings.replace(port=_free_port())
+    down = settings.replace(port=free_port())
     done = _search(down, tmp_path, "anything")
     assert done.returncode == 2
     assert "not running" in done.stderr and "wakemark serve" in done.stderr

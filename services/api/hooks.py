@@ -14,7 +14,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from wakemark.services.api import adapters, pipeline
+from wakemark.services.api import adapters, optout, pipeline
 from wakemark.services.api.adapters.base import PROMPT, SESSION_START, HookContext, HookPayloadError
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object
@@ -40,7 +40,7 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     except HookPayloadError as exc:
         raise ApiError(422, str(exc), code="invalid_hook_payload") from None
     if mapped.events:
-        results = pipeline.runtime().storage.put_events(mapped.events)
+        results = optout.put_events(pipeline.runtime(), mapped.events)
         pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
     context = ""
     if mapped.intent == PROMPT and mapped.events:

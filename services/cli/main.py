@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "backfill": ("backfill", "embed records missing a vector, in the foreground"),
     "status": ("status", "is the server up, backend, pending work"),
     "search": ("search", "search this project's memories (or --all-projects)"),
+    "pause": ("pause", "store nothing from this project (creates .wakemarkignore)"),
+    "resume": ("pause", "store this project again (removes .wakemarkignore)"),
     "doctor": ("doctor", "check data dir, token, port, database, Redis and model"),
     "install": ("install", "add wakemark's hooks and MCP server to an agent's config"),
     "uninstall": ("uninstall", "remove wakemark's hooks and MCP server from an agent's config"),
