@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("model", "export the embedding model to ONNX"),
     "worker": ("worker", "run a Celery worker (needs WAKEMARK_REDIS_URL)"),
     "beat": ("beat", "run the Celery beat scheduler (sweep, backfill)"),
+    "scrub": ("scrub", "re-scan stored events and records for secrets and redact them"),
     "backfill": ("backfill", "embed records missing a vector, in the foreground"),
     "status": ("status", "is the server up, backend, pending work"),
     "search": ("search", "search this project's memories (or --all-projects)"),
