@@ -250,6 +250,31 @@ def ingest_cost(commits: list[dict[str, Any]], slices: list[str]) -> dict[str, A
     }
 
 
+def small_event_cost() -> dict[str, Any]:
+    """The scrub step on bench/ingest's own event (one 70-character text body), alone and
+    in batches of 100 as ``POST /v1/events`` takes them."""
+    from bench.ingest import _event
+    from wakemark.shared.privacy import scrub
+
+    events = [_event(i, "s") for i in range(2000)]
+    batches = [{"events": events[i : i + BATCH]} for i in range(0, len(events), BATCH)]
+    out: dict[str, float] = {}
+    for mode in ("scan", "no_scan", "scan", "no_scan"):
+        patch = _no_scan() if mode == "no_scan" else contextlib.nullcontext()
+        with patch:
+            t0 = time.perf_counter()
+            for e in events:
+                scrub(e)
+            single = (time.perf_counter() - t0) / len(events) * 1e6
+            t0 = time.perf_counter()
+            for b in batches:
+                scrub(b)
+            batched = (time.perf_counter() - t0) / len(events) * 1e6
+        out[f"single_{mode}"] = round(min(single, out.get(f"single_{mode}", single)), 1)
+        out[f"batched_{mode}"] = round(min(batched, out.get(f"batched_{mode}", batched)), 1)
+    return out
+
+
 def detect_secrets_scan_line(lines: list[str]) -> dict[str, Any]:
     from detect_secrets.core.scan import scan_line
     from detect_secrets.settings import default_settings
@@ -282,6 +307,7 @@ def run() -> dict[str, Any]:
     return {
         "config": {"cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2)},
         "ingest": ingest_cost(commits, slices),
+        "small_events": small_event_cost(),
         "false_positives": fp,
         "detect_secrets": detect_secrets_scan_line(sample),
     }
@@ -291,6 +317,7 @@ def markdown(result: dict[str, Any]) -> str:
     ing = result["ingest"]
     fp = result["false_positives"]
     ds = result["detect_secrets"]
+    sm = result["small_events"]
     origins = [
         f"| {name} | {v['strings']} | {v['flagged']} |" for name, v in fp["by_origin"].items()
     ]
@@ -312,6 +339,11 @@ def markdown(result: dict[str, Any]) -> str:
             f"{ing['ingest_us_per_event']['no_scan']} | {ing['ingest_added_us_per_event']} |",
             f"| scrub step µs/event | {ing['scrub_us_per_event']['scan']} | "
             f"{ing['scrub_us_per_event']['no_scan']} | {ing['scrub_added_us_per_event']} |",
+            f"| scrub µs/event, bench/ingest's 70-character event, one a request | "
+            f"{sm['single_scan']} | {sm['single_no_scan']} | "
+            f"{round(sm['single_scan'] - sm['single_no_scan'], 1)} |",
+            f"| same, in batches of {BATCH} | {sm['batched_scan']} | {sm['batched_no_scan']} | "
+            f"{round(sm['batched_scan'] - sm['batched_no_scan'], 1)} |",
             "",
             f"detect-secrets' own `scan_line`: {ds['scan_line_us']} µs a line against "
             f"{ds['compiled_us']} µs for the same plugins' regexes compiled by "

@@ -11,14 +11,14 @@ matches are exactly ``pattern.finditer``'s (``tests/test_anchored.py`` checks it
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 
-# A try of ``match`` from Python costs about as much as the engine's own scan of this many
-# characters; past that, a plain ``finditer`` is cheaper than the candidate positions.
-_MATCH_COST_CHARS = 8
+# A candidate position (its ``match`` call and the loop around it) costs about as much as
+# the engine's own scan of this many characters; past that, a plain ``finditer`` is cheaper.
+_MATCH_COST_CHARS = 24
 
 
 @dataclass(frozen=True)
@@ -93,15 +93,29 @@ class AnchoredPattern:
         self.pattern = pattern
         self.fold = bool(pattern.flags & re.IGNORECASE)
         self.anchors = _anchors(pattern)
+        # ``re`` itself searches fast for a pattern that starts with a literal: past the
+        # gate, a plain ``finditer`` beats any candidate positions.
+        first = _literal_runs(sre_parse.parse(pattern.pattern, pattern.flags))[:1]
+        self.literal_start = bool(first) and first[0][0] == "LITERALS" and not self.fold
 
-    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+    def finditer(self, text: str, lower: str | None = None) -> Iterable[re.Match[str]]:
+        """``lower``: ``text.lower()`` if the caller has it (one per text, not per rule)."""
         if not self.anchors:
             return self.pattern.finditer(text)
         exact = not self.fold or text.isascii()  # else lower() may move or miss characters
-        hay = (text.lower() if exact else text.casefold()) if self.fold else text
-        if not all(any(s in hay for s in a.strings) for a in self.anchors):
-            return iter(())
-        if not exact:
+        if not self.fold:
+            hay = text
+        elif exact:
+            hay = text.lower() if lower is None else lower
+        else:
+            hay = text.casefold()
+        for anchor in self.anchors:
+            for s in anchor.strings:
+                if s in hay:
+                    break
+            else:
+                return ()
+        if not exact or self.literal_start:
             return self.pattern.finditer(text)
         starts = self._starts(hay)
         if starts is None:

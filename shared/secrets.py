@@ -95,7 +95,11 @@ _EXTRA_RULES = [
 _KEYWORDS = "|".join([*DENYLIST, "token", "credentials?", "access_?key", "auth"])
 # Found from the operator, then the name checked just before it: starting from the
 # keyword alternation, ``re`` tries every position (~300 µs per KB of code).
-_ASSIGNED_VALUE = re.compile(r"""(?::=|=>|=|:)[ \t]*["'`]?(?P<value>[^\s"'`,;=>]{8,})""")
+# A bare ``:`` assigns only before a space or a quote (YAML, JSON): ``12:15:18`` in every
+# timestamp, ``host:port`` and ``C:\\`` do not.
+_ASSIGNED_VALUE = re.compile(
+    r"""(?::=|=>|=|:(?=[ \t"'`]))[ \t]*["'`]?(?P<value>[^\s"'`,;=>]{8,})"""
+)
 _SECRET_NAME = re.compile(rf"(?:{_KEYWORDS})\w*\Z", re.IGNORECASE)
 MAX_NAME = 64
 _NAME_REVERSED = re.compile(rf"[\w.-]{{1,{MAX_NAME}}}")
@@ -175,12 +179,15 @@ def _secret_span(m: re.Match[str]) -> tuple[int, int]:
     return start, end
 
 
-def _regex_spans(kind: str, pattern: re.Pattern[str]) -> Callable[[str], Iterator[Span]]:
+Scanner = Callable[[str, str], Iterator[Span]]  # (text, text.lower()) -> spans
+
+
+def _regex_spans(kind: str, pattern: re.Pattern[str]) -> Scanner:
     check = _jwt_ok if kind == "json-web-token" else None
     anchored = AnchoredPattern(pattern)
 
-    def spans(text: str) -> Iterator[Span]:
-        for m in anchored.finditer(text):
+    def spans(text: str, lower: str) -> Iterator[Span]:
+        for m in anchored.finditer(text, lower):
             start, end = _secret_span(m)
             if check is None or check(text[start:end]):
                 yield start, end, kind
@@ -188,12 +195,12 @@ def _regex_spans(kind: str, pattern: re.Pattern[str]) -> Callable[[str], Iterato
     return spans
 
 
-def _value_spans(kind: str, pattern: re.Pattern[str]) -> Callable[[str], Iterator[Span]]:
+def _value_spans(kind: str, pattern: re.Pattern[str]) -> Scanner:
     """Spans of the ``value`` group where it looks random (not code or a placeholder)."""
     anchored = AnchoredPattern(pattern)
 
-    def spans(text: str) -> Iterator[Span]:
-        for m in anchored.finditer(text):
+    def spans(text: str, lower: str) -> Iterator[Span]:
+        for m in anchored.finditer(text, lower):
             if _looks_random(m.group("value")):
                 yield m.start("value"), m.end("value"), kind
 
@@ -212,7 +219,7 @@ def _name_before(text: str, end: int) -> str:
     return m.group()[::-1] if m else ""
 
 
-def _assignment_spans(text: str) -> Iterator[Span]:
+def _assignment_spans(text: str, lower: str) -> Iterator[Span]:
     for m in _ASSIGNED_VALUE.finditer(text):
         value = m.group("value")
         name = _name_before(text, m.start())
@@ -220,7 +227,7 @@ def _assignment_spans(text: str) -> Iterator[Span]:
             yield m.start("value"), m.end("value"), "secret-assignment"
 
 
-_SCANNERS: list[Callable[[str], Iterator[Span]]] = [
+_SCANNERS: list[Scanner] = [
     _regex_spans("private-key", _PRIVATE_KEY),
     _regex_spans("private-key", _PUTTY_KEY),
     *(_regex_spans(kind, p) for kind, p in [*_plugin_rules(), *_EXTRA_RULES]),
@@ -232,7 +239,10 @@ _SCANNERS: list[Callable[[str], Iterator[Span]]] = [
 def find(text: str) -> list[Span]:
     """Non-overlapping ``(start, end, kind)`` spans, in order; the earliest, then the
     longest, wins an overlap."""
-    found = sorted((s for scan in _SCANNERS for s in scan(text)), key=lambda s: (s[0], -s[1]))
+    lower = text.lower()
+    found = sorted(
+        (s for scan in _SCANNERS for s in scan(text, lower)), key=lambda s: (s[0], -s[1])
+    )
     spans: list[Span] = []
     for span in found:
         if spans and span[0] < spans[-1][1]:
@@ -244,7 +254,11 @@ def find(text: str) -> list[Span]:
 
 
 def any_secret(text: str) -> bool:
-    return any(next(scan(text), None) is not None for scan in _SCANNERS)
+    lower = text.lower()
+    for scan in _SCANNERS:
+        for _ in scan(text, lower):
+            return True
+    return False
 
 
 def redact(text: str) -> str:
