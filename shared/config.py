@@ -75,6 +75,12 @@ def _redis_url(raw: str) -> str | None:
     return value
 
 
+def _globs(raw: str) -> tuple[str, ...]:
+    return tuple(
+        os.path.expanduser(g.strip()) for g in raw.replace("\n", ",").split(",") if g.strip()
+    )
+
+
 def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
     return field(default=default, metadata={"parse": parse, "doc": doc})
 
@@ -141,6 +147,12 @@ class Settings:
         200_000, _int(0, 1_000_000_000), "Hard daily token budget of the LLM extractor."
     )
     llm_timeout_s: int = _setting(30, _int(1, 600), "Timeout of one LLM call.")
+    ignore_projects: tuple[str, ...] = _setting(
+        (),
+        _globs,
+        "Comma-separated globs of project paths never stored (like .wakemarkignore), "
+        "e.g. `~/work/client-*`.",
+    )
     log_level: str = _setting(
         "info", _choice("debug", "info", "warning", "error"), "Log level of every process."
     )

@@ -93,6 +93,13 @@ def namespace_for(actor_name: str, pid: str) -> str:
     return f"/actor/{sanitize_actor(actor_name)}/project/{pid}/"
 
 
+def agent_start_dir(environ: dict[str, str] | None = None) -> str:
+    """Where a process started from an agent (or a terminal) stands: the agent's project
+    directory when it exports one, else the cwd. The MCP server and the CLI share it."""
+    env = os.environ if environ is None else environ
+    return env.get("CLAUDE_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR") or os.getcwd()
+
+
 def namespace(start: str | None = None, actor_name: str | None = None) -> str:
     """The namespace of the project containing ``start`` (default: the cwd)."""
     return namespace_for(actor_name or actor(), project_id(find_root(start)))

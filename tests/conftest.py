@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -136,4 +137,39 @@ def runtime(backend_settings: Settings):  # type: ignore[no-untyped-def]
 
     rt = Runtime.build(backend_settings)
     yield rt
+    rt.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def served(settings: Settings) -> Iterator[Any]:
+    """The real app on a free loopback port (werkzeug, in a thread) over SQLite, token
+    created, for CLI commands run as subprocesses against it."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    from wakemark.services.api import create_app
+    from wakemark.services.api.security import ensure_token
+    from wakemark.shared.config import prepare_home
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
+
+    settings = settings.replace(port=free_port())
+    prepare_home(settings)
+    migrate(settings)
+    rt = Runtime.build(settings)
+    ensure_token(settings)
+    http = make_server("127.0.0.1", settings.port, create_app(runtime=rt))
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    yield rt
+    http.shutdown()
     rt.close()

@@ -14,6 +14,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
 
+from wakemark.services.api import optout
 from wakemark.services.api.pipeline import runtime
 from wakemark.shared import __version__
 
@@ -106,4 +107,5 @@ def health() -> tuple[Response, int]:
     body["embedder"] = _embedder(rt)
     body["search"] = _search(rt)
     body["llm"] = _llm(rt)
+    body["dropped"] = {"ignored_project": optout.dropped()}
     return jsonify(body), status

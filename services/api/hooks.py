@@ -17,7 +17,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from wakemark.services import agents
 from wakemark.services.agents.base import PROMPT, SESSION_START, HookContext, HookPayloadError
-from wakemark.services.api import client_files, metrics, pipeline
+from wakemark.services.api import client_files, metrics, optout, pipeline
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object
 from wakemark.shared import project
@@ -42,7 +42,7 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     except HookPayloadError as exc:
         raise ApiError(422, str(exc), code="invalid_hook_payload") from None
     if mapped.events:
-        results = pipeline.runtime().storage.put_events(mapped.events)
+        results = optout.put_events(pipeline.runtime(), mapped.events)
         pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
     context = ""
     if handler.wants_context(mapped):

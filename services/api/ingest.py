@@ -7,11 +7,11 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wakemark.services.api import pipeline
+from wakemark.services.api import optout, pipeline
 from wakemark.services.api.errors import ApiError, validation_details
 from wakemark.services.api.params import bool_arg, parse_json
 from wakemark.shared.models import MAX_BATCH, Event
-from wakemark.shared.privacy import may_contain_tag, scrub
+from wakemark.shared.privacy import scrub
 
 bp = Blueprint("ingest", __name__)
 
@@ -27,13 +27,11 @@ def post_events() -> tuple[Response, int]:
     retrieve = bool_arg("retrieve")
     raw = request.get_data(cache=False)
     data = parse_json(raw)
-    # Scrub before validation, so a secret cannot survive even in an error path. Most
-    # requests provably hold no tag, and skip the walk over every string.
-    if may_contain_tag(raw):
-        data = scrub(data)
+    # Scrub before validation, so a secret cannot survive even in an error path.
+    data = scrub(data)
     batch = isinstance(data, dict) and "events" in data
     events = _validate_batch(data) if batch else [_validate(data)]
-    results = pipeline.runtime().storage.put_events(events)
+    results = optout.put_events(pipeline.runtime(), events)
     # After commit: the rows are durable, so a lost enqueue only delays extraction.
     pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
     if batch:

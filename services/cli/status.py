@@ -31,6 +31,16 @@ def fetch(host: str, port: int, path: str, token: str | None = None) -> tuple[in
         conn.close()
 
 
+def _project_line(settings: Any) -> str:
+    from wakemark.shared import optout, project
+
+    start = project.agent_start_dir()
+    root = project.find_root(start)
+    reason = optout.ignored(root or start, settings.ignore_projects)
+    where = root or f"{start} (no project root: global)"
+    return f"{where}: paused, nothing stored ({reason})" if reason else f"{where}: recording"
+
+
 def run(args: argparse.Namespace) -> int:
     from wakemark.services.api.security import ensure_token
     from wakemark.shared.config import Settings
@@ -52,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if settings.token or settings.token_path.exists():
         scode, stats = fetch(settings.host, settings.port, "/v1/stats", ensure_token(settings))
     if args.json:
-        print(json.dumps({"health": health, "stats": stats}, indent=2))
+        body = {"health": health, "stats": stats, "project": _project_line(settings)}
+        print(json.dumps(body, indent=2))
         return 0 if code == 200 else 1
     jobs = health.get("jobs") or {}
     pending = health.get("pending") or {}
@@ -63,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"  pending   extraction {pending.get('extraction')}, embedding {pending.get('embedding')}"
     )
+    print(f"  project   {_project_line(settings)}")
     if scode == 200 and isinstance(stats, dict):
         print(f"  stored    {stats.get('events')} events, {stats.get('memories')} memories")
     elif scode:

@@ -126,12 +126,7 @@ def scope_for(project_dir: str | None = None) -> Scope:
     """The namespace of the project holding ``project_dir`` (default: as the hooks see it)."""
     from wakemark.shared import project
 
-    start = (
-        project_dir
-        or os.environ.get("CLAUDE_PROJECT_DIR")
-        or os.environ.get("GEMINI_PROJECT_DIR")
-        or os.getcwd()
-    )
+    start = project_dir or project.agent_start_dir()
     actor = project.actor()
     return Scope(namespace=project.namespace(start, actor), actor_prefix=f"/actor/{actor}/")
 

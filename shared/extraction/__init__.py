@@ -18,6 +18,7 @@ from wakemark.shared.extraction.dedupe import THRESHOLD, Merge, conservative_mer
 from wakemark.shared.extraction.deterministic import extract_deterministic
 from wakemark.shared.extraction.notes import record_from_note
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.privacy import scrub_record
 from wakemark.shared.storage.base import Turn
 
 __all__ = [
@@ -62,7 +63,12 @@ def extract(turn: Turn, settings: Settings, screened: bool = False) -> list[Memo
     """Records for one closed turn: one per note event, else one for the turn (none for
     a turn with nothing usable or no work, see ``extract_turn``). With an LLM configured
     its record is used; any failure of it gives the deterministic record marked
-    ``quality="fallback"``."""
+    ``quality="fallback"``. Every record is scrubbed: its events were, but an LLM's wording
+    or a join of two events need not be."""
+    return [scrub_record(r) for r in _extract(turn, settings, screened)]
+
+
+def _extract(turn: Turn, settings: Settings, screened: bool) -> list[MemoryRecord]:
     notes = [e for e in turn.events if e.kind == "note"]
     if notes:
         return [record_from_note(e) for e in notes]

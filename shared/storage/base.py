@@ -125,6 +125,13 @@ class Tx(abc.ABC):
         """Mark the turn extracted (with why it gave no record, if it gave none); False
         (and nothing changes) if it already was."""
 
+    @abc.abstractmethod
+    def replace_record_text(self, record: MemoryRecord) -> None:
+        """Overwrite the stored record's title, summary, facts, concepts and
+        files_touched with ``record``'s, and clear its embedding (the text changed): the
+        full-text entry follows, the namespace's epoch bumps, the record awaits
+        re-embedding. Raises NotFoundError for an unknown id."""
+
 
 class Storage(abc.ABC):
     backend: str  # "sqlite" | "postgres"
@@ -146,6 +153,15 @@ class Storage(abc.ABC):
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[StoredEvent]:
         """Newest first (transaction_time desc, event_id desc)."""
+
+    @abc.abstractmethod
+    def events_after(self, after: str | None, limit: int) -> list[StoredEvent]:
+        """Every event, in ``event_id`` order, after ``after`` (None: from the first)."""
+
+    @abc.abstractmethod
+    def replace_event_bodies(self, events: Sequence[Event]) -> int:
+        """Overwrite the body of each stored event with the same ``event_id`` by
+        ``event``'s (``wakemark scrub``); nothing else changes. Returns how many existed."""
 
     def get_turn(self, turn_id: str) -> Turn | None:
         turns = self.get_turns([turn_id])

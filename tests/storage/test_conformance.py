@@ -90,6 +90,34 @@ def test_list_events_newest_first_with_filters(storage: Storage) -> None:
     assert [e.event_id for e in storage.list_events(limit=1)] == [c]
 
 
+def test_events_after_pages_every_event_in_id_order(storage: Storage) -> None:
+    events = [event(text=f"e{i}", ns=ns) for i, ns in enumerate([NS, "/actor/b/project/b/"] * 3)]
+    storage.put_events(events)
+    ids = sorted(e.event_id for e in events)
+    seen: list[str] = []
+    after = None
+    while page := storage.events_after(after, 4):
+        seen += [e.event_id for e in page]
+        after = page[-1].event_id
+    assert seen == ids
+    assert storage.events_after(ids[-1], 4) == []
+
+
+def test_replace_event_bodies_changes_only_the_body(storage: Storage) -> None:
+    kept, changed = event(text="keep me"), event(text="token=abc", session="s2")
+    storage.put_events([kept, changed])
+    before = storage.get_event(changed.event_id)
+    assert before is not None
+    redacted = changed.model_copy(update={"body": {"type": "text", "content": "token=[R]"}})
+    assert storage.replace_event_bodies([redacted, event()]) == 1
+    after = storage.get_event(changed.event_id)
+    assert after is not None and after.body.content == "token=[R]"  # type: ignore[union-attr]
+    assert (after.transaction_time, after.turn_id, after.session_id) == (
+        before.transaction_time, before.turn_id, "s2"
+    )  # fmt: skip
+    assert storage.get_event(kept.event_id).body.content == "keep me"  # type: ignore[union-attr]
+
+
 def test_batch_put_events_is_all_or_nothing(storage: Storage) -> None:
     good = event(text="good")
     # A row the database itself refuses (no namespace) after a valid one in the same batch.
@@ -292,6 +320,33 @@ def test_delete_cascades_without_ghost_fulltext_rows(storage: Storage) -> None:
     assert storage.list_embeddings(NS).record_ids == [kept.record_id]
     assert storage.embedded_ids(NS) == [kept.record_id]
     assert storage.delete_memory_records([doomed.record_id]) == []
+
+
+def test_replace_record_text_refreshes_fulltext_and_clears_the_embedding(
+    storage: Storage,
+) -> None:
+    old = record("zyzzyva deploy key", summary="rotate zyzzyva", facts=["f zyzzyva"], pinned=True)
+    storage.put_memory_record(old)
+    storage.put_embedding(old.record_id, vec(1))
+    new = old.model_copy(
+        update={"title": "quokka deploy key", "summary": "rotate it", "facts": ["f quokka"],
+                "concepts": ["c"], "files_touched": ["a.py"]}
+    )  # fmt: skip
+    with storage.transaction() as tx:
+        tx.replace_record_text(new)
+    got = storage.get_memory_record(old.record_id)
+    assert got is not None
+    assert (got.title, got.summary, got.facts, got.concepts, got.files_touched) == (
+        "quokka deploy key", "rotate it", ["f quokka"], ["c"], ["a.py"]
+    )  # fmt: skip
+    assert (got.pinned, got.created_at, got.namespace) == (True, old.created_at, NS)
+    assert storage.search_lexical(NS, "zyzzyva", 10) == []
+    assert [h.record.record_id for h in storage.search_lexical(NS, "quokka", 10)] == [old.record_id]
+    assert not storage.has_embedding(old.record_id)
+    assert storage.embedded_ids(NS) == [] and storage.list_embeddings(NS).total == 0
+    assert [r.record_id for r in storage.records_missing_embedding(10)] == [old.record_id]
+    with pytest.raises(NotFoundError), storage.transaction() as tx:
+        tx.replace_record_text(record("never stored"))
 
 
 def test_transaction_is_all_or_nothing(storage: Storage) -> None:

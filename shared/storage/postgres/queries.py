@@ -45,6 +45,8 @@ TOUCH_TURN = "UPDATE turns SET last_event_at = %s WHERE turn_id = %s"
 CLOSE_TURN = "UPDATE turns SET closed_at = %s WHERE turn_id = %s AND closed_at IS NULL"
 
 GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = %s"
+EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id > %s ORDER BY event_id LIMIT %s"
+SET_EVENT_BODY = "UPDATE events SET body = %s WHERE event_id = %s"
 
 LIST_EVENTS = f"""
 SELECT {EVENT_COLUMNS} FROM events
@@ -95,6 +97,13 @@ VALUES (%(record_id)s, %(namespace)s, %(title)s, %(summary)s, %(facts)s, %(conce
         %(quality)s, %(pinned)s, %(created_at)s)
 ON CONFLICT (record_id) DO NOTHING
 RETURNING record_id
+"""
+
+REPLACE_RECORD_TEXT = """
+UPDATE memory_records SET title = %(title)s, summary = %(summary)s, facts = %(facts)s,
+       concepts = %(concepts)s, files_touched = %(files_touched)s, embedding = NULL
+ WHERE record_id = %(record_id)s
+RETURNING namespace
 """
 
 PUT_EMBEDDING = """

@@ -82,6 +82,13 @@ class PostgresTx(Tx):
         gone = {rid for rid, _ in rows}
         return [rid for rid in dict.fromkeys(record_ids) if rid in gone]
 
+    def replace_record_text(self, record: MemoryRecord) -> None:
+        self._lock_records()  # the FTS trigger updates lexeme_df: see the class docstring
+        row = self.conn.execute(q.REPLACE_RECORD_TEXT, record_params(record)).fetchone()
+        if row is None:
+            raise NotFoundError(f"memory record {record.record_id} does not exist")
+        self.changed.add(row[0])
+
     def mark_turn_extracted(
         self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
     ) -> bool:
@@ -135,6 +142,16 @@ class PostgresStorage(Storage):
                     if params:
                         cur.executemany(sql, params)
         return plan.results
+
+    def events_after(self, after: str | None, limit: int) -> list[StoredEvent]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.EVENTS_AFTER, (after or "", limit)).fetchall()
+        return [stored_event(r) for r in rows]
+
+    def replace_event_bodies(self, events: Sequence[Event]) -> int:
+        with self._db.connection() as conn, conn.transaction():
+            rows = [(e.body_json(), e.event_id) for e in events]
+            return sum(conn.execute(q.SET_EVENT_BODY, row).rowcount for row in rows)
 
     def get_event(self, event_id: str) -> StoredEvent | None:
         with self._db.connection() as conn:

@@ -18,6 +18,8 @@ VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, 
         :valid_time, :source, :schema_version, :transaction_time, :turn_id)
 """
 GET_EVENT = "SELECT * FROM events WHERE event_id = ?"
+EVENTS_AFTER = "SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?"
+SET_EVENT_BODY = "UPDATE events SET body = ? WHERE event_id = ?"
 LIST_EVENTS = f"""
 SELECT * FROM events
 WHERE {_NS} AND (:session_id IS NULL OR session_id = :session_id)
@@ -63,6 +65,12 @@ VALUES (:record_id, :namespace, :title, :summary, :facts, :facts_text, :concepts
     :created_at)
 """
 RECORD_EXISTS = "SELECT 1 FROM memory_records WHERE record_id = ?"
+REPLACE_RECORD_TEXT = """
+UPDATE memory_records SET title = :title, summary = :summary, facts = :facts,
+    facts_text = :facts_text, concepts = :concepts, files_touched = :files_touched,
+    embedding = NULL
+WHERE record_id = :record_id RETURNING namespace
+"""
 SET_EMBEDDING = "UPDATE memory_records SET embedding = ? WHERE record_id = ? RETURNING namespace"
 DELETE_RECORDS = """
 DELETE FROM memory_records WHERE record_id IN (SELECT value FROM json_each(?))

@@ -61,6 +61,12 @@ class SqliteTx(Tx):
         deleted = {r["record_id"] for r in rows}
         return [rid for rid in dict.fromkeys(record_ids) if rid in deleted]
 
+    def replace_record_text(self, record: MemoryRecord) -> None:
+        row = self.conn.execute(q.REPLACE_RECORD_TEXT, codec.record_params(record)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory record {record.record_id}")
+        self.changed.add(row["namespace"])
+
     def mark_turn_extracted(
         self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
     ) -> bool:
@@ -114,6 +120,14 @@ class SqliteStorage(Storage):
     def get_event(self, event_id: str) -> StoredEvent | None:
         rows = self._read(q.GET_EVENT, (event_id,))
         return codec.to_event(rows[0]) if rows else None
+
+    def events_after(self, after: str | None, limit: int) -> list[StoredEvent]:
+        return [codec.to_event(r) for r in self._read(q.EVENTS_AFTER, (after or "", limit))]
+
+    def replace_event_bodies(self, events: Sequence[Event]) -> int:
+        with self._conns.write() as conn:
+            rows = [(e.body_json(), e.event_id) for e in events]
+            return sum(conn.execute(q.SET_EVENT_BODY, row).rowcount for row in rows)
 
     def list_events(
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50

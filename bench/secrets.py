@@ -1,0 +1,362 @@
+"""Secret scanning at capture: what it adds to ingest, and how often it fires on ordinary text.
+
+Cost: events built from real text (codemem-dev commits as turns: the subject as the
+prompt, each changed file as a tool use whose output is a slice of one of this
+repository's source files, the message body as the answer), posted in batches of 100 to
+the real app (Flask test client, SQLite in a temp home), rounds alternating the scan on
+and off in the same process, so the difference is what the scan adds. "Off" keeps the
+``<private>`` walk and drops only the credential scan. Every event is a ``tool_use`` of
+one open turn per round, so no extraction runs in the background to blur the timing.
+The scrub step alone is timed too, and detect-secrets' own ``scan_line`` on a sample of
+lines for scale (why the scanner compiles the plugins' regexes itself).
+
+False positives: every line of this repository's text files, every string in
+``tests/fixtures/**`` and every string of the codemem-dev set, scanned one by one; any
+hit there is a false positive (none of that text holds a real credential), and each is
+listed. Run alone: ``python -m bench.secrets``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from ulid import ULID
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = Path(os.environ.get("WAKEMARK_CODEMEM_DEV", "/work/shared/datasets/codemem-dev"))
+TEXT_SUFFIXES = {".py", ".md", ".sql", ".toml", ".yaml", ".yml", ".cfg", ".txt", ".json"}
+SOURCE_DIRS = ("shared", "services", "tests", "bench", "migrations", "scripts", "docker")
+BATCH = 100
+ROUNDS = 5
+TURNS_PER_ROUND = 200
+NS = "/actor/bench/project/secrets/"
+
+
+def _repo_files() -> list[Path]:
+    files = [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / "Makefile", ROOT / "Dockerfile"]
+    for folder in SOURCE_DIRS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.is_file() and (path.suffix in TEXT_SUFFIXES or path.suffix == ".jsonl"):
+                files.append(path)
+    return [f for f in files if f.is_file() and "results" not in f.parts]
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+
+
+def _json_strings(path: Path) -> list[str]:
+    text = path.read_text()
+    try:
+        return list(_leaves(json.loads(text)))
+    except ValueError:
+        out: list[str] = []
+        for line in text.splitlines():
+            try:
+                out += _leaves(json.loads(line))
+            except ValueError:
+                out.append(line)
+        return out
+
+
+def corpus() -> dict[str, list[tuple[str, str]]]:
+    """Ordinary text by origin: (where, string)."""
+    fixtures = ROOT / "tests" / "fixtures"
+    repo: list[tuple[str, str]] = []
+    fixture_strings: list[tuple[str, str]] = []
+    for path in _repo_files():
+        rel = str(path.relative_to(ROOT))
+        if fixtures in path.parents:
+            if path.suffix in (".json", ".jsonl"):
+                fixture_strings += [(rel, s) for s in _json_strings(path)]
+            else:
+                fixture_strings += [(rel, line) for line in path.read_text().splitlines()]
+        else:
+            repo += [(rel, line) for line in path.read_text().splitlines()]
+    dataset: list[tuple[str, str]] = []
+    for path in sorted(DATASET.glob("*/*.jsonl")):
+        rel = f"codemem-dev/{path.parent.name}/{path.name}"
+        dataset += [(rel, s) for s in _json_strings(path)]
+    return {"repository": repo, "fixtures": fixture_strings, "codemem-dev": dataset}
+
+
+def false_positives(strings: dict[str, list[tuple[str, str]]]) -> dict[str, Any]:
+    from wakemark.shared import secrets
+
+    out: dict[str, Any] = {}
+    hits: list[dict[str, str]] = []
+    started = time.perf_counter()
+    total = 0
+    for origin, items in strings.items():
+        flagged = 0
+        for where, text in items:
+            spans = secrets.find(text)
+            if spans:
+                flagged += 1
+                for start, end, kind in spans:
+                    hits.append({"where": where, "kind": kind, "match": text[start:end][:80]})
+        total += len(items)
+        out[origin] = {"strings": len(items), "flagged": flagged}
+    elapsed = time.perf_counter() - started
+    flagged_total = sum(v["flagged"] for v in out.values())
+    return {
+        "by_origin": out,
+        "strings": total,
+        "flagged": flagged_total,
+        "rate": flagged_total / total,
+        "us_per_string": round(elapsed / total * 1e6, 1),
+        "hits": hits,
+    }
+
+
+def _turns() -> list[dict[str, Any]]:
+    commits = []
+    for path in sorted(DATASET.glob("*/memories.jsonl")):
+        commits += [json.loads(line) for line in path.read_text().splitlines()]
+    return commits
+
+
+def _source_slices() -> list[str]:
+    slices = []
+    for path in _repo_files():
+        if path.suffix == ".py":
+            text = path.read_text()
+            slices += [text[i : i + 2000] for i in range(0, min(len(text), 8000), 2000)]
+    return [s for s in slices if s.strip()]
+
+
+def _events(commits: list[dict[str, Any]], slices: list[str], session: str) -> list[dict]:
+    now = datetime.now(UTC).isoformat()
+
+    def event(body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "event_id": str(ULID()),
+            "session_id": session,
+            "actor_id": "bench",
+            "namespace": NS,
+            "kind": "tool_use",
+            "body": body,
+            "valid_time": now,
+            "source": {"surface": "bench", "project_path": "/home/bench/secrets"},
+        }
+
+    events = []
+    for i, commit in enumerate(commits):
+        events.append(event({"type": "text", "content": commit["prompt"]}))
+        for j, file in enumerate(commit["files"][:3]):
+            output = slices[(i * 3 + j) % len(slices)]
+            data = {"tool": "Edit", "input": {"file_path": file}, "output": output}
+            events.append(event({"type": "json", "data": data}))
+        answer = commit["answer"] or commit["prompt"]
+        turns = [
+            {"role": "user", "content": commit["prompt"]},
+            {"role": "assistant", "content": answer},
+        ]
+        events.append(event({"type": "message", "turns": turns}))
+    return events
+
+
+def _no_scan() -> Any:
+    from wakemark.shared import privacy
+
+    return mock.patch.object(privacy.secrets, "any_secret", lambda _text: False)
+
+
+def ingest_cost(commits: list[dict[str, Any]], slices: list[str]) -> dict[str, Any]:
+    from wakemark.services.api import create_app
+    from wakemark.services.api.security import ensure_token
+    from wakemark.shared.config import Settings, prepare_home
+    from wakemark.shared.privacy import scrub
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
+
+    with tempfile.TemporaryDirectory() as home:
+        settings = Settings(home=Path(home), embedder="off")
+        prepare_home(settings)
+        migrate(settings)
+        rt = Runtime.build(settings)
+        try:
+            client = create_app(runtime=rt).test_client()
+            headers = {"Authorization": f"Bearer {ensure_token(settings)}"}
+            timings: dict[str, list[float]] = {"scan": [], "no_scan": []}
+            scrub_timings: dict[str, list[float]] = {"scan": [], "no_scan": []}
+            n_events = 0
+            for r in range(ROUNDS * 2):
+                mode = "scan" if r % 2 == 0 else "no_scan"
+                part = commits[(r // 2) * TURNS_PER_ROUND : (r // 2 + 1) * TURNS_PER_ROUND]
+                events = _events(part, slices, f"round-{r}")
+                bodies = [
+                    json.dumps({"events": events[i : i + BATCH]}).encode()
+                    for i in range(0, len(events), BATCH)
+                ]
+                patch = _no_scan() if mode == "no_scan" else contextlib.nullcontext()
+                with patch:
+                    t0 = time.perf_counter()
+                    for e in events:
+                        scrub(e)
+                    scrub_timings[mode].append((time.perf_counter() - t0) / len(events))
+                    t0 = time.perf_counter()
+                    for body in bodies:
+                        res = client.post(
+                            "/v1/events",
+                            data=body,
+                            headers=headers,
+                            content_type="application/json",
+                            base_url="http://127.0.0.1:37800",
+                        )
+                        if res.status_code != 201:
+                            raise RuntimeError(res.get_data(as_text=True)[:300])
+                    timings[mode].append((time.perf_counter() - t0) / len(events))
+                n_events = len(events)
+        finally:
+            rt.close()
+
+    def us(values: list[float]) -> float:
+        return round(statistics.median(values) * 1e6, 1)
+
+    return {
+        "events_per_round": n_events,
+        "rounds_per_mode": ROUNDS,
+        "ingest_us_per_event": {"scan": us(timings["scan"]), "no_scan": us(timings["no_scan"])},
+        "ingest_added_us_per_event": round(us(timings["scan"]) - us(timings["no_scan"]), 1),
+        "scrub_us_per_event": {
+            "scan": us(scrub_timings["scan"]),
+            "no_scan": us(scrub_timings["no_scan"]),
+        },
+        "scrub_added_us_per_event": round(
+            us(scrub_timings["scan"]) - us(scrub_timings["no_scan"]), 1
+        ),
+        "mean_event_bytes": round(
+            statistics.mean(len(json.dumps(e)) for e in _events(commits[:500], slices, "s"))
+        ),
+    }
+
+
+def small_event_cost() -> dict[str, Any]:
+    """The scrub step on bench/ingest's own event (one 70-character text body), alone and
+    in batches of 100 as ``POST /v1/events`` takes them."""
+    from bench.ingest import _event
+    from wakemark.shared.privacy import scrub
+
+    events = [_event(i, "s") for i in range(2000)]
+    batches = [{"events": events[i : i + BATCH]} for i in range(0, len(events), BATCH)]
+    out: dict[str, float] = {}
+    for mode in ("scan", "no_scan", "scan", "no_scan"):
+        patch = _no_scan() if mode == "no_scan" else contextlib.nullcontext()
+        with patch:
+            t0 = time.perf_counter()
+            for e in events:
+                scrub(e)
+            single = (time.perf_counter() - t0) / len(events) * 1e6
+            t0 = time.perf_counter()
+            for b in batches:
+                scrub(b)
+            batched = (time.perf_counter() - t0) / len(events) * 1e6
+        out[f"single_{mode}"] = round(min(single, out.get(f"single_{mode}", single)), 1)
+        out[f"batched_{mode}"] = round(min(batched, out.get(f"batched_{mode}", batched)), 1)
+    return out
+
+
+def detect_secrets_scan_line(lines: list[str]) -> dict[str, Any]:
+    from detect_secrets.core.scan import scan_line
+    from detect_secrets.settings import default_settings
+
+    from wakemark.shared import secrets
+
+    with default_settings():
+        list(scan_line("warm up"))
+        t0 = time.perf_counter()
+        for line in lines:
+            list(scan_line(line))
+        theirs = (time.perf_counter() - t0) / len(lines)
+    t0 = time.perf_counter()
+    for line in lines:
+        secrets.find(line)
+    ours = (time.perf_counter() - t0) / len(lines)
+    return {
+        "lines": len(lines),
+        "scan_line_us": round(theirs * 1e6, 1),
+        "compiled_us": round(ours * 1e6, 1),
+    }
+
+
+def run() -> dict[str, Any]:
+    strings = corpus()
+    fp = false_positives(strings)
+    commits = _turns()
+    slices = _source_slices()
+    sample = [s for _, s in strings["repository"][:: max(1, len(strings["repository"]) // 500)]]
+    return {
+        "config": {"cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2)},
+        "ingest": ingest_cost(commits, slices),
+        "small_events": small_event_cost(),
+        "false_positives": fp,
+        "detect_secrets": detect_secrets_scan_line(sample),
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    ing = result["ingest"]
+    fp = result["false_positives"]
+    ds = result["detect_secrets"]
+    sm = result["small_events"]
+    origins = [
+        f"| {name} | {v['strings']} | {v['flagged']} |" for name, v in fp["by_origin"].items()
+    ]
+    hits = [f"| {h['where']} | {h['kind']} | `{h['match']}` |" for h in fp["hits"]]
+    return "\n".join(
+        [
+            "# secrets",
+            "",
+            f"Secret scanning at capture, on {result['config']['cpus']} CPUs (1-min load "
+            f"average {result['config']['loadavg_1m']}). Ingest: the real app (Flask test "
+            f"client, SQLite), {ing['events_per_round']} events a round (mean "
+            f"{ing['mean_event_bytes']} bytes as JSON) in batches of {BATCH}, "
+            f"{ing['rounds_per_mode']} rounds with the scan and as many without, "
+            "interleaved; medians.",
+            "",
+            "| measure | with scan | without | added |",
+            "|---|---|---|---|",
+            f"| ingest µs/event (POST /v1/events) | {ing['ingest_us_per_event']['scan']} | "
+            f"{ing['ingest_us_per_event']['no_scan']} | {ing['ingest_added_us_per_event']} |",
+            f"| scrub step µs/event | {ing['scrub_us_per_event']['scan']} | "
+            f"{ing['scrub_us_per_event']['no_scan']} | {ing['scrub_added_us_per_event']} |",
+            f"| scrub µs/event, bench/ingest's 70-character event, one a request | "
+            f"{sm['single_scan']} | {sm['single_no_scan']} | "
+            f"{round(sm['single_scan'] - sm['single_no_scan'], 1)} |",
+            f"| same, in batches of {BATCH} | {sm['batched_scan']} | {sm['batched_no_scan']} | "
+            f"{round(sm['batched_scan'] - sm['batched_no_scan'], 1)} |",
+            "",
+            f"detect-secrets' own `scan_line`: {ds['scan_line_us']} µs a line against "
+            f"{ds['compiled_us']} µs for the same plugins' regexes compiled by "
+            f"`shared/secrets.py` ({ds['lines']} lines of this repository).",
+            "",
+            f"False positives: {fp['flagged']} of {fp['strings']} strings flagged "
+            f"({fp['rate']:.4%}); {fp['us_per_string']} µs a string scanned one by one.",
+            "",
+            "| corpus | strings | flagged |",
+            "|---|---|---|",
+            *origins,
+            "",
+            *(["| where | kind | match |", "|---|---|---|", *hits] if hits else ["No hits."]),
+            "",
+        ]
+    )

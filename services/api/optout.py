@@ -1,0 +1,62 @@
+"""Events of ignored projects (``shared/optout.py``) are dropped before storage, counted
+for ``/health`` and ``/metrics``, and logged once per project and process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+
+from wakemark.services.api import metrics
+from wakemark.shared import optout
+from wakemark.shared.models import Event
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage.base import PutEventResult
+
+log = logging.getLogger("wakemark.api")
+
+_lock = threading.Lock()
+_dropped = 0
+_logged: set[str] = set()
+
+
+def put_events(runtime: Runtime, events: Sequence[Event]) -> list[PutEventResult]:
+    """``storage.put_events`` for the events whose project is not ignored; a dropped
+    event answers ``stored=False`` and is never stored, extracted or embedded."""
+    patterns = runtime.settings.ignore_projects
+    reasons = {
+        path: optout.ignored(path, patterns) for path in {e.source.project_path for e in events}
+    }
+    kept = [e for e in events if not reasons[e.source.project_path]]
+    if len(kept) < len(events):
+        _count(len(events) - len(kept), {p: r for p, r in reasons.items() if r})
+    stored = {r.event_id: r for r in runtime.storage.put_events(kept)}
+    return [
+        stored.get(e.event_id) or PutEventResult(event_id=e.event_id, stored=False, turn_id=None)
+        for e in events
+    ]
+
+
+def _count(n: int, reasons: dict[str | None, str]) -> None:
+    global _dropped
+    with _lock:
+        _dropped += n
+        new = {p: r for p, r in reasons.items() if p not in _logged}
+        _logged.update(p for p in new if p)
+    for path, reason in new.items():
+        log.info("dropping events of ignored project %s (%s); not logged again", path, reason)
+
+
+def dropped() -> int:
+    return _dropped
+
+
+def _prometheus_lines() -> Iterable[str]:
+    return [
+        "# HELP wakemark_events_dropped_total Events not stored: their project is ignored.",
+        "# TYPE wakemark_events_dropped_total counter",
+        f'wakemark_events_dropped_total{{reason="ignored_project"}} {_dropped}',
+    ]
+
+
+metrics.register(_prometheus_lines)

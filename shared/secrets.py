@@ -1,0 +1,280 @@
+"""Credential scanning at capture: known secret formats become ``[REDACTED:<kind>]``.
+
+The formats are detect-secrets' (1.5) regex plugins, read from the installed package at
+import, so the rule set is maintained upstream. We do not call its ``scan_line``: it
+costs ~10x as much a line (settings, filters, code snippets; figures in
+bench/results/secrets.md). Each regex runs through ``AnchoredPattern``, which skips text
+lacking the literals every match holds. Left out on purpose: its entropy plugins (they
+flag every git SHA, sha256 and UUID), the public-IP plugin (an address is not a
+credential), and its keyword plugin and the ``<vendor>_key = <value>`` forms of the IBM,
+Cloudant and SoftLayer plugins, which our one ``secret-assignment`` rule covers: any
+name holding a keyword (detect-secrets' list plus ``token``, ``auth``, ...) assigned a
+value that looks random rather than like code, a reference or a placeholder.
+
+Added here because detect-secrets' regexes stop short of them: the whole private-key
+block (it matches the BEGIN line only), GitHub fine-grained tokens, the whole JWT (its
+regex ends lazily; its own check lives in a verify step we do not run) and bearer tokens.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import inspect
+import json
+import math
+import pkgutil
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import detect_secrets.plugins
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.keyword import DENYLIST
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+
+from wakemark.shared.anchored import AnchoredPattern
+
+# Plugins whose regexes we do not take (see the module docstring).
+_SKIPPED_PLUGINS = {"IPPublicDetector", "PrivateKeyDetector", "JwtTokenDetector"}
+# How ``RegexBasedDetector.build_assignment_regex`` starts a ``<vendor>_key = <value>``
+# rule (IBM, Cloudant, SoftLayer): our ``secret-assignment`` covers those lines, and each
+# of these is tried at every position (the slowest rules of the set by far).
+_ASSIGNMENT_RULE_PREFIX = r"(?:(?<=\W)|(?<=^))"
+
+
+def _slug(secret_type: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+
+
+def _plugin_rules() -> list[tuple[str, re.Pattern[str]]]:
+    rules: list[tuple[str, re.Pattern[str]]] = []
+    for info in pkgutil.iter_modules(detect_secrets.plugins.__path__):
+        module = importlib.import_module(f"detect_secrets.plugins.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                cls.__module__ != module.__name__
+                or not issubclass(cls, RegexBasedDetector)
+                or inspect.isabstract(cls)
+                or cls.__name__ in _SKIPPED_PLUGINS
+            ):
+                continue
+            # Class attributes, though the base class declares them as properties.
+            kind = _slug(cls.secret_type)  # type: ignore[arg-type]
+            patterns: list[re.Pattern[str]] = list(cls.denylist)  # type: ignore[call-overload]
+            rules += [
+                (kind, p) for p in patterns if not p.pattern.startswith(_ASSIGNMENT_RULE_PREFIX)
+            ]
+    return rules
+
+
+_KEY_HEADERS = "|".join(
+    re.escape(p.pattern.removeprefix("BEGIN "))
+    for p in PrivateKeyDetector.denylist
+    if p.pattern.startswith("BEGIN ")
+)
+# The whole armoured block; an unterminated one (a truncated tool output) runs to the end.
+_PRIVATE_KEY = re.compile(
+    rf"-----BEGIN (?:{_KEY_HEADERS})-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)", re.DOTALL
+)
+_PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d+:.*?(?:Private-MAC: *\S+|\Z)", re.DOTALL)
+
+_EXTRA_RULES = [
+    ("github-token", re.compile(r"github_pat_[A-Za-z0-9_]{82}")),
+    # detect-secrets' JWT regex ends lazily (its verify step reads the rest): take all
+    # three parts, and keep only those whose header decodes (``_jwt_ok``).
+    (
+        "json-web-token",
+        re.compile(r"eyJ[A-Za-z0-9_-]{8,}={0,2}\.[A-Za-z0-9_-]+={0,2}\.[A-Za-z0-9_-]*"),
+    ),
+]
+
+# ``name = value`` where the name says it is a secret: detect-secrets' keyword list plus
+# the words it lacks. The name may carry a prefix or suffix (``DB_PASSWORD``,
+# ``secret_key``, ``self.api_key``); ``=``, ``:``, ``:=`` and ``=>`` all assign.
+_KEYWORDS = "|".join([*DENYLIST, "token", "credentials?", "access_?key", "auth"])
+# Found from the operator, then the name checked just before it: a regex starting from
+# the keyword alternation is tried at every position, several times slower.
+# A bare ``:`` assigns only before a space or a quote (YAML, JSON): ``12:15:18`` in every
+# timestamp, ``host:port`` and ``C:\\`` do not.
+_ASSIGNED_VALUE = re.compile(
+    r"""(?::=|=>|=|:(?=[ \t"'`]))[ \t]*["'`]?(?P<value>[^\s"'`,;=>]{8,})"""
+)
+_SECRET_NAME = re.compile(rf"(?:{_KEYWORDS})\w*\Z", re.IGNORECASE)
+MAX_NAME = 64
+_NAME_REVERSED = re.compile(rf"[\w.-]{{1,{MAX_NAME}}}")
+# Values that are code, a reference or a placeholder rather than the secret itself.
+_NOT_A_VALUE = re.compile(
+    r"""^(?:[$%<{].*|.*[(){}\[\]<>].*  # template, expansion, code
+       |[./~].*|\w+://.*  # a path or URL (basic auth has its own rule)
+       |.*(?:x{4}|\*{3}|\.{3}|REDACTED|changeme|example|placeholder|your[_-]).*
+       )$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+def _is_reference(value: str) -> bool:
+    if not any(c.isdigit() for c in value) and value.replace("-", "_").isidentifier():
+        return True  # a variable or a name: ``password = new_password``, ``token="from-env"``
+    parts = value.split(".")
+    if len(parts) > 1 and all(p.isidentifier() for p in parts):
+        return True  # an attribute: ``token = self.settings.token``
+    return bool(_NOT_A_VALUE.match(value))
+
+
+# ``Authorization: Bearer <token>`` in a curl line or a logged request.
+_BEARER = re.compile(r"\bBearer[ \t]+(?P<value>[A-Za-z0-9._~+/-]{16,}=*)")
+MIN_ENTROPY = 3.0  # bits per character: 8+ random characters sit well above it
+
+
+def entropy(value: str) -> float:
+    counts = Counter(value)
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def _looks_random(value: str) -> bool:
+    if _is_reference(value):
+        return False
+    classes = sum(
+        (
+            any(c.islower() for c in value),
+            any(c.isupper() for c in value),
+            any(c.isdigit() for c in value),
+            any(not c.isalnum() for c in value),
+        )
+    )
+    return classes >= 2 and entropy(value) >= MIN_ENTROPY
+
+
+def _jwt_ok(token: str) -> bool:
+    header = token.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(decoded, dict)
+
+
+Span = tuple[int, int, str]
+_DELIMITERS = " \t\r\n=:\"'"
+
+
+def _secret_span(m: re.Match[str]) -> tuple[int, int]:
+    """Where the secret is in a plugin's match. A plugin with groups names the secret in
+    one (the key inside ``aws_secret = "..."``, the password of a URL), but some
+    groups only pick a prefix (``ghp|gho``) or an optional part: take the longest group
+    if it is not at the start and holds 8+ characters, else the whole match less the
+    delimiters some patterns consume around it."""
+    groups = [i for i in range(1, (m.re.groups or 0) + 1) if m.group(i)]
+    if groups:
+        best = max(groups, key=lambda i: len(m.group(i)))
+        if m.start(best) > m.start() and len(m.group(best)) >= 8:
+            return m.span(best)
+    start, end = m.span()
+    while start < end and m.string[start] in _DELIMITERS:
+        start += 1
+    while end > start and m.string[end - 1] in _DELIMITERS:
+        end -= 1
+    return start, end
+
+
+Scanner = Callable[[str, str], Iterator[Span]]  # (text, text.lower()) -> spans
+
+
+def _regex_spans(kind: str, pattern: re.Pattern[str]) -> Scanner:
+    check = _jwt_ok if kind == "json-web-token" else None
+    anchored = AnchoredPattern(pattern)
+
+    def spans(text: str, lower: str) -> Iterator[Span]:
+        for m in anchored.finditer(text, lower):
+            start, end = _secret_span(m)
+            if check is None or check(text[start:end]):
+                yield start, end, kind
+
+    return spans
+
+
+def _value_spans(kind: str, pattern: re.Pattern[str]) -> Scanner:
+    """Spans of the ``value`` group where it looks random (not code or a placeholder)."""
+    anchored = AnchoredPattern(pattern)
+
+    def spans(text: str, lower: str) -> Iterator[Span]:
+        for m in anchored.finditer(text, lower):
+            if _looks_random(m.group("value")):
+                yield m.start("value"), m.end("value"), kind
+
+    return spans
+
+
+def _name_before(text: str, end: int) -> str:
+    """The ``[\\w.-]`` name before spaces and up to two closing quotes or brackets. Read
+    reversed, so ``match`` anchors it: a search for a name ending at ``end`` would try
+    every position of the window."""
+    window = text[max(0, end - MAX_NAME - 8) : end].rstrip(" \t")
+    for _ in range(2):
+        if window.endswith(('"', "'", "]")):
+            window = window[:-1]
+    m = _NAME_REVERSED.match(window[::-1])
+    return m.group()[::-1] if m else ""
+
+
+def _assignment_spans(text: str, lower: str) -> Iterator[Span]:
+    for m in _ASSIGNED_VALUE.finditer(text):
+        value = m.group("value")
+        name = _name_before(text, m.start())
+        if name and _SECRET_NAME.search(name) and _looks_random(value):
+            yield m.start("value"), m.end("value"), "secret-assignment"
+
+
+_SCANNERS: list[Scanner] = [
+    _regex_spans("private-key", _PRIVATE_KEY),
+    _regex_spans("private-key", _PUTTY_KEY),
+    *(_regex_spans(kind, p) for kind, p in [*_plugin_rules(), *_EXTRA_RULES]),
+    _assignment_spans,
+    _value_spans("bearer-token", _BEARER),
+]
+
+
+def find(text: str) -> list[Span]:
+    """Non-overlapping ``(start, end, kind)`` spans, in order; the earliest, then the
+    longest, wins an overlap."""
+    lower = text.lower()
+    found = sorted(
+        (s for scan in _SCANNERS for s in scan(text, lower)), key=lambda s: (s[0], -s[1])
+    )
+    spans: list[Span] = []
+    for span in found:
+        if spans and span[0] < spans[-1][1]:
+            if span[1] > spans[-1][1] and span[0] == spans[-1][0]:
+                spans[-1] = span
+            continue
+        spans.append(span)
+    return spans
+
+
+def any_secret(text: str) -> bool:
+    lower = text.lower()
+    for scan in _SCANNERS:
+        for _ in scan(text, lower):
+            return True
+    return False
+
+
+def redact(text: str) -> str:
+    spans = find(text)
+    if not spans:
+        return text
+    out: list[str] = []
+    cursor = 0
+    for start, end, kind in spans:
+        out += [text[cursor:start], f"[REDACTED:{kind}]"]
+        cursor = end
+    out.append(text[cursor:])
+    return "".join(out)
+
+
+def kinds() -> list[str]:
+    """Every kind this scanner can report (for the docs and tests)."""
+    plugin = {kind for kind, _ in [*_plugin_rules(), *_EXTRA_RULES]}
+    return sorted(plugin | {"private-key", "secret-assignment", "bearer-token"})

@@ -1,0 +1,94 @@
+"""`wakemark search` as a subprocess against a real HTTP server (or none)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from wakemark.services.api.security import ensure_token
+from wakemark.shared import project
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.runtime import Runtime
+
+ACTOR = "alice"
+
+
+def _project(root: Path) -> str:
+    (root / ".git").mkdir(parents=True)
+    return project.namespace_for(ACTOR, project.project_id(str(root.resolve())))
+
+
+def _search(settings: Settings, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKEMARK_", "CLAUDE_"))}
+    env.update(
+        WAKEMARK_HOME=str(settings.home), WAKEMARK_PORT=str(settings.port), WAKEMARK_ACTOR=ACTOR
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "wakemark.services.cli.main", "search", *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def shop(served: Runtime, tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    ns = _project(root)
+    for title, summary in [
+        ("Discount rounding uses ROUND_HALF_EVEN", "Cart totals were off by a cent."),
+        ("Discount codes expire at midnight UTC", "Checked against the billing tests."),
+    ]:
+        served.storage.put_memory_record(
+            MemoryRecord(namespace=ns, title=title, summary=summary, observation_type="bugfix")
+        )
+    other = _project(tmp_path / "weather")
+    served.storage.put_memory_record(
+        MemoryRecord(namespace=other, title="Forecast cache keyed by station", summary="")
+    )
+    (root / "src").mkdir()
+    return root
+
+
+def test_prints_this_projects_hits(served: Runtime, shop: Path) -> None:
+    done = _search(served.settings, shop / "src", "discount", "rounding")
+    assert done.returncode == 0, done.stderr
+    assert "Discount rounding uses ROUND_HALF_EVEN" in done.stdout
+    assert "bugfix" in done.stdout and "Cart totals were off by a cent." in done.stdout
+    assert "Forecast" not in done.stdout
+
+
+def test_limit_and_json(served: Runtime, shop: Path) -> None:
+    done = _search(served.settings, shop, "discount", "--json", "--limit", "1")
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert len(reply["items"]) == 1
+    assert reply["items"][0]["record"]["title"].startswith("Discount")
+
+
+def test_all_projects_reaches_the_others(served: Runtime, shop: Path) -> None:
+    assert _search(served.settings, shop, "forecast").returncode == 1
+    done = _search(served.settings, shop, "forecast", "--all-projects")
+    assert done.returncode == 0, done.stderr
+    assert "Forecast cache keyed by station" in done.stdout
+
+
+def test_no_hit_exits_1(served: Runtime, shop: Path) -> None:
+    done = _search(served.settings, shop, "kubernetes")
+    assert done.returncode == 1
+    assert "No memories match 'kubernetes'" in done.stdout
+
+
+def test_server_down_exits_2_with_a_message(settings: Settings, tmp_path: Path) -> None:
+    prepare_home(settings)
+    ensure_token(settings)
+    down = settings.replace(port=free_port())
+    done = _search(down, tmp_path, "anything")
+    assert done.returncode == 2
+    assert "not running" in done.stderr and "wakemark serve" in done.stderr
+    assert "Traceback" not in done.stderr

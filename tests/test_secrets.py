@@ -1,0 +1,176 @@
+"""Credential scanning at capture: known formats are redacted, ordinary text is not.
+
+Every credential here is built from its format with random characters at run time:
+none is a real key, and none sits in this file as a literal a scanner would flag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import string
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wakemark.shared import secrets
+from wakemark.shared.models import new_ulid
+from wakemark.shared.privacy import _scrub_tags, _walk, scrub, scrub_text
+
+ALNUM = string.ascii_letters + string.digits
+UPPER = string.ascii_uppercase + string.digits
+_rng = random.Random(16)
+
+
+def rnd(n: int, alphabet: str = ALNUM) -> str:
+    return "".join(_rng.choice(alphabet) for _ in range(n))
+
+
+def _b64url(raw: str) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def credentials() -> list[tuple[str, str, str]]:
+    """(kind, the secret, a line of text holding it as an agent would see it)."""
+    aws_id = "AKIA" + rnd(16, UPPER)
+    aws_secret = rnd(40, ALNUM + "/+")
+    ghp = "ghp_" + rnd(36)
+    fine = "github_pat_" + rnd(82, ALNUM + "_")
+    glpat = "glpat-" + rnd(20)
+    slack = f"xoxb-{rnd(12, string.digits)}-{rnd(13, string.digits)}-{rnd(24).lower()}"
+    stripe = "sk_" + "live_" + rnd(24)
+    jwt = ".".join(
+        [_b64url('{"alg":"HS256","typ":"JWT"}'), _b64url('{"sub":"1234567890"}'), rnd(43)]
+    )
+    key_body = "\n".join(rnd(64, ALNUM + "+/") for _ in range(4))
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{key_body}\n-----END RSA PRIVATE KEY-----"
+    openssh = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{key_body}\n-----END OPENSSH PRIVATE KEY-----"
+    password = rnd(18) + "!"
+    db_pw = rnd(14)
+    env_token = rnd(32)
+    bearer = rnd(40, ALNUM + "-_")
+    sendgrid = f"SG.{rnd(22)}.{rnd(43)}"
+    return [
+        ("aws-access-key", aws_id, f"export AWS_ACCESS_KEY_ID={aws_id}"),
+        ("aws-access-key", aws_secret, f'aws_secret_access_key = "{aws_secret}"'),
+        ("github-token", ghp, f"git remote set-url origin https://{ghp}@github.com/a/b"),
+        ("github-token", fine, f"GH_TOKEN={fine} gh pr list"),
+        ("gitlab-token", glpat, f"curl --header 'PRIVATE-TOKEN: {glpat}' https://gitlab.com"),
+        ("slack-token", slack, f"SLACK_BOT={slack}"),
+        ("stripe-access-key", stripe, f"stripe.api_key = '{stripe}'"),
+        ("json-web-token", jwt, f"cookie: session={jwt}; Path=/"),
+        ("private-key", pem, f"$ cat id_rsa\n{pem}\n$ ls"),
+        ("private-key", openssh, openssh[:120]),  # a truncated tool output
+        ("secret-assignment", password, f"DB_PASSWORD={password}"),
+        ("secret-assignment", db_pw, f'config = {{"password": "{db_pw}"}}'),
+        ("secret-assignment", env_token, f"SERVICE_TOKEN={env_token}"),
+        ("bearer-token", bearer, f"curl -H 'Authorization: Bearer {bearer}' localhost"),
+        ("basic-auth-credentials", db_pw, f"postgres://app:{db_pw}@db:5432/prod"),
+        ("sendgrid-api-key", sendgrid, f"SENDGRID={sendgrid}"),
+    ]
+
+
+CREDENTIALS = credentials()
+
+
+@pytest.mark.parametrize(("kind", "secret", "line"), CREDENTIALS, ids=[c[0] for c in CREDENTIALS])
+def test_credential_is_redacted_with_its_kind(kind: str, secret: str, line: str) -> None:
+    out = scrub_text(line)
+    probe = secret if kind != "private-key" else secret.splitlines()[1][:40]
+    assert probe not in out
+    assert f"[REDACTED:{kind}]" in out
+
+
+def test_text_around_a_secret_is_kept() -> None:
+    pem = next(c[1] for c in CREDENTIALS if c[0] == "private-key")
+    assert scrub_text(f"$ cat id_rsa\n{pem}\n$ ls") == "$ cat id_rsa\n[REDACTED:private-key]\n$ ls"
+    pw = "Zq8" + rnd(12)
+    assert (
+        scrub_text(f"DB_PASSWORD={pw} # local")
+        == "DB_PASSWORD=[REDACTED:secret-assignment] # local"
+    )
+
+
+def _sha1() -> str:
+    return hashlib.sha1(uuid.uuid4().bytes).hexdigest()
+
+
+ORDINARY = [
+    f"commit {_sha1()}\nAuthor: A <a@example.org>",
+    f"git checkout {_sha1()[:12]} && git log {_sha1()}..HEAD",
+    "sha256:" + hashlib.sha256(b"x").hexdigest(),
+    f"pip download wheel --hash=sha256:{hashlib.sha256(b'y').hexdigest()}",
+    f"request id {uuid.uuid4()} failed",
+    f"event {new_ulid()} stored in turn {new_ulid()}",
+    "token = tokens[0]",
+    "self.api_key = api_key",
+    "password = os.environ['DB_PASSWORD']",
+    "secret_key = settings.SECRET_KEY",
+    'token: "${{ secrets.GITHUB_TOKEN }}"',
+    "api_key = get_api_key()",
+    "max_tokens: 4096",
+    "tokenizer = AutoTokenizer.from_pretrained('bert-base-uncased')",
+    'PASSWORD="changeme"',
+    "AWS_SECRET_ACCESS_KEY=<your-secret-key>",
+    "def check_password(password: str) -> bool:",
+    "ERROR auth: token expired for user alice (HTTP 401)",
+    "DATABASE_URL=postgresql://localhost:5432/app",
+    "PORT=8080\nNODE_ENV=production\nLOG_LEVEL=debug",
+    "see https://example.org/docs/auth#tokens",
+    "2026-12-01T11:42:50Z INFO worker: 84 passed in 3.21s",
+    "[REDACTED:github-token]",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert scrub_text(text) == text
+
+
+def test_every_kind_is_named_in_the_kinds_list() -> None:
+    assert {kind for kind, _, _ in CREDENTIALS} <= set(secrets.kinds())
+
+
+@given(st.text(max_size=200))
+def test_redaction_is_idempotent(text: str) -> None:
+    once = scrub_text(text)
+    assert scrub_text(once) == once
+
+
+# --- nesting: the joined pre-scan must never miss what a string-by-string scan finds ------
+
+LEAF_SECRETS = [line for _, _, line in CREDENTIALS]
+FILLER = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=10)
+
+
+@st.composite
+def holding(draw: Any) -> str:
+    return draw(FILLER) + " " + draw(st.sampled_from(LEAF_SECRETS)) + " " + draw(FILLER)
+
+
+def nested(leaf: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        leaf,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.one_of(FILLER, holding()), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
+
+
+@given(nested(st.one_of(holding(), FILLER, st.integers(), st.none())))
+def test_scrub_of_nested_values_equals_string_by_string(value: Any) -> None:
+    assert scrub(value) == _walk(value, lambda s: secrets.redact(_scrub_tags(s)))
+
+
+@given(nested(holding()))
+def test_no_credential_survives_any_nesting(value: Any) -> None:
+    out = repr(scrub(value))
+    for _, secret, _ in CREDENTIALS:
+        assert secret not in out
