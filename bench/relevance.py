@@ -121,7 +121,8 @@ def rankings(
         out["lexical"].append([c.record_id for c in lex][:DEPTH])
         out["vector"].append([c.record_id for c in vector][:DEPTH])
         for name, params in variants.items():
-            out[name].append([f.record_id for f in fuse(lex, vector, DEPTH, params)])
+            ranked = {"fts": lex, "semantic": vector}
+            out[name].append([f.record_id for f in fuse(ranked, DEPTH, params)])
     return out
 
 

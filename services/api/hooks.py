@@ -14,7 +14,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from wakemark.services.api import adapters, pipeline
+from wakemark.services.api import adapters, current
 from wakemark.services.api.adapters.base import PROMPT, SESSION_START, HookContext, HookPayloadError
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object
@@ -40,11 +40,10 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     except HookPayloadError as exc:
         raise ApiError(422, str(exc), code="invalid_hook_payload") from None
     if mapped.events:
-        results = pipeline.runtime().storage.put_events(mapped.events)
-        pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
+        current.store_events(mapped.events)
     context = ""
     if mapped.intent == PROMPT and mapped.events:
-        context = pipeline.retrieve_for(mapped.events[0])["context"]
+        context = current.retrieve_for(mapped.events[0])["context"]
     elif mapped.intent == SESSION_START:
         context = _session_index(ctx.namespace)
     body = adapter.reply(mapped, context)
@@ -88,7 +87,7 @@ def _project_dir(payload: dict[str, Any]) -> str | None:
 
 def _session_index(namespace: str) -> str:
     try:
-        result = pipeline.runtime().retriever.session_index(namespace)
+        result = current.runtime().retriever.session_index(namespace)
     except Exception as exc:  # retrieval not ready: no context is better than a failed hook
         log.warning("session index unavailable: %r", exc)
         return ""

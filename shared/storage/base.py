@@ -19,7 +19,8 @@ pending extraction until ``mark_turn_extracted`` commits together with its recor
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from wakemark.shared.models import Event, MemoryRecord, StoredEvent
+
+log = logging.getLogger(__name__)
 
 
 class StorageError(Exception):
@@ -108,6 +111,29 @@ class Page:
 class Tx(abc.ABC):
     """A write transaction: all of its calls commit together or none do."""
 
+    def __init__(self) -> None:
+        self._after_commit: list[Callable[[], None]] = []
+
+    def on_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the transaction has committed (never if it rolls back): the
+        place to enqueue work on rows it wrote, which then exist for the job."""
+        self._after_commit.append(fn)
+
+    def committed(self) -> None:
+        """Run the on-commit calls; the backend's ``transaction()`` calls this after COMMIT.
+        One that fails is logged, not raised: the write stands, and what a lost enqueue
+        leaves undone is pending in the database for the next sweep."""
+        calls, self._after_commit = self._after_commit, []
+        for fn in calls:
+            try:
+                fn()
+            except Exception:
+                log.exception("on-commit call %r failed", fn)
+
+    @abc.abstractmethod
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        """See ``Storage.put_events``."""
+
     @abc.abstractmethod
     def put_memory_record(self, record: MemoryRecord) -> None: ...
 
@@ -127,10 +153,13 @@ class Storage(abc.ABC):
     backend: str  # "sqlite" | "postgres"
 
     # --- events and turns -------------------------------------------------------------
-    @abc.abstractmethod
     def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
         """Store events in one transaction (all or none). Idempotent per ``event_id``: a
         repeat keeps the first row and ``transaction_time`` and reports stored=False."""
+        if not events:
+            return []
+        with self.transaction() as tx:
+            return tx.put_events(events)
 
     def put_event(self, event: Event) -> PutEventResult:
         return self.put_events([event])[0]

@@ -215,6 +215,7 @@ def test_search_works_in_a_forked_child(runtime: Runtime) -> None:
     if pid == 0:  # the child: exit code says whether the search found the record
         ok = False
         try:
+            runtime.after_fork()  # what gunicorn's post_fork and Celery's process init call
             ok = len(runtime.retriever.search(NS, "webhook").items) == 1
         finally:
             os._exit(0 if ok else 1)

@@ -111,7 +111,7 @@ def test_long_running_services_have_healthchecks_and_wait(resolved: dict[str, An
 
 
 def test_split_workers_cover_every_queue(resolved: dict[str, Any]) -> None:
-    from wakemark.shared.jobs.names import QUEUES
+    from wakemark.shared.jobs.job import QUEUES
 
     services = resolved["services"]
     split = {

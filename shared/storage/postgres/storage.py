@@ -53,9 +53,38 @@ class PostgresTx(Tx):
     and on fts_doc_count anyway, so waiting up front costs almost no concurrency."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
+        super().__init__()
         self.conn = conn
         self.changed: set[str] = set()  # namespaces whose embeddings changed
         self._records_locked = False
+
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        conn = self.conn
+        now = utcnow()
+        # Lock every session of the batch up front, in one order, so two batches
+        # touching the same sessions cannot deadlock.
+        for namespace, session_id in turns.sessions(events):
+            conn.execute(q.LOCK_SESSION, (f"{namespace}\n{session_id}",))
+        ids = [e.event_id for e in events]
+        stored: dict[str, str | None] = dict(conn.execute(q.EVENTS_TURNS, (ids,)).fetchall())
+
+        def open_turn(key: turns.SessionKey) -> str | None:
+            row = conn.execute(q.OPEN_TURN, key).fetchone()
+            return row[0] if row else None
+
+        plan = turns.plan(events, stored, open_turn)
+        with conn.cursor() as cur:
+            # executemany() costs a round trip even with nothing to send: a single
+            # event has one or two of these four lists non-empty.
+            for sql, params in (
+                (q.CLOSE_TURN, [(now, t) for t in plan.close]),
+                (q.INSERT_TURN, [t.row(now) for t in plan.new_turns]),
+                (q.TOUCH_TURN, [(now, t) for t in plan.touch]),
+                (q.INSERT_EVENT, [{**event_params(e, now), "turn_id": t} for e, t in plan.events]),
+            ):
+                if params:
+                    cur.executemany(sql, params)
+        return plan.results
 
     def _lock_records(self) -> None:
         if not self._records_locked:
@@ -103,37 +132,6 @@ class PostgresStorage(Storage):
         self._on_change = on_change
 
     # --- events and turns -------------------------------------------------------------
-    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
-        if not events:
-            return []
-        now = utcnow()
-        rows = {id(e): event_params(e, now) for e in events}
-        with self._db.connection() as conn, conn.transaction():
-            # Lock every session of the batch up front, in one order, so two batches
-            # touching the same sessions cannot deadlock.
-            for namespace, session_id in turns.sessions(events):
-                conn.execute(q.LOCK_SESSION, (f"{namespace}\n{session_id}",))
-            ids = [e.event_id for e in events]
-            stored = dict(conn.execute(q.EVENTS_TURNS, (ids,)).fetchall())
-
-            def open_turn(key: turns.SessionKey) -> str | None:
-                row = conn.execute(q.OPEN_TURN, key).fetchone()
-                return row[0] if row else None
-
-            plan = turns.plan(events, stored, open_turn)
-            with conn.cursor() as cur:
-                # executemany() costs a round trip even with nothing to send: a single
-                # event has one or two of these four lists non-empty.
-                for sql, params in (
-                    (q.CLOSE_TURN, [(now, t) for t in plan.close]),
-                    (q.INSERT_TURN, [t.row(now) for t in plan.new_turns]),
-                    (q.TOUCH_TURN, [(now, t) for t in plan.touch]),
-                    (q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]),
-                ):
-                    if params:
-                        cur.executemany(sql, params)
-        return plan.results
-
     def get_event(self, event_id: str) -> StoredEvent | None:
         with self._db.connection() as conn:
             row = conn.execute(q.GET_EVENT, (event_id,)).fetchone()
@@ -184,6 +182,7 @@ class PostgresStorage(Storage):
             # Only after COMMIT: other processes must see the change when they react.
             if tx.changed and self._on_change is not None:
                 self._on_change(set(tx.changed))
+        tx.committed()
 
     def get_memory_record(self, record_id: str) -> MemoryRecord | None:
         with self._db.connection() as conn:

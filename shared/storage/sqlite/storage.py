@@ -36,8 +36,29 @@ log = logging.getLogger(__name__)
 
 class SqliteTx(Tx):
     def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__()
         self.conn = conn
         self.changed: set[str] = set()  # namespaces whose embeddings changed
+
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        conn = self.conn
+        now = codec.ts(utcnow())
+        ids = json.dumps([e.event_id for e in events])
+        stored = {r[0]: r[1] for r in conn.execute(q.EVENTS_TURNS, (ids,))}
+
+        def open_turn(key: turns.SessionKey) -> str | None:
+            row = conn.execute(q.OPEN_TURN, key).fetchone()
+            return row[0] if row else None
+
+        plan = turns.plan(events, stored, open_turn)
+        conn.executemany(q.CLOSE_TURN, [{"turn_id": t, "now": now} for t in plan.close])
+        conn.executemany(q.INSERT_TURN, [t.row(now) for t in plan.new_turns])
+        conn.executemany(q.TOUCH_TURN, [{"turn_id": t, "now": now} for t in plan.touch])
+        conn.executemany(
+            q.INSERT_EVENT,
+            [{**codec.event_params(e, now), "turn_id": t} for e, t in plan.events],
+        )
+        return plan.results
 
     def put_memory_record(self, record: MemoryRecord) -> None:
         try:
@@ -85,29 +106,6 @@ class SqliteStorage(Storage):
         return self._conns.get().execute(sql, params).fetchall()
 
     # --- events and turns -------------------------------------------------------------
-    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
-        if not events:
-            return []
-        now = codec.ts(utcnow())
-        # Encoded before taking the write lock: only SQL runs while other writers wait.
-        rows = {id(e): codec.event_params(e, now) for e in events}
-        with self._conns.write() as conn:
-            ids = json.dumps([e.event_id for e in events])
-            stored = {r[0]: r[1] for r in conn.execute(q.EVENTS_TURNS, (ids,))}
-
-            def open_turn(key: turns.SessionKey) -> str | None:
-                row = conn.execute(q.OPEN_TURN, key).fetchone()
-                return row[0] if row else None
-
-            plan = turns.plan(events, stored, open_turn)
-            conn.executemany(q.CLOSE_TURN, [{"turn_id": t, "now": now} for t in plan.close])
-            conn.executemany(q.INSERT_TURN, [t.row(now) for t in plan.new_turns])
-            conn.executemany(q.TOUCH_TURN, [{"turn_id": t, "now": now} for t in plan.touch])
-            conn.executemany(
-                q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]
-            )
-        return plan.results
-
     def get_event(self, event_id: str) -> StoredEvent | None:
         rows = self._read(q.GET_EVENT, (event_id,))
         return codec.to_event(rows[0]) if rows else None
@@ -160,6 +158,7 @@ class SqliteStorage(Storage):
             yield tx
         # Reached only after COMMIT: readers told to drop caches will see the new rows.
         self._notify(tx.changed)
+        tx.committed()
 
     def _notify(self, namespaces: set[str]) -> None:
         if not namespaces or self._on_change is None:
