@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from wakemark.shared.retrieval.fusion import Candidate
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.vectors import VectorCache
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class Leg(Protocol):
 
 
 class LexicalLeg:
-    """Full-text search in storage (its substring fallback included)."""
+    """Full-text search on the rarest terms, or substring match (``lexical``)."""
 
     name = LEXICAL
 
@@ -67,7 +68,7 @@ class LexicalLeg:
         observation_type: str | None = None,
         since: datetime | None = None,
     ) -> list[Candidate]:
-        hits = self._storage.search_lexical(namespace, query, k, observation_type, since)
+        hits = search_lexical(self._storage, namespace, query, k, observation_type, since)
         return [
             Candidate(h.record.record_id, h.record.created_at.timestamp(), record=h.record)
             for h in hits

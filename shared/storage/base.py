@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -66,9 +66,13 @@ class PutEventResult:
 
 
 @dataclass(frozen=True)
-class LexicalHit:
-    record: MemoryRecord
-    rank: int  # 0-based position in the lexical ranking
+class TermStats:
+    """What the full-text index knows of a query's tokens."""
+
+    # Documents holding each token; a token missing here is rare (or unknown) to the
+    # index: its phrase may be rare however common its parts.
+    doc_freq: Mapping[str, int]
+    total: int | None  # documents in the index, None if unknown
 
 
 @dataclass(frozen=True)
@@ -240,17 +244,34 @@ class Storage(abc.ABC):
     def has_embedding(self, record_id: str) -> bool: ...
 
     # --- search -------------------------------------------------------------------------
+    # Primitives of the lexical search; which terms to search for, and what to do when
+    # the engine refuses them, is retrieval's (``wakemark.shared.retrieval.lexical``).
     @abc.abstractmethod
-    def search_lexical(
+    def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
+        """Index statistics of ``lexical.tokenize`` tokens; None if the engine refuses."""
+
+    @abc.abstractmethod
+    def search_terms(
         self,
         namespace: str,
-        query: str,
+        terms: Sequence[str],
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
-    ) -> list[LexicalHit]:
-        """Never raises on user text: sanitized full-text first (best rank first); if the
-        engine refuses the query, escaped substring match ordered by recency."""
+    ) -> list[MemoryRecord] | None:
+        """Records matching any of the terms (each taken literally), best rank first;
+        None if the engine refuses the query or no term is searchable."""
+
+    @abc.abstractmethod
+    def search_substring(
+        self,
+        namespace: str,
+        text: str,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """Records containing ``text`` (escaped, case-insensitive), newest first."""
 
     @abc.abstractmethod
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:

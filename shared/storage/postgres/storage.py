@@ -15,11 +15,11 @@ from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
-    LexicalHit,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
+    TermStats,
     Turn,
     Tx,
 )
@@ -241,37 +241,49 @@ class PostgresStorage(Storage):
         return bool(row and row[0])
 
     # --- search -------------------------------------------------------------------------
-    def search_lexical(
+    def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
+        with self._db.connection() as conn:
+            try:
+                found = conn.execute(q.QUERY_TERMS, (list(tokens),)).fetchall()
+            except (psycopg.ProgrammingError, psycopg.DataError):
+                return None
+        return TermStats({t: df for t, df, _ in found}, int(found[0][2]) if found else None)
+
+    def search_terms(
         self,
         namespace: str,
-        query: str,
+        terms: Sequence[str],
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
-    ) -> list[LexicalHit]:
-        params: dict[str, Any] = {
-            "ns": lexical.namespace_pattern(namespace),
-            "exact": namespace if NAMESPACE_RE.fullmatch(namespace) else None,
-            "type": observation_type,
-            "since": since,
-            "limit": limit,
-            "window": max(RECENT_MATCHES, limit),
-        }
-        query = lexical.encodable(query)
-        tokens = lexical.tokenize(query)
+    ) -> list[MemoryRecord] | None:
+        params = _search_params(namespace, limit, observation_type, since)
         with self._db.connection() as conn:
-            rows: list[tuple[Any, ...]] | None = None
-            if tokens:
-                try:
-                    rows = _search_fts(conn, params, tokens)
-                except (psycopg.ProgrammingError, psycopg.DataError):
-                    rows = None  # the engine refused it: fall through to the substring
-            if rows is None:
-                pattern = lexical.substring_pattern(query)
-                if pattern is None:
-                    return []
-                rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
-        return [LexicalHit(memory_record(r), i) for i, r in enumerate(rows)]
+            try:
+                row = conn.execute(q.TSQUERY, (list(terms),)).fetchone()
+                tsquery = row[0] if row else None
+                if tsquery is None:
+                    return None
+                rows = conn.execute(q.SEARCH_FTS, {**params, "tsquery": tsquery}).fetchall()
+            except (psycopg.ProgrammingError, psycopg.DataError):
+                return None
+        return [memory_record(r) for r in rows]
+
+    def search_substring(
+        self,
+        namespace: str,
+        text: str,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        params = _search_params(namespace, limit, observation_type, since)
+        pattern = lexical.substring_pattern(text)
+        if pattern is None:
+            return []
+        with self._db.connection() as conn:
+            rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
+        return [memory_record(r) for r in rows]
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
         params = {
@@ -360,29 +372,14 @@ def _basename(path: str) -> str | None:
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or None
 
 
-def _search_fts(
-    conn: psycopg.Connection, params: dict[str, Any], tokens: list[str]
-) -> list[tuple[Any, ...]] | None:
-    """Rows of the OR of the (at most 32 rarest) tokens, without the common ones, topped
-    up from the OR of all of them when short; None when no token is usable."""
-    found = conn.execute(q.QUERY_TERMS, (tokens,)).fetchall()
-    freq = {token: df for token, df, _, _ in found}
-    parts = {token: part for token, _, part, _ in found if part}
-    total = int(found[0][3]) if found else None
-
-    def tsquery(terms: list[str]) -> str | None:
-        return " | ".join(f"({parts[t]})" for t in terms if t in parts) or None
-
-    best = tsquery(lexical.select_terms(tokens, lambda _: freq, total=total))
-    if best is None:
-        return None
-    rows = conn.execute(q.SEARCH_FTS, {**params, "tsquery": best}).fetchall()
-    every = tsquery(lexical.select_terms(tokens, lambda _: freq))
-    if every is None or every == best:
-        return rows
-    return lexical.fill(
-        rows,
-        lambda: conn.execute(q.SEARCH_FTS, {**params, "tsquery": every}).fetchall(),
-        lambda r: str(r[0]),
-        params["limit"],
-    )
+def _search_params(
+    namespace: str, limit: int, observation_type: str | None, since: datetime | None
+) -> dict[str, Any]:
+    return {
+        "ns": lexical.namespace_pattern(namespace),
+        "exact": namespace if NAMESPACE_RE.fullmatch(namespace) else None,
+        "type": observation_type,
+        "since": since,
+        "limit": limit,
+        "window": max(RECENT_MATCHES, limit),
+    }
