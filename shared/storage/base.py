@@ -79,7 +79,7 @@ class TermStats:
 class EmbeddingMatrix:
     """Embedded records as columns: row ``i`` of every column is one record.
 
-    Built without a Python object per vector, so a 50k-record namespace loads as one
+    Built without a Python object per vector, so a large namespace loads as one
     array. ``total`` and ``watermark`` come from the same snapshot as the rows.
     """
 
@@ -228,8 +228,8 @@ class Storage(abc.ABC):
         count: bool = True,
     ) -> Page:
         """Newest first (created_at desc, record_id desc); pinned ones first if asked.
-        ``count=False`` skips counting the namespace (``total`` is None): on Postgres
-        that count took 35-100 ms at 50k records, against ~1 ms for a page."""
+        ``count=False`` skips counting the namespace (``total`` is None): counting
+        walks every record of it, a page only the first few."""
 
     @abc.abstractmethod
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:

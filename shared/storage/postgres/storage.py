@@ -46,11 +46,10 @@ class PostgresTx(Tx):
     Each record inserted or deleted updates the lexeme_df rows of its words, in sorted
     order, then the one fts_doc_count row (triggers of migrations 0002 and 0004). Sorted
     order keeps two single-record statements from deadlocking, but a transaction of many
-    records takes its locks in one sorted pass per record, and two such transactions
-    (extraction jobs in two workers) deadlocked on each other: in bench/ingest against
-    Postgres, Postgres aborted one of them after its 1 s deadlock timeout again and
-    again, and extraction fell to ~36 turns/s. They all meet on the rows of common words
-    and on fts_doc_count anyway, so waiting up front costs almost no concurrency."""
+    records takes its locks in one sorted pass per record, so two such transactions
+    (extraction jobs in two workers) deadlock on each other, and Postgres aborts one
+    after its deadlock timeout, again and again. They all meet on the rows of common
+    words and on fts_doc_count anyway, so waiting up front costs almost no concurrency."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
         super().__init__()
