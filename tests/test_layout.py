@@ -17,6 +17,7 @@ BUILDERS = {
     "open_epochs": {COMPOSITION_ROOT},
     "open_embedder": {COMPOSITION_ROOT},
     "open_dispatcher": {COMPOSITION_ROOT},
+    "Retriever": {COMPOSITION_ROOT},
     # open_dispatcher is the one factory that picks between the two.
     "InProcessDispatcher": {"shared/jobs/__init__.py"},
     "CeleryDispatcher": {"shared/jobs/__init__.py"},

@@ -1,4 +1,5 @@
-"""The job functions both dispatchers run: they take ids, re-read, and are idempotent.
+"""The jobs: their functions, which take ids, re-read and are idempotent, and at the end
+their declarations (``JOBS``), which both dispatchers and the Celery worker read.
 
 The database is the source of truth for pending work (unextracted turns, records with
 no embedding), so every function here may run twice, concurrently, or after a crash:
