@@ -24,6 +24,7 @@ from bench.search import DEFAULT_PG, _drop_schema, _pg_schema_url
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.fusion import PLAIN, TUNED, Candidate, FusionParams, fuse
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.retriever import CANDIDATES
 from wakemark.shared.retrieval.vectors import VectorSet
 from wakemark.shared.runtime import Runtime
@@ -115,13 +116,14 @@ def rankings(
     }
     out: dict[str, list[list[str]]] = {"lexical": [], "vector": [], **{v: [] for v in variants}}
     for q in queries:
-        lexical = storage.search_lexical(q.namespace, q.text, depth)
+        lexical = search_lexical(storage, q.namespace, q.text, depth)
         vector = sets[q.namespace].top(embedder.embed_query(q.text), depth)
         lex = [Candidate(h.record.record_id, h.record.created_at.timestamp()) for h in lexical]
         out["lexical"].append([c.record_id for c in lex][:DEPTH])
         out["vector"].append([c.record_id for c in vector][:DEPTH])
         for name, params in variants.items():
-            out[name].append([f.record_id for f in fuse(lex, vector, DEPTH, params)])
+            ranked = {"fts": lex, "semantic": vector}
+            out[name].append([f.record_id for f in fuse(ranked, DEPTH, params)])
     return out
 
 

@@ -30,6 +30,7 @@ import numpy as np
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
 from wakemark.shared.retrieval.heap import release_free_memory
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import migrate
@@ -139,7 +140,7 @@ def _measure(runtime: Runtime, queries: list[str]) -> dict[str, Any]:
     out = {
         "search": _timed(full, queries),
         "embed_query": _timed(embedder.embed_query, queries),
-        "lexical": _timed(lambda q: storage.search_lexical(NS, q, 40), queries),
+        "lexical": _timed(lambda q: search_lexical(storage, NS, q, 40), queries),
         "cosine": _timed(lambda q: vectors.top(qvecs[q], 40), queries),
         # The session-start index (GET /v1/context): pinned, then newest, within 8 KiB.
         "session_index": _timed(lambda q: retriever.session_index(NS), queries[:100]),

@@ -1,13 +1,14 @@
-"""One process's wiring: settings, storage, cache epochs, embedder, jobs, retrieval.
+"""The composition root: the one place that builds a process's parts and wires them.
 
 Every service (API, worker, CLI, MCP) builds exactly one ``Runtime`` with
-``Runtime.build(settings)``; parts are created lazily on first use so that nothing
-connects or loads a model at import or before it is needed.
+``Runtime.build(settings)``. Each part gets its collaborators through its constructor
+(storage, embedder, cache epochs, dispatcher, retriever, the jobs' ``Context``); nothing
+below this module imports or receives the ``Runtime``. Parts are created lazily on
+first use, so nothing connects or loads a model at import or before it is needed.
 """
 
 from __future__ import annotations
 
-import threading
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,8 @@ from wakemark.shared.config import Settings, prepare_home
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.embedding import Embedder
-    from wakemark.shared.jobs import Dispatcher
+    from wakemark.shared.jobs import Context, Dispatcher
+    from wakemark.shared.jobs.breaker import Breaker
     from wakemark.shared.retrieval import Retriever
     from wakemark.shared.storage import Storage
 
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
 class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._lock = threading.RLock()
 
     @classmethod
     def build(cls, settings: Settings | None = None) -> Runtime:
@@ -52,16 +53,46 @@ class Runtime:
         return open_embedder(self.settings)
 
     @cached_property
+    def breaker(self) -> Breaker:
+        from wakemark.shared.jobs.breaker import Breaker
+
+        return Breaker()
+
+    @cached_property
+    def tasks(self) -> Context:
+        """What every job runs with; ``enqueue`` goes through this process's dispatcher."""
+        from wakemark.shared.jobs import Context
+
+        return Context(
+            settings=self.settings,
+            storage=self.storage,
+            embedder=self.embedder,
+            enqueue=lambda job, ids: self.jobs.enqueue(job, ids),
+            queue_depth=lambda queue: self.jobs.queue_depth(queue),
+            breaker=self.breaker,
+        )
+
+    @cached_property
     def jobs(self) -> Dispatcher:
         from wakemark.shared.jobs import open_dispatcher
 
-        return open_dispatcher(self)
+        return open_dispatcher(self.tasks)
 
     @cached_property
     def retriever(self) -> Retriever:
         from wakemark.shared.retrieval import Retriever
 
-        return Retriever(self)
+        return Retriever(self.settings, self.storage, self.embedder, self.epochs)
+
+    def after_fork(self) -> None:
+        """In a forked child, before it serves: parts built in the parent drop the threads,
+        locks and connections they inherited. Called from gunicorn's ``post_fork`` and
+        Celery's ``worker_process_init``. Storage and the embedder guard themselves (a
+        connection or model session is only ever used by the process that opened it)."""
+        for name in ("retriever", "jobs"):
+            part = self.__dict__.get(name)
+            if part is not None:
+                part.after_fork()
 
     def close(self) -> None:
         names = ("retriever", "jobs", "storage", "epochs")
@@ -71,5 +102,5 @@ class Runtime:
             part = self.__dict__.get(name)
             if part is not None:
                 part.close()
-        for name in names:
+        for name in (*names, "tasks"):
             self.__dict__.pop(name, None)

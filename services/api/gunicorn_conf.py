@@ -1,9 +1,17 @@
-"""gunicorn hooks for ``wakemark serve``: start each worker's job runner and warm its
-embedder; close it on exit."""
+"""gunicorn hooks for ``wakemark serve``: reset what a forked worker inherited, start its
+job runner and warm its embedder; close it on exit."""
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    # The app exists before the fork only when the master loaded it (``--preload``);
+    # otherwise each worker builds its own after the fork and inherits nothing.
+    app = getattr(worker.app, "callable", None)
+    if app is not None:
+        app.extensions["wakemark"].after_fork()
 
 
 def post_worker_init(worker: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify
 
 from wakemark.services.api import optout
-from wakemark.services.api.pipeline import runtime
+from wakemark.services.api.current import runtime
 from wakemark.shared import __version__
 
 log = logging.getLogger("wakemark.api")

@@ -17,7 +17,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from wakemark.services import agents
 from wakemark.services.agents.base import PROMPT, SESSION_START, HookContext, HookPayloadError
-from wakemark.services.api import client_files, metrics, optout, pipeline
+from wakemark.services.api import client_files, current, metrics
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object
 from wakemark.shared import project
@@ -42,12 +42,11 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     except HookPayloadError as exc:
         raise ApiError(422, str(exc), code="invalid_hook_payload") from None
     if mapped.events:
-        results = optout.put_events(pipeline.runtime(), mapped.events)
-        pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
+        current.store_events(mapped.events)
     context = ""
     if handler.wants_context(mapped):
         if mapped.intent == PROMPT and mapped.events:
-            context = pipeline.retrieve_for(mapped.events[0])["context"]
+            context = current.retrieve_for(mapped.events[0])["context"]
         elif mapped.intent == SESSION_START:
             context = _session_index(ctx.namespace)
     body = handler.reply(mapped, context)
@@ -73,7 +72,7 @@ def _context(agent: str, payload: dict[str, Any]) -> HookContext:
         project_path=str(root) if root else None,
         received=utcnow(),
         hook_hint=request.args.get("event") or None,
-        open_client_file=client_files.opener(pipeline.runtime().settings),
+        open_client_file=client_files.opener(current.runtime().settings),
     )
 
 
@@ -92,7 +91,7 @@ def _project_dir(payload: dict[str, Any]) -> str | None:
 
 def _session_index(namespace: str) -> str:
     try:
-        result = pipeline.runtime().retriever.session_index(namespace)
+        result = current.runtime().retriever.session_index(namespace)
     except Exception as exc:  # retrieval not ready: no context is better than a failed hook
         log.warning("session index unavailable: %r", exc)
         return ""

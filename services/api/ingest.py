@@ -1,4 +1,5 @@
-"""``POST /v1/events``: validate → scrub → store (one transaction) → enqueue → respond."""
+"""``POST /v1/events``: scrub → validate → store (one transaction, closed turns enqueued on
+commit) → respond."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wakemark.services.api import optout, pipeline
+from wakemark.services.api import current
 from wakemark.services.api.errors import ApiError, validation_details
 from wakemark.services.api.params import bool_arg, parse_json
 from wakemark.shared.models import MAX_BATCH, Event
@@ -31,14 +32,12 @@ def post_events() -> tuple[Response, int]:
     data = scrub(data)
     batch = isinstance(data, dict) and "events" in data
     events = _validate_batch(data) if batch else [_validate(data)]
-    results = optout.put_events(pipeline.runtime(), events)
-    # After commit: the rows are durable, so a lost enqueue only delays extraction.
-    pipeline.enqueue_extract([t for r in results for t in r.closed_turns])
+    results = current.store_events(events)
     if batch:
         return jsonify(results=[{"event_id": r.event_id, "stored": r.stored} for r in results]), 201
     body: dict[str, Any] = {"event_id": results[0].event_id, "stored": results[0].stored}
     if retrieve and events[0].kind == "prompt":
-        body["retrieval"] = pipeline.retrieve_for(events[0])
+        body["retrieval"] = current.retrieve_for(events[0])
     return jsonify(body), 201
 
 

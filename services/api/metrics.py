@@ -31,18 +31,6 @@ def register(callback: Callback) -> None:
             _callbacks.append(callback)
 
 
-def unregister(callback: Callback) -> None:
-    with _lock:
-        if callback in _callbacks:
-            _callbacks.remove(callback)
-
-
-def gauge(name: str, value: float, help_text: str, labels: str = "") -> list[str]:
-    """Lines for one gauge sample; ``labels`` like ``quantile="0.5"``."""
-    series = f"{name}{{{labels}}}" if labels else name
-    return [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{series} {value}"]
-
-
 class Counter:
     """A process-wide counter; ``register(counter.lines)`` puts it on the scrape."""
 

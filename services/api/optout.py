@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 
 from wakemark.services.api import metrics
 from wakemark.shared import optout
+from wakemark.shared.config import Settings
 from wakemark.shared.models import Event
-from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage.base import PutEventResult
 
 log = logging.getLogger("wakemark.api")
@@ -20,17 +20,23 @@ _dropped = 0
 _logged: set[str] = set()
 
 
-def put_events(runtime: Runtime, events: Sequence[Event]) -> list[PutEventResult]:
-    """``storage.put_events`` for the events whose project is not ignored; a dropped
-    event answers ``stored=False`` and is never stored, extracted or embedded."""
-    patterns = runtime.settings.ignore_projects
+def kept(settings: Settings, events: Sequence[Event]) -> list[Event]:
+    """The events whose project is not ignored; the others are counted and logged."""
+    patterns = settings.ignore_projects
     reasons = {
         path: optout.ignored(path, patterns) for path in {e.source.project_path for e in events}
     }
-    kept = [e for e in events if not reasons[e.source.project_path]]
-    if len(kept) < len(events):
-        _count(len(events) - len(kept), {p: r for p, r in reasons.items() if r})
-    stored = {r.event_id: r for r in runtime.storage.put_events(kept)}
+    keep = [e for e in events if not reasons[e.source.project_path]]
+    if len(keep) < len(events):
+        _count(len(events) - len(keep), {p: r for p, r in reasons.items() if r})
+    return keep
+
+
+def answers(events: Sequence[Event], results: Sequence[PutEventResult]) -> list[PutEventResult]:
+    """One result per event posted: a dropped event answers ``stored=False``."""
+    if len(results) == len(events):
+        return list(results)
+    stored = {r.event_id: r for r in results}
     return [
         stored.get(e.event_id) or PutEventResult(event_id=e.event_id, stored=False, turn_id=None)
         for e in events

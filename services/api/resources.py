@@ -5,9 +5,10 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from wakemark.services.api import pipeline
+from wakemark.services.api import current
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import int_arg, json_object, namespace_arg, str_arg
+from wakemark.shared.jobs import EMBED
 from wakemark.shared.models import (
     Concepts,
     Facts,
@@ -49,7 +50,7 @@ def _record(record: MemoryRecord) -> dict:
 
 
 def _storage():
-    return pipeline.runtime().storage
+    return current.runtime().storage
 
 
 @bp.get("/v1/events")
@@ -88,8 +89,9 @@ def create_memory() -> tuple[Response, int]:
     # Scrubbed before validation, like events: nothing private reaches storage or logs.
     new = NewMemory.model_validate(scrub(json_object()))
     record = MemoryRecord(**new.model_dump(), strategy="manual")
-    _storage().put_memory_record(record)
-    pipeline.enqueue_embed([record.record_id])
+    with _storage().transaction() as tx:
+        tx.put_memory_record(record)
+        current.enqueue_on_commit(tx, EMBED, [record.record_id])
     return jsonify(record_id=record.record_id), 201
 
 

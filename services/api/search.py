@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from flask import Blueprint, Response, current_app, jsonify
 
 from wakemark.services.api import metrics
+from wakemark.services.api.current import runtime
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import int_arg, namespace_arg, str_arg
-from wakemark.services.api.pipeline import runtime
 from wakemark.shared.models import OBSERVATION_TYPES
 
 bp = Blueprint("search", __name__)

@@ -4,18 +4,14 @@ gthread polls connections on its main thread and hands each ready request to a p
 thread, which hands the connection back through a queue and a wake-up pipe when done.
 With one pool thread that is two thread switches and two GIL hand-overs per request for
 no overlap at all. This worker answers a request on the thread that polled it, and keeps
-everything else of gthread: keep-alive, graceful shutdown, limits. Only the heartbeat now
+everything else of gthread: keep-alive, graceful shutdown, limits. Only the heartbeat
 pauses while a request runs, as in gunicorn's sync worker: a request longer than
-``--timeout`` (30 s) would get its worker restarted. No wakemark route comes near that.
+``--timeout`` would get its worker restarted. No wakemark route comes near that.
 
 It also never waits on a connection that has sent nothing yet: gthread's pool thread
-waits up to 5 s for a new connection's first bytes, which with a single thread stalls
-every other client (a browser's speculative pre-connect is enough). A new connection
-joins the poller and is served once readable.
-
-bench/ingest on 2 cores, 2 workers, three runs interleaved with gthread and 1 thread:
-2,200-2,480 single events/s at 720-820 us of server CPU each, against 1,820-2,140/s at
-820-950 us; ``GET /health`` 280-380 us of CPU against 430-510.
+waits for a new connection's first bytes, which with a single thread stalls every other
+client (a browser's speculative pre-connect is enough). A new connection joins the
+poller and is served once readable.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             cleared = runtime.storage.clear_embeddings(args.namespace)
             print(f"cleared {cleared} embedding(s)", file=sys.stderr)
         result: dict[str, Any] = backfill_embeddings(
-            runtime,
+            runtime.tasks,
             batch=max(1, args.batch),
             namespace=args.namespace,
             progress=progress,

@@ -63,12 +63,13 @@ def check_port(settings: Settings) -> tuple[bool, str]:
 
 
 def check_database(settings: Settings) -> tuple[bool, str]:
-    from wakemark.shared.storage import open_storage
+    from wakemark.shared.runtime import Runtime
 
     if settings.backend == "sqlite" and not settings.sqlite_path.exists():
         return False, f"no database at {settings.sqlite_path}: run `wakemark migrate`"
+    runtime = Runtime(settings)  # not ``build``: a check must not create the home
     try:
-        storage = open_storage(settings)
+        storage = runtime.storage
     except Exception as exc:
         return False, f"database unreachable ({exc.__class__.__name__}: {exc})"
     try:
@@ -82,7 +83,7 @@ def check_database(settings: Settings) -> tuple[bool, str]:
     except Exception as exc:
         return False, f"database not migrated ({exc.__class__.__name__}): run `wakemark migrate`"
     finally:
-        storage.close()
+        runtime.close()
     return True, f"database {settings.backend} reachable and migrated"
 
 

@@ -9,10 +9,8 @@ import sys
 # Threads per worker, by backend. Requests are short and CPU-bound (the GIL), so threads
 # only help where a request waits on I/O outside the process: Postgres round trips. With
 # SQLite every step holds the GIL or the write lock, and a second thread only contends
-# for them: under gthread, 2 workers x 1 thread ingested 1,970-2,070 single events/s
-# (p99 8 ms) against 1,210-1,570 (p99 13-15 ms) with 4 threads; on Postgres 4 threads did
-# better (600-730/s against 370-550). Measured with bench/ingest.py on 2 cores. One
-# thread now runs InlineWorker instead of gthread (services/api/worker.py).
+# for them. One thread is served by InlineWorker (services/api/worker.py), which answers
+# on the polling thread; more go to gthread's pool.
 DEFAULT_THREADS = {"sqlite": 1, "postgres": 4}
 INLINE_WORKER = "wakemark.services.api.worker.InlineWorker"  # answers on the polling thread
 
@@ -40,8 +38,8 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
         "--worker-class", INLINE_WORKER if threads == 1 else "gthread",
         "--threads", str(threads),
         # Recycle workers now and then so a slow leak can never grow without bound, but
-        # rarely: a restart re-imports the app and reloads the model (~0.5 s of CPU), and
-        # at 1,000 requests it cost ingest about a third of its throughput (bench/ingest).
+        # rarely: a restart re-imports the app and reloads the model, which costs ingest
+        # throughput when it happens often.
         "--max-requests", "50000",
         "--max-requests-jitter", "5000",
         "--graceful-timeout", "10",

@@ -1,36 +1,30 @@
 """The Celery worker and beat: ``create_celery(settings)`` builds the app and its tasks.
 
-Tasks are thin: they take ids and call the shared task functions with this process's
-``Runtime``. Queues, routes and broker options come from ``wakemark.shared.jobs.names`` so the
-API's publisher and the workers share one definition.
+Every job in ``wakemark.shared.jobs.JOBS`` becomes one task of the same name, run with
+this process's ``Runtime``; its queue, retry policy and schedule come from the same
+declaration, and the broker options from ``celery_config``, which the API's publisher
+uses too.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_ready
 
-from wakemark.shared import jobs
 from wakemark.shared.config import Settings
-from wakemark.shared.jobs.names import (
-    TASK_BACKFILL,
-    TASK_EMBED,
-    TASK_EXTRACT,
-    TASK_SWEEP,
-    celery_config,
-)
+from wakemark.shared.jobs import JOBS, Job
+from wakemark.shared.jobs.celery_dispatch import celery_config
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage.base import TransientStorageError
 
 log = logging.getLogger("wakemark.worker")
 
-BACKFILL_LOCK = "wakemark:backfill:lock"
+LOCK_PREFIX = "wakemark:lock:"  # + job name: the lock of an ``exclusive`` job
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
@@ -42,78 +36,60 @@ def _retryable() -> tuple[type[BaseException], ...]:
     return (TransientStorageError, OperationalError, RedisConnectionError, RedisTimeoutError)
 
 
-class _ProcessRuntime:
-    """One Runtime per worker process, built on first use (after the prefork fork)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-        self._lock = threading.Lock()
-        self._runtime: Runtime | None = None
-        self._pid = 0
-
-    def get(self) -> Runtime:
-        with self._lock:
-            if self._runtime is None or self._pid != os.getpid():
-                self._runtime, self._pid = Runtime.build(self._settings), os.getpid()
-            return self._runtime
-
-
 def create_celery(settings: Settings) -> Celery:
     app = Celery("wakemark", set_as_current=False)
     app.conf.update(celery_config(settings))
     every = float(settings.sweep_interval_s)
+    periodic = [job for job in JOBS if job.periodic is not None]
     app.conf.beat_schedule = {
-        "sweep": {"task": TASK_SWEEP, "schedule": every},
-        "backfill": {"task": TASK_BACKFILL, "schedule": every},
+        job.name: {"task": job.name, "schedule": every, "kwargs": dict(job.periodic or {})}
+        for job in periodic
     }
-    runtime = _ProcessRuntime(settings)
-    retry: dict[str, Any] = {
-        "autoretry_for": _retryable(),
-        "retry_backoff": True,
-        "retry_backoff_max": 300,
-        "retry_jitter": True,
-        "max_retries": 5,
-    }
+    # Built lazily, so a prefork parent opens nothing; each child resets what it
+    # inherited in ``worker_process_init``.
+    runtime = Runtime.build(settings)
+    for job in JOBS:
+        app.task(
+            name=job.name,
+            autoretry_for=_retryable(),
+            retry_backoff=True,
+            retry_backoff_max=job.retry.backoff_max_s,
+            retry_jitter=True,
+            max_retries=job.retry.max_retries,
+        )(_task(job, runtime, settings))
 
-    @app.task(name=TASK_EXTRACT, **retry)
-    def extract_turns(turn_ids: list[str]) -> int:
-        return len(jobs.extract_turns(runtime.get(), turn_ids))
+    @worker_process_init.connect(weak=False)
+    def _after_fork(**_: Any) -> None:
+        runtime.after_fork()
 
-    @app.task(name=TASK_EMBED, **retry)
-    def embed_records(record_ids: list[str]) -> int:
-        return jobs.embed_records(runtime.get(), record_ids)
+    @worker_ready.connect(weak=False)
+    def _catch_up_at_start(sender: Any = None, **_: Any) -> None:
+        # A restarted worker catches up on whatever died with its predecessor.
+        owner: Any = getattr(sender, "app", None)
+        if owner is app:
+            for job in periodic:
+                owner.send_task(job.name, kwargs=dict(job.periodic or {}))
 
-    @app.task(name=TASK_BACKFILL, **retry)
-    def backfill_embeddings(namespace: str | None = None) -> dict[str, Any]:
-        # One backfill at a time across all workers: beat fires every interval, and two
-        # runs would embed the same oldest records twice.
+    return app
+
+
+def _task(job: Job, runtime: Runtime, settings: Settings) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if not job.exclusive:
+            return job.run(runtime.tasks, *args, **kwargs)
         from redis import Redis
 
         client = Redis.from_url(settings.redis_url or "", socket_connect_timeout=2)
-        lock = client.lock(BACKFILL_LOCK, timeout=settings.task_time_limit_s)
+        lock = client.lock(LOCK_PREFIX + job.name, timeout=settings.task_time_limit_s)
         if not lock.acquire(blocking=False):
             client.close()
-            return {"skipped": "another backfill is running"}
+            return {"skipped": f"another {job.name} is running"}
         try:
-            # Stop between batches well inside the time limit; the next tick continues.
-            budget = settings.task_time_limit_s * 0.5
-            return jobs.backfill_embeddings(runtime.get(), namespace=namespace, max_seconds=budget)
+            return job.run(runtime.tasks, *args, **kwargs)
         finally:
             with suppress(Exception):
                 lock.release()
             client.close()
 
-    @app.task(name=TASK_SWEEP, **retry)
-    def sweep() -> dict[str, int]:
-        # Records missing a vector are the scheduled backfill's job here, not the sweep's.
-        return jobs.sweep(runtime.get(), embeddings=False)
-
-    @worker_ready.connect(weak=False)
-    def _sweep_at_start(sender: Any = None, **_: Any) -> None:
-        # A restarted worker catches up on whatever died with its predecessor.
-        owner: Any = getattr(sender, "app", None)
-        if owner is app:
-            owner.send_task(TASK_SWEEP)
-            owner.send_task(TASK_BACKFILL)
-
-    return app
+    run.__name__ = run.__qualname__ = job.name.rsplit(".", 1)[-1]
+    return run

@@ -44,7 +44,7 @@ def _sha256(path: Path) -> str:
 def is_valid_export(model_path: Path) -> bool:
     """True if the model, its tokenizer and a manifest whose hashes match are all there.
 
-    Cheap (hashing ~90 MB, no onnxruntime): ``make run`` calls it every time.
+    Cheap (hashing the files, no onnxruntime): ``make run`` calls it every time.
     """
     try:
         manifest = json.loads(manifest_path(model_path).read_text())

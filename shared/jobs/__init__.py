@@ -1,26 +1,28 @@
-"""Background jobs: the task functions and the dispatcher that runs them.
+"""Background jobs: their declarations (``tasks.JOBS``), and the dispatchers that run them.
 
 ``open_dispatcher`` picks the shape from settings: Celery over Redis when
 ``WAKEMARK_REDIS_URL`` is set, else a small in-process executor. Callers only use the
-``Dispatcher`` surface, and only after their transaction committed.
+``Dispatcher`` surface, and only after their transaction committed (``Tx.on_commit``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
+from wakemark.shared.jobs.job import Context, Job
 from wakemark.shared.jobs.tasks import (
-    backfill_breaker,
+    BACKFILL,
+    EMBED,
+    EXTRACT,
+    JOBS,
+    SWEEP,
     backfill_embeddings,
     embed_records,
     extract_turns,
     sweep,
 )
-
-if TYPE_CHECKING:
-    from wakemark.shared.runtime import Runtime
 
 
 class Dispatcher(Protocol):
@@ -28,35 +30,42 @@ class Dispatcher(Protocol):
 
     def start(self) -> None: ...
 
-    def enqueue_extract(self, turn_ids: Iterable[str]) -> None: ...
-
-    def enqueue_embed(self, record_ids: Iterable[str]) -> None: ...
+    def enqueue(self, job: Job, ids: Iterable[str]) -> None:
+        """Queue ``ids`` for ``job`` in batches of ``job.batch``; never fails the caller
+        for an unreachable queue (the database still lists the work)."""
 
     # Wraps each API request; in-process jobs wait while requests are in flight.
     def serving(self) -> AbstractContextManager[None]: ...
 
     def queue_depth(self, queue: str | None = None) -> int | None: ...
 
-    def state(self) -> dict[str, Any]: ...
-
     def wait_idle(self, timeout: float | None = None) -> bool: ...
+
+    def after_fork(self) -> None:
+        """In a forked child: forget threads, locks and connections of the parent."""
 
     def close(self) -> None: ...
 
 
-def open_dispatcher(runtime: Runtime) -> Dispatcher:
-    if runtime.settings.redis_url:
+def open_dispatcher(context: Context) -> Dispatcher:
+    if context.settings.redis_url:
         from wakemark.shared.jobs.celery_dispatch import CeleryDispatcher
 
-        return CeleryDispatcher(runtime)
+        return CeleryDispatcher(context.settings)
     from wakemark.shared.jobs.inprocess import InProcessDispatcher
 
-    return InProcessDispatcher(runtime)
+    return InProcessDispatcher(context)
 
 
 __all__ = [
+    "BACKFILL",
+    "EMBED",
+    "EXTRACT",
+    "JOBS",
+    "SWEEP",
+    "Context",
     "Dispatcher",
-    "backfill_breaker",
+    "Job",
     "backfill_embeddings",
     "embed_records",
     "extract_turns",

@@ -3,52 +3,83 @@
 Publishing is best effort by design: jobs are only sent after the rows they need are
 committed, so if Redis is down we log and return (ingest still succeeds) and the next
 sweep re-enqueues everything the database still lists as pending.
+
+``celery_config`` is the one Celery configuration: the API's publisher and the worker
+(``services/worker``) both build their app from it, so routing can never disagree.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from wakemark.shared.jobs import tasks
-from wakemark.shared.jobs.names import (
-    EMBED_BATCH,
-    EXTRACT_BATCH,
-    QUEUES,
-    TASK_BACKFILL,
-    TASK_EMBED,
-    TASK_EXTRACT,
-    TASK_SWEEP,
-    celery_config,
-)
+from wakemark.shared.config import Settings
+from wakemark.shared.jobs.job import QUEUE_EXTRACTION, QUEUES, Job
+from wakemark.shared.jobs.tasks import JOBS
 
 if TYPE_CHECKING:
     from celery import Celery
     from redis import Redis
 
-    from wakemark.shared.runtime import Runtime
-
 log = logging.getLogger("wakemark.jobs")
+
+
+def task_routes() -> dict[str, dict[str, str]]:
+    return {job.name: {"queue": job.queue} for job in JOBS}
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    limit = settings.task_time_limit_s
+    return {
+        "broker_url": settings.redis_url,
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "result_serializer": "json",
+        "task_ignore_result": True,  # the database is the result
+        "task_routes": task_routes(),
+        "task_default_queue": QUEUE_EXTRACTION,
+        # Every task is idempotent (re-reads, conditional writes), so redelivery is safe.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_time_limit": limit,
+        "task_soft_time_limit": max(1, int(limit * 0.8)),
+        "worker_prefetch_multiplier": 1,
+        "worker_hijack_root_logger": False,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 2,
+        "broker_transport_options": {
+            # A dead broker must cost the API about a second, not a hang.
+            "socket_connect_timeout": 1,
+            "socket_timeout": 5,
+            "max_retries": 1,
+            # Unacked messages of a killed worker come back after this; keep it above the
+            # longest task so a slow task is not delivered twice while it still runs.
+            "visibility_timeout": 2 * limit + 60,
+        },
+        "task_publish_retry": True,
+        "task_publish_retry_policy": {
+            "max_retries": 1,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.2,
+        },
+    }
 
 
 class CeleryDispatcher:
     mode = "celery"
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._runtime = runtime
-        self._settings = runtime.settings
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
         self._lock = threading.Lock()
         self._app: Celery | None = None
         self._redis: Redis | None = None
-        self._pid = os.getpid()
 
     def _celery(self) -> Celery:
         with self._lock:
-            self._after_fork_check()
             if self._app is None:
                 from celery import Celery
 
@@ -57,52 +88,34 @@ class CeleryDispatcher:
                 self._app = app
             return self._app
 
-    def _after_fork_check(self) -> None:
-        # A connection pool inherited across fork would share sockets with the parent.
-        if self._pid != os.getpid():
-            self._pid, self._app, self._redis = os.getpid(), None, None
-
-    def send(self, task: str, args: list[Any] | None = None, **kwargs: Any) -> bool:
-        """Publish one task by name (routing comes from TASK_ROUTES); False if it failed."""
+    def _send(self, job: Job, args: list[Any]) -> bool:
+        """Publish one message (routed by ``celery_config``); False if that failed."""
         try:
-            self._celery().send_task(task, args=args or [], kwargs=kwargs or None)
+            self._celery().send_task(job.name, args=args)
             return True
         except Exception as exc:  # broker down: the database still lists the work
-            log.warning("could not enqueue %s (%s); the sweep will retry", task, exc)
+            log.warning("could not enqueue %s (%s); the sweep will retry", job.name, exc)
             return False
 
     def start(self) -> None:
         """Nothing to start in the API process; beat and workers run elsewhere."""
 
-    def enqueue_extract(self, turn_ids: Iterable[str]) -> None:
-        ids = list(turn_ids)
-        for i in range(0, len(ids), EXTRACT_BATCH):
-            if not self.send(TASK_EXTRACT, [ids[i : i + EXTRACT_BATCH]]):
-                return  # broker down: don't pay the timeout once per batch
-
-    def enqueue_embed(self, record_ids: Iterable[str]) -> None:
-        if self._settings.embedder == "off":
+    def enqueue(self, job: Job, ids: Iterable[str]) -> None:
+        if job.embeds and self._settings.embedder == "off":
             return
-        ids = list(record_ids)
-        for i in range(0, len(ids), EMBED_BATCH):
-            if not self.send(TASK_EMBED, [ids[i : i + EMBED_BATCH]]):
-                return
+        items = list(ids)
+        for i in range(0, len(items), job.batch):
+            if not self._send(job, [items[i : i + job.batch]]):
+                return  # broker down: don't pay the timeout once per batch
 
     def serving(self) -> AbstractContextManager[None]:
         """Workers are other processes: requests and jobs never share a GIL here."""
         return nullcontext()
 
-    def enqueue_sweep(self) -> bool:
-        return self.send(TASK_SWEEP)
-
-    def enqueue_backfill(self, namespace: str | None = None) -> bool:
-        return self.send(TASK_BACKFILL, [], namespace=namespace)
-
     def queue_depth(self, queue: str | None = None) -> int | None:
         """Messages waiting in one queue or all three; None if Redis cannot be reached."""
         try:
             with self._lock:
-                self._after_fork_check()
                 if self._redis is None:
                     from redis import Redis
 
@@ -120,16 +133,15 @@ class CeleryDispatcher:
             log.debug("queue depth unavailable: %s", exc)
             return None
 
-    def state(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "queue_depth": self.queue_depth(),
-            "backfill": tasks.backfill_breaker(self._runtime).snapshot(),
-        }
-
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Workers run elsewhere; a caller polls the database (``stats``) instead."""
         return False
+
+    def after_fork(self) -> None:
+        # A connection pool inherited across fork would share sockets with the parent:
+        # drop both clients unclosed (closing would close the parent's sockets too).
+        self._lock = threading.Lock()
+        self._app = self._redis = None
 
     def close(self) -> None:
         with self._lock:

@@ -2,35 +2,30 @@
 
 Threads start lazily (first enqueue or ``start()``), never at construction, so a
 gunicorn master that forks after building the app hands each worker a clean dispatcher;
-a fork hook resets state the child inherited. Queued ids are deduplicated until their
-job finishes, so periodic sweeps do not pile up copies of the same work.
+``after_fork`` (called through the runtime's fork hook) resets what a child inherited.
+Queued ids are deduplicated until their job finishes, so periodic sweeps do not pile up
+copies of the same work.
 
 Requests come first. The API wraps each request in ``serving()``, and a job starts only
 once no request has been in flight for ``IDLE_GAP_S``, or once its oldest item has
 waited ``MAX_DEFER_S``. A job running beside requests takes the GIL and the write lock
-from them: during a burst of batched ingest the server spent 114-119 us of CPU per event
-against 41-44 with jobs held off (bench/ingest). Deferred, the work runs after the burst
-in full batches, which also costs less in total; under load that never pauses it runs
+from them, so each request costs more CPU; deferred, the work runs after the burst in
+full batches, which also costs less in total. Under load that never pauses it runs
 anyway, so nothing waits for more than ``MAX_DEFER_S`` plus a job's time.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from wakemark.shared.jobs import tasks
-from wakemark.shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
-
-if TYPE_CHECKING:
-    from wakemark.shared.runtime import Runtime
+from wakemark.shared.jobs.job import Context, Job
+from wakemark.shared.jobs.tasks import ID_JOBS, SWEEP
 
 log = logging.getLogger("wakemark.jobs")
 
@@ -42,22 +37,20 @@ class InProcessDispatcher:
     mode = "inprocess"
 
     def __init__(
-        self, runtime: Runtime, threads: int = 1, sweep_interval_s: float | None = None
+        self, context: Context, threads: int = 1, sweep_interval_s: float | None = None
     ) -> None:
-        self._runtime = runtime
+        self._context = context
         self._threads_wanted = max(1, min(threads, 2))
-        self._sweep_interval_s = sweep_interval_s or runtime.settings.sweep_interval_s
+        self._sweep_interval_s = sweep_interval_s or context.settings.sweep_interval_s
         self._reset()
-        os.register_at_fork(after_in_child=_reset_in_child(weakref.ref(self)))
 
     def _reset(self) -> None:
-        # Called at construction and in a forked child: threads do not survive a fork,
-        # and a lock held by one of them at fork time would never be released.
+        # At construction and in a forked child: threads do not survive a fork, and a
+        # lock held by one of them at fork time would never be released.
         self._cond = threading.Condition()
-        # (id, monotonic time queued), oldest first
-        self._extract: deque[tuple[str, float]] = deque()
-        self._embed: deque[tuple[str, float]] = deque()
-        self._known: set[tuple[str, str]] = set()  # queued or running
+        # Per job, in ``ID_JOBS`` order: (id, monotonic time queued), oldest first.
+        self._queues: dict[Job, deque[tuple[str, float]]] = {job: deque() for job in ID_JOBS}
+        self._known: set[tuple[str, str]] = set()  # (job name, id) queued or running
         self._running = 0
         self._serving = 0  # requests in flight
         self._served_at = 0.0  # when the last one finished
@@ -74,12 +67,20 @@ class InProcessDispatcher:
                 self._spawn(self._work, f"wakemark-jobs-{i}")
             self._spawn(self._sweeper, "wakemark-sweep")
 
-    def enqueue_extract(self, turn_ids: Iterable[str]) -> None:
-        self._put(self._extract, "x", turn_ids)
-
-    def enqueue_embed(self, record_ids: Iterable[str]) -> None:
-        if self._runtime.settings.embedder != "off":
-            self._put(self._embed, "e", record_ids)
+    def enqueue(self, job: Job, ids: Iterable[str]) -> None:
+        if job.embeds and self._context.settings.embedder == "off":
+            return
+        queue = self._queues[job]
+        now = time.monotonic()
+        with self._cond:
+            if self._stopping:
+                return
+            for item in ids:
+                if (job.name, item) not in self._known:
+                    self._known.add((job.name, item))
+                    queue.append((item, now))
+            self._cond.notify_all()  # workers, and wait_idle callers, share the condition
+        self.start()
 
     @contextmanager
     def serving(self) -> Iterator[None]:
@@ -97,23 +98,17 @@ class InProcessDispatcher:
     def queue_depth(self, queue: str | None = None) -> int:
         """Jobs waiting (not running); one queue (``extraction``/``embedding``) or all."""
         with self._cond:
-            sizes = {QUEUE_EXTRACTION: len(self._extract), QUEUE_EMBEDDING: len(self._embed)}
-            return sizes.get(queue, 0) if queue else sum(sizes.values())
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "queue_depth": self.queue_depth(),
-            "running": self._running,
-            "backfill": tasks.backfill_breaker(self._runtime).snapshot(),
-        }
+            return sum(len(q) for job, q in self._queues.items() if queue in (None, job.queue))
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until nothing is queued or running; False on timeout."""
         with self._cond:
             return self._cond.wait_for(
-                lambda: not (self._extract or self._embed or self._running), timeout
+                lambda: not (self._running or any(self._queues.values())), timeout
             )
+
+    def after_fork(self) -> None:
+        self._reset()
 
     def close(self) -> None:
         with self._cond:
@@ -132,73 +127,47 @@ class InProcessDispatcher:
         self._threads.append(thread)
         thread.start()
 
-    def _put(self, queue: deque[tuple[str, float]], kind: str, ids: Iterable[str]) -> None:
-        now = time.monotonic()
-        with self._cond:
-            if self._stopping:
-                return
-            for item in ids:
-                if (kind, item) not in self._known:
-                    self._known.add((kind, item))
-                    queue.append((item, now))
-            self._cond.notify_all()  # workers, and wait_idle callers, share the condition
-        self.start()
-
     def _wait_s(self) -> float | None:
         """Seconds until a job may start (0: now; None: nothing queued). Holds _cond."""
-        queued = [q[0][1] for q in (self._extract, self._embed) if q]
+        queued = [q[0][1] for q in self._queues.values() if q]
         if not queued:
             return None
         now = time.monotonic()
         quiet_at = now + IDLE_GAP_S if self._serving else self._served_at + IDLE_GAP_S
         return max(0.0, min(quiet_at, min(queued) + MAX_DEFER_S) - now)
 
-    def _take(self) -> tuple[str, list[str]] | None:
+    def _take(self) -> tuple[Job, list[str]] | None:
         with self._cond:
             while not self._stopping and (wait := self._wait_s()) != 0:
                 self._cond.wait(wait)
             if self._stopping:
                 return None
             self._running += 1
-            # Extraction first: it creates the records to embed.
-            queue, kind, size = (
-                (self._extract, "x", EXTRACT_BATCH)
-                if self._extract
-                else (self._embed, "e", EMBED_BATCH)
-            )
-            return kind, [queue.popleft()[0] for _ in range(min(size, len(queue)))]
+            job, queue = next((j, q) for j, q in self._queues.items() if q)
+            return job, [queue.popleft()[0] for _ in range(min(job.batch, len(queue)))]
 
     def _work(self) -> None:
-        while (job := self._take()) is not None:
-            kind, ids = job
+        while (taken := self._take()) is not None:
+            job, ids = taken
             try:
-                run = tasks.extract_turns if kind == "x" else tasks.embed_records
-                run(self._runtime, ids)
+                job.run(self._context, ids)
             except Exception:
-                log.exception("job %s %s failed; it stays pending for the next sweep", kind, ids)
+                log.exception(
+                    "job %s %s failed; it stays pending for the next sweep", job.name, ids
+                )
             finally:
                 with self._cond:
                     self._running -= 1
-                    self._known.difference_update((kind, i) for i in ids)
+                    self._known.difference_update((job.name, i) for i in ids)
                     self._cond.notify_all()
 
     def _sweeper(self) -> None:
         # At start-up first (catch up on whatever a previous process left), then on a timer.
+        # No backfill is scheduled here, so the sweep re-enqueues missing vectors too.
         while True:
             try:
-                tasks.sweep(self._runtime)
+                SWEEP.run(self._context)
             except Exception:
                 log.exception("sweep failed; retrying at the next interval")
             if self._stop_event.wait(self._sweep_interval_s):
                 return
-
-
-def _reset_in_child(ref: weakref.ref[InProcessDispatcher]) -> Any:
-    # Holds a weak reference only: a dispatcher that was closed and dropped is not kept
-    # alive by the (unremovable) fork hook.
-    def hook() -> None:
-        dispatcher = ref()
-        if dispatcher is not None:
-            dispatcher._reset()
-
-    return hook

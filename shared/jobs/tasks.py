@@ -1,4 +1,5 @@
-"""The job functions both dispatchers run: they take ids, re-read, and are idempotent.
+"""The jobs: their functions, which take ids, re-read and are idempotent, and at the end
+their declarations (``JOBS``), which both dispatchers and the Celery worker read.
 
 The database is the source of truth for pending work (unextracted turns, records with
 no embedding), so every function here may run twice, concurrently, or after a crash:
@@ -11,24 +12,29 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wakemark.shared.jobs.breaker import Breaker
-from wakemark.shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
+from wakemark.shared.jobs.job import (
+    QUEUE_BACKFILL,
+    QUEUE_EMBEDDING,
+    QUEUE_EXTRACTION,
+    Context,
+    Job,
+)
 from wakemark.shared.models import MemoryRecord, utcnow
 from wakemark.shared.storage.base import NotFoundError, Turn
 
 if TYPE_CHECKING:
     from wakemark.shared.extraction import Extracted
-    from wakemark.shared.runtime import Runtime
 
 log = logging.getLogger("wakemark.jobs")
 
+EMBED_BATCH = 64  # records per embed job: one model call, one transaction
+EXTRACT_BATCH = 32  # turns per extract job: one model call, one transaction
 SWEEP_EMBED_LIMIT = 2000  # records re-enqueued per sweep; the rest wait for the next one
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -40,17 +46,17 @@ def _embedder_unavailable() -> type[Exception]:
     return EmbedderUnavailable
 
 
-def _embed(runtime: Runtime, records: Sequence[MemoryRecord]) -> np.ndarray:
-    vectors = runtime.embedder.embed([r.embedding_text() for r in records])
+def _embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray:
+    vectors = ctx.embedder.embed([r.embedding_text() for r in records])
     return np.asarray(vectors, dtype=np.float32)
 
 
-def _try_embed(runtime: Runtime, records: Sequence[MemoryRecord]) -> np.ndarray | None:
+def _try_embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray | None:
     """Vectors for the records, or None when the embedder is off or unavailable."""
-    if not records or runtime.settings.embedder == "off":
+    if not records or ctx.settings.embedder == "off":
         return None
     try:
-        return _embed(runtime, records)
+        return _embed(ctx, records)
     except _embedder_unavailable() as exc:
         log.info("embedder unavailable, records stay pending: %s", exc)
         return None
@@ -59,11 +65,11 @@ def _try_embed(runtime: Runtime, records: Sequence[MemoryRecord]) -> np.ndarray 
 # --- extraction ---------------------------------------------------------------------------
 
 
-def _candidates(turn: Turn, runtime: Runtime) -> Extracted:
+def _candidates(turn: Turn, ctx: Context) -> Extracted:
     from wakemark.shared.extraction import extract_turn
 
     # ``extract_turn`` turns note events into records as written (``record_from_note``).
-    return extract_turn(turn, runtime.settings)
+    return extract_turn(turn, ctx.settings)
 
 
 def _dedupe(
@@ -79,7 +85,7 @@ MERGE_NEIGHBOURS = 5  # nearest existing records offered to the conservative mer
 
 
 def _merge(
-    runtime: Runtime, records: list[MemoryRecord], vectors: np.ndarray
+    ctx: Context, records: list[MemoryRecord], vectors: np.ndarray
 ) -> tuple[list[MemoryRecord], list[str]]:
     """Conservative merge into existing neighbours: (records to write, ids to delete).
 
@@ -90,7 +96,7 @@ def _merge(
 
     out: list[MemoryRecord] = []
     replaced: set[str] = set()
-    existing = runtime.storage.list_embeddings(records[0].namespace)
+    existing = ctx.storage.list_embeddings(records[0].namespace)
     if not len(existing):
         return records, []
     row_ids, matrix = existing.record_ids, existing.vectors
@@ -99,7 +105,7 @@ def _merge(
         cosines = matrix @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
         top = [int(i) for i in np.argsort(-cosines)[:MERGE_NEIGHBOURS]]
         ids = [row_ids[i] for i in top if row_ids[i] not in replaced]
-        by_id = {r.record_id: r for r in runtime.storage.get_memory_records(ids)}
+        by_id = {r.record_id: r for r in ctx.storage.get_memory_records(ids)}
         neighbours = [(by_id[row_ids[i]], float(cosines[i])) for i in top if row_ids[i] in by_id]
         merge = conservative_merge(record, neighbours)
         if merge is None:
@@ -110,7 +116,7 @@ def _merge(
     return out, sorted(replaced)
 
 
-def extract_turns(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
+def extract_turns(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     """Extract closed turns into records, embedded in one call and written in one
     transaction (a commit costs more than a record); returns the ids written. A turn that
     is unknown, open or already extracted is skipped, and so is one another worker marks
@@ -120,16 +126,16 @@ def extract_turns(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
     the first error is raised after (its turn stays pending). With the conservative merge
     on, turns go one transaction each, so each merges against the records of the last.
     """
-    if len(turn_ids) > 1 and runtime.settings.merge != "conservative":
+    if len(turn_ids) > 1 and ctx.settings.merge != "conservative":
         try:
-            return _extract_together(runtime, turn_ids)
+            return _extract_together(ctx, turn_ids)
         except Exception:
             log.warning("extracting %d turns together failed; one by one", len(turn_ids))
     written: list[str] = []
     failed: Exception | None = None
     for turn_id in turn_ids:
         try:
-            written += _extract_together(runtime, [turn_id])
+            written += _extract_together(ctx, [turn_id])
         except Exception as exc:
             failed = failed or exc
     if failed is not None:
@@ -137,13 +143,13 @@ def extract_turns(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
     return written
 
 
-def _extract_together(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
-    storage = runtime.storage
+def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
+    storage = ctx.storage
     turns = [t for t in storage.get_turns(turn_ids) if t.closed and not t.extracted]
-    extracted = [_candidates(turn, runtime) for turn in turns]
+    extracted = [_candidates(turn, ctx) for turn in turns]
     candidates = [e.records for e in extracted]
     skipped = {t.turn_id: e.skipped for t, e in zip(turns, extracted, strict=True)}
-    all_vectors = _try_embed(runtime, [r for records in candidates for r in records])
+    all_vectors = _try_embed(ctx, [r for records in candidates for r in records])
     plans: list[tuple[str, list[MemoryRecord], np.ndarray | None, list[str]]] = []
     start = 0
     for turn, records in zip(turns, candidates, strict=True):
@@ -152,8 +158,8 @@ def _extract_together(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
         deleted: list[str] = []
         if vectors is not None:
             records, vectors = _dedupe(records, vectors)
-            if runtime.settings.merge == "conservative" and records:
-                records, deleted = _merge(runtime, records, vectors)
+            if ctx.settings.merge == "conservative" and records:
+                records, deleted = _merge(ctx, records, vectors)
         plans.append((turn.turn_id, records, vectors, deleted))
     if not plans:
         return []
@@ -171,17 +177,17 @@ def _extract_together(runtime: Runtime, turn_ids: Sequence[str]) -> list[str]:
             if deleted:
                 tx.delete_memory_records(deleted)
             written += ids
-    if all_vectors is None and written and runtime.settings.embedder != "off":
-        runtime.jobs.enqueue_embed(written)  # after commit: the rows exist
+        if all_vectors is None and written and ctx.settings.embedder != "off":
+            tx.on_commit(lambda: ctx.enqueue(EMBED, written))
     return written
 
 
 # --- embedding ----------------------------------------------------------------------------
 
 
-def _store_vectors(runtime: Runtime, records: Sequence[MemoryRecord], vectors: np.ndarray) -> int:
+def _store_vectors(ctx: Context, records: Sequence[MemoryRecord], vectors: np.ndarray) -> int:
     try:
-        with runtime.storage.transaction() as tx:
+        with ctx.storage.transaction() as tx:
             for record, vector in zip(records, vectors, strict=True):
                 tx.put_embedding(record.record_id, vector)
         return len(records)
@@ -190,51 +196,39 @@ def _store_vectors(runtime: Runtime, records: Sequence[MemoryRecord], vectors: n
         written = 0
         for record, vector in zip(records, vectors, strict=True):
             try:
-                runtime.storage.put_embedding(record.record_id, vector)
+                ctx.storage.put_embedding(record.record_id, vector)
                 written += 1
             except NotFoundError:
                 pass
         return written
 
 
-def embed_records(runtime: Runtime, record_ids: Sequence[str]) -> int:
+def embed_records(ctx: Context, record_ids: Sequence[str]) -> int:
     """Embed the records that still lack a vector; returns how many were written.
 
     An unavailable embedder is not an error here: the records stay pending in the
     database and the sweep/backfill picks them up once the model is back. Raising would
     only make Celery retry into the same missing model file (an exception storm).
     """
-    if runtime.settings.embedder == "off" or not record_ids:
+    if ctx.settings.embedder == "off" or not record_ids:
         return 0
-    storage = runtime.storage
+    storage = ctx.storage
     records = [
         r
         for r in storage.get_memory_records(list(record_ids))
         if not storage.has_embedding(r.record_id)
     ]
-    vectors = _try_embed(runtime, records)
+    vectors = _try_embed(ctx, records)
     if vectors is None:
         return 0
-    return _store_vectors(runtime, records, vectors)
+    return _store_vectors(ctx, records, vectors)
 
 
 # --- backfill -----------------------------------------------------------------------------
 
-_breakers: weakref.WeakKeyDictionary[Any, Breaker] = weakref.WeakKeyDictionary()
-_breakers_lock = threading.Lock()
-
-
-def backfill_breaker(runtime: Runtime) -> Breaker:
-    """The process's backfill breaker for this runtime (shown by ``/health``)."""
-    with _breakers_lock:
-        breaker = _breakers.get(runtime)
-        if breaker is None:
-            breaker = _breakers[runtime] = Breaker()
-        return breaker
-
 
 def backfill_embeddings(
-    runtime: Runtime,
+    ctx: Context,
     batch: int = EMBED_BATCH,
     namespace: str | None = None,
     progress: Progress | None = None,
@@ -250,10 +244,10 @@ def backfill_embeddings(
     between batches (a Celery task stops well inside its time limit; the next beat tick
     continues where it left off).
     """
-    if runtime.settings.embedder == "off":
+    if ctx.settings.embedder == "off":
         return {"embedded": 0, "failures": 0, "breaker": "disabled"}
-    storage = runtime.storage
-    breaker = backfill_breaker(runtime)
+    storage = ctx.storage
+    breaker = ctx.breaker
     stop = stop or threading.Event()
     total = storage.stats(namespace)["pending_embedding"]
     done = failures = 0
@@ -270,7 +264,7 @@ def backfill_embeddings(
         if not records:
             break
         try:
-            written = _store_vectors(runtime, records, _embed(runtime, records))
+            written = _store_vectors(ctx, records, _embed(ctx, records))
         except Exception as exc:  # embedder down, database hiccup: the breaker decides
             failures += 1
             breaker.failure(exc)
@@ -289,7 +283,7 @@ def backfill_embeddings(
 # --- sweep --------------------------------------------------------------------------------
 
 
-def _queued_enough(runtime: Runtime, queue: str, items: int, per_job: int) -> bool:
+def _queued_enough(ctx: Context, queue: str, items: int, per_job: int) -> bool:
     """True when the queue already holds as many messages as ``items`` would make, at
     ``per_job`` to a message.
 
@@ -298,24 +292,50 @@ def _queued_enough(runtime: Runtime, queue: str, items: int, per_job: int) -> bo
     (harmless no-ops, but unbounded). An emptied queue (restart, flush) fails the test
     and gets everything again.
     """
-    depth = runtime.jobs.queue_depth(queue)
+    depth = ctx.queue_depth(queue)
     return depth is not None and depth >= -(-items // per_job)
 
 
-def sweep(runtime: Runtime, embeddings: bool = True) -> dict[str, int]:
+def sweep(ctx: Context, embeddings: bool = True) -> dict[str, int]:
     """Close idle turns and re-enqueue everything the database says is pending.
 
     ``embeddings=False`` where a scheduled backfill covers records missing a vector
     (Celery beat), so the two don't embed the same records twice.
     """
-    storage = runtime.storage
-    closed = storage.close_idle_turns(utcnow() - timedelta(seconds=runtime.settings.turn_idle_s))
+    storage = ctx.storage
+    closed = storage.close_idle_turns(utcnow() - timedelta(seconds=ctx.settings.turn_idle_s))
     pending = storage.pending_turns()
-    if pending and not _queued_enough(runtime, QUEUE_EXTRACTION, len(pending), EXTRACT_BATCH):
-        runtime.jobs.enqueue_extract(pending)
+    if pending and not _queued_enough(ctx, QUEUE_EXTRACTION, len(pending), EXTRACT_BATCH):
+        ctx.enqueue(EXTRACT, pending)
     missing: list[str] = []
-    if embeddings and runtime.settings.embedder != "off":
+    if embeddings and ctx.settings.embedder != "off":
         missing = [r.record_id for r in storage.records_missing_embedding(SWEEP_EMBED_LIMIT)]
-        if missing and not _queued_enough(runtime, QUEUE_EMBEDDING, len(missing), EMBED_BATCH):
-            runtime.jobs.enqueue_embed(missing)  # the dispatcher batches them
+        if missing and not _queued_enough(ctx, QUEUE_EMBEDDING, len(missing), EMBED_BATCH):
+            ctx.enqueue(EMBED, missing)  # the dispatcher batches them
     return {"closed": len(closed), "extract": len(pending), "embed": len(missing)}
+
+
+def _scheduled_backfill(ctx: Context, namespace: str | None = None) -> dict[str, Any]:
+    # Stop between batches well inside the task time limit; the next tick continues.
+    budget = ctx.settings.task_time_limit_s * 0.5
+    return backfill_embeddings(ctx, namespace=namespace, max_seconds=budget)
+
+
+# --- the declarations ---------------------------------------------------------------------
+
+EXTRACT = Job("wakemark.extract_turns", QUEUE_EXTRACTION, extract_turns, batch=EXTRACT_BATCH)
+EMBED = Job(
+    "wakemark.embed_records", QUEUE_EMBEDDING, embed_records, batch=EMBED_BATCH, embeds=True
+)
+# Two backfills at once would embed the same oldest records twice: one at a time.
+BACKFILL = Job(
+    "wakemark.backfill_embeddings", QUEUE_BACKFILL, _scheduled_backfill, periodic={}, exclusive=True
+)
+# On the extraction queue: it is cheap and must run even where only extraction workers
+# exist. Where the backfill is scheduled too, records missing a vector are its job.
+SWEEP = Job("wakemark.sweep", QUEUE_EXTRACTION, sweep, periodic={"embeddings": False})
+
+# Jobs that take ids, in the order an in-process worker serves them: extraction first,
+# since it creates the records to embed.
+ID_JOBS = (EXTRACT, EMBED)
+JOBS = (EXTRACT, EMBED, BACKFILL, SWEEP)

@@ -1,46 +1,51 @@
-"""Rank fusion of the lexical and the vector list: plain RRF (k=60) and a tuned variant."""
+"""Rank fusion of any number of named ranked lists: plain RRF (k=60) and a tuned variant."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wakemark.shared.models import MemoryRecord
 
 RRF_K = 60
+HYBRID = "hybrid"  # the label of a hit more than one leg found
 
 
 @dataclass(frozen=True)
 class Candidate:
+    """One entry of a leg's ranked list."""
+
     record_id: str
     created_ts: float  # seconds since the epoch; newer wins a tie
-
-
-@dataclass(frozen=True)
-class VectorCandidate(Candidate):
-    cosine: float
+    score: float = 0.0  # the leg's own score (the vector leg's cosine); floors compare it
+    # The record, when the leg read it anyway: hydration then need not read it again.
+    record: MemoryRecord | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
 class Fused:
     record_id: str
     score: float
-    match_source: str  # "fts" | "semantic" | "hybrid"
+    match_source: str  # the one leg that found it ("fts", "semantic"), or "hybrid"
     created_ts: float
 
 
 @dataclass(frozen=True)
 class FusionParams:
     k: int = RRF_K
-    lexical_weight: float = 1.0
-    vector_weight: float = 1.0
-    # A semantic-only hit below this cosine is dropped (None: keep all).
-    semantic_floor: float | None = None
-    # At most this many semantic-only hits on a page (None: no cap).
-    semantic_cap: int | None = None
+    # Per leg name; a leg not named weighs 1.
+    weights: Mapping[str, float] = field(default_factory=dict)
+    # A hit only this leg found, with a leg score below this, is dropped.
+    floors: Mapping[str, float] = field(default_factory=dict)
+    # At most this many hits only this leg found on a page.
+    caps: Mapping[str, int] = field(default_factory=dict)
 
 
 PLAIN = FusionParams()
 # Chosen on tests/fixtures/relevance (bench/relevance.py): see the README table.
-TUNED = FusionParams(lexical_weight=1.0, vector_weight=1.0, semantic_floor=0.3, semantic_cap=3)
+TUNED = FusionParams(floors={"semantic": 0.3}, caps={"semantic": 3})
 
 
 def params_for(name: str) -> FusionParams:
@@ -48,53 +53,39 @@ def params_for(name: str) -> FusionParams:
 
 
 def fuse(
-    lexical: Sequence[Candidate],
-    vector: Sequence[VectorCandidate],
-    limit: int,
-    params: FusionParams = PLAIN,
+    ranked: Mapping[str, Sequence[Candidate]], limit: int, params: FusionParams = PLAIN
 ) -> list[Fused]:
-    """Both lists best first; returns at most ``limit`` ordered by
-    (score desc, created_at desc, record_id asc)."""
+    """Each leg's list best first, by leg name; returns at most ``limit`` ordered by
+    (score desc, created_at desc, record_id asc). A record found again further down the
+    same list counts once, at its best rank; its time is taken from the first leg."""
+    found = {name: {c.record_id for c in cands} for name, cands in ranked.items()}
     scores: dict[str, float] = {}
     created: dict[str, float] = {}
     sources: dict[str, set[str]] = {}
-    for rank, cand in enumerate(lexical):
-        if cand.record_id in scores and "fts" in sources[cand.record_id]:
-            continue
-        scores[cand.record_id] = params.lexical_weight / (params.k + rank + 1)
-        created[cand.record_id] = cand.created_ts
-        sources[cand.record_id] = {"fts"}
-    lexical_ids = set(scores)
-    for rank, vc in enumerate(vector):
-        if vc.record_id not in lexical_ids and _below_floor(vc, params):
-            continue
-        if "semantic" in sources.get(vc.record_id, set()):
-            continue
-        scores[vc.record_id] = scores.get(vc.record_id, 0.0) + params.vector_weight / (
-            params.k + rank + 1
-        )
-        created.setdefault(vc.record_id, vc.created_ts)
-        sources.setdefault(vc.record_id, set()).add("semantic")
+    for name, cands in ranked.items():
+        weight = params.weights.get(name, 1.0)
+        floor = params.floors.get(name)
+        elsewhere = set().union(*(ids for other, ids in found.items() if other != name))
+        for rank, cand in enumerate(cands):
+            rid = cand.record_id
+            if name in sources.get(rid, ()):
+                continue
+            if floor is not None and cand.score < floor and rid not in elsewhere:
+                continue
+            scores[rid] = scores.get(rid, 0.0) + weight / (params.k + rank + 1)
+            created.setdefault(rid, cand.created_ts)
+            sources.setdefault(rid, set()).add(name)
     order = sorted(scores, key=lambda rid: (-scores[rid], -created[rid], rid))
     out: list[Fused] = []
-    semantic_only = 0
+    alone: dict[str, int] = {}  # hits per leg that only that leg found
     for rid in order:
-        label = _label(sources[rid])
-        if label == "semantic":
-            if params.semantic_cap is not None and semantic_only >= params.semantic_cap:
+        label = next(iter(sources[rid])) if len(sources[rid]) == 1 else HYBRID
+        cap = params.caps.get(label)
+        if cap is not None:
+            if alone.get(label, 0) >= cap:
                 continue
-            semantic_only += 1
+            alone[label] = alone.get(label, 0) + 1
         out.append(Fused(rid, scores[rid], label, created[rid]))
         if len(out) >= limit:
             break
     return out
-
-
-def _below_floor(vc: VectorCandidate, params: FusionParams) -> bool:
-    return params.semantic_floor is not None and vc.cosine < params.semantic_floor
-
-
-def _label(sources: set[str]) -> str:
-    if len(sources) == 2:
-        return "hybrid"
-    return "fts" if "fts" in sources else "semantic"

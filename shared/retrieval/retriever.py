@@ -1,12 +1,11 @@
-"""Hybrid search: lexical + vector legs fused by rank, inside a deadline, never failing."""
+"""Hybrid search: ranked lists of several legs fused by rank, inside a deadline, never
+failing (a failed search is empty and marked degraded)."""
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -15,21 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from wakemark.shared.models import MemoryRecord, is_namespace_prefix
 from wakemark.shared.retrieval.formatting import format_context, format_index
-from wakemark.shared.retrieval.fusion import (
-    RRF_K,
-    Candidate,
-    Fused,
-    VectorCandidate,
-    fuse,
-    params_for,
-)
+from wakemark.shared.retrieval.fusion import Candidate, Fused, fuse, params_for
+from wakemark.shared.retrieval.legs import Leg, LexicalLeg, Unavailable, VectorLeg
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import query_text
-from wakemark.shared.retrieval.vectors import VectorCache
 
 if TYPE_CHECKING:
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import LexicalHit
+    from wakemark.shared.cache import Epochs
+    from wakemark.shared.config import Settings
+    from wakemark.shared.embedding import Embedder
+    from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +31,6 @@ CANDIDATES = 4  # each leg returns limit x 4 candidates for the fusion
 PROMPT_LIMIT = 5  # records in the prompt-time context block
 INDEX_PAGE = 100
 WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per search
-# A search waits this long for a namespace's vectors to load (or, after many writes, to
-# refresh); past it the search is lexical only and the load finishes in the background.
-COLD_LOAD_WAIT_S = 0.15
 
 
 @dataclass(frozen=True)
@@ -78,36 +69,32 @@ class _Outcome:
 
 
 class Retriever:
-    def __init__(self, runtime: Runtime) -> None:
-        self._rt = runtime
-        self._settings = runtime.settings
-        self._fusion = params_for(runtime.settings.fusion)
-        self._cache = VectorCache(
-            lambda ns, since: self._rt.storage.list_embeddings(ns, since),
-            lambda ns: self._rt.epochs.get(ns),
-            lambda ns: self._rt.storage.embedded_ids(ns),
-        )
+    """Searches its legs: the first (lexical) answers or the search fails; the others run
+    beside it, and one that fails or is unavailable only degrades the search."""
+
+    def __init__(
+        self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
+    ) -> None:
+        self._settings = settings
+        self._storage = storage
+        self._fusion = params_for(settings.fusion)
+        self._vector = VectorLeg(settings, storage, embedder, epochs)
+        self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector)
         self._metrics = SearchMetrics()
         self._start_pools()
-        self._warm_lock = threading.Lock()
-        self._warming = False
         self._warned: dict[str, float] = {}
 
     def _start_pools(self) -> None:
         # Threads start on first submit, not here. The outer pool races the deadline; the
-        # inner one runs the vector leg beside the lexical leg (both release the GIL).
-        self._pid = os.getpid()
+        # inner one runs the other legs beside the first (all release the GIL).
         self._outer = ThreadPoolExecutor(max_workers=4, thread_name_prefix="wakemark-search")
-        self._inner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="wakemark-vector")
+        self._inner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="wakemark-legs")
 
-    def _after_fork(self) -> None:
-        """A forked child (gunicorn worker) inherits pools whose threads do not exist and
-        locks another thread may hold: start both afresh."""
-        if os.getpid() != self._pid:
-            self._start_pools()
-            self._cache = self._cache.fresh()
-            self._warm_lock = threading.Lock()
-            self._warming = False
+    def after_fork(self) -> None:
+        """A forked child inherits pools whose threads do not exist and locks another
+        thread may hold: start afresh."""
+        self._start_pools()
+        self._vector.after_fork()
 
     # --- public ---------------------------------------------------------------------------
     def search(
@@ -123,7 +110,6 @@ class Retriever:
             text = query_text(query)
             if not text or limit <= 0 or not is_namespace_prefix(namespace):
                 return SearchResult(latency_ms=_ms(start))
-            self._after_fork()
             since = datetime.now(UTC) - timedelta(days=days) if days else None
             budget_s = self._settings.retrieval_budget_ms / 1000.0
             future = self._outer.submit(
@@ -170,7 +156,7 @@ class Retriever:
         try:
             if not is_namespace_prefix(namespace) or budget <= 0:
                 return {"context": "", "used_bytes": 0}
-            self._warm_for_prompts(namespace)
+            self._vector.prepare(namespace)
             text, used = format_index(self._iter_records(namespace), budget)
             return {"context": text, "used_bytes": used}
         except Exception:
@@ -181,12 +167,12 @@ class Retriever:
         """For ``/health``: counts, rates and latencies only, never query or record text."""
         snap: dict[str, Any] = dict(self._metrics.snapshot())
         snap["fusion"] = self._settings.fusion
-        snap["vector_cache"] = self._cache.stats()
+        snap["vector_cache"] = self._vector.cache_stats()
         return snap
 
     def prometheus_lines(self) -> list[str]:
         lines = self._metrics.prometheus_lines()
-        cache = self._cache.stats()
+        cache = self._vector.cache_stats()
         lines += [
             "# HELP wakemark_vector_cache_bytes Bytes held by the in-process vector matrices.",
             "# TYPE wakemark_vector_cache_bytes gauge",
@@ -211,70 +197,42 @@ class Retriever:
         since: datetime | None,
     ) -> _Outcome:
         k = limit * CANDIDATES
-        vector_future = self._inner.submit(
-            self._vector_leg, namespace, text, k, observation_type, since
-        )
-        lexical = self._rt.storage.search_lexical(namespace, text, k, observation_type, since)
-        vector = self._vector_result(vector_future)
-        if vector is None:
-            items = [
-                SearchHit(h.record, "fts", 1.0 / (RRF_K + rank + 1))
-                for rank, h in enumerate(lexical[:limit])
-            ]
-            return _Outcome(items, True, len(lexical))
-        fused = fuse(
-            [Candidate(h.record.record_id, h.record.created_at.timestamp()) for h in lexical],
-            vector,
-            limit,
-            self._fusion,
-        )
-        return _Outcome(self._hydrate(namespace, fused, lexical), False, len(lexical))
+        first, *others = self._legs
+        futures = [
+            (leg, self._inner.submit(leg.search, namespace, text, k, observation_type, since))
+            for leg in others
+        ]
+        ranked = {first.name: first.search(namespace, text, k, observation_type, since)}
+        degraded = False
+        for leg, future in futures:
+            found = self._leg_result(leg, future)
+            if found is None:
+                degraded = True
+            else:
+                ranked[leg.name] = found
+        fused = fuse(ranked, limit, self._fusion)
+        items = self._hydrate(namespace, fused, ranked.values())
+        return _Outcome(items, degraded, len(ranked[first.name]))
 
-    def _vector_result(
-        self, future: Future[list[VectorCandidate] | str]
-    ) -> list[VectorCandidate] | None:
-        """The vector candidates, or None (after one rate-limited warning) to degrade."""
+    def _leg_result(self, leg: Leg, future: Future[list[Candidate]]) -> list[Candidate] | None:
+        """The leg's candidates, or None (after one rate-limited warning) to degrade."""
         try:
-            outcome = future.result()
+            return future.result()
+        except Unavailable as exc:
+            key = reason = f"{leg.name}: {exc}"
         except Exception as exc:
-            outcome = f"vector stage failed: {exc.__class__.__name__}: {exc}"
-        if isinstance(outcome, str):
-            self._warn(outcome)
-            return None
-        return outcome
-
-    def _vector_leg(
-        self,
-        namespace: str,
-        text: str,
-        k: int,
-        observation_type: str | None,
-        since: datetime | None,
-    ) -> list[VectorCandidate] | str:
-        """Candidates best first, or a string saying why the search degrades."""
-        if self._settings.embedder == "off":
-            return "embedder off"
-        embedder = self._rt.embedder
-        state = embedder.state
-        if state == "not_loaded":
-            self.warm_up()
-            return "embedder not loaded yet (warming up)"
-        if state != "ready":
-            return f"embedder {state}"
-        vectors = self._cache.get_within(namespace, COLD_LOAD_WAIT_S)
-        if vectors is None:
-            return "vectors of the namespace still loading"
-        if not vectors.ids:
-            return "no embedded records in the namespace"
-        return vectors.top(embedder.embed_query(text), k, observation_type, since)
+            key = f"{leg.name} failed"
+            reason = f"{key}: {exc.__class__.__name__}: {exc}"
+        self._warn(key, reason)
+        return None
 
     def _hydrate(
-        self, namespace: str, fused: list[Fused], lexical: list[LexicalHit]
+        self, namespace: str, fused: list[Fused], ranked: Iterable[Sequence[Candidate]]
     ) -> list[SearchHit]:
-        known = {h.record.record_id: h.record for h in lexical}
+        known = {c.record_id: c.record for cands in ranked for c in cands if c.record is not None}
         missing = [f.record_id for f in fused if f.record_id not in known]
         if missing:
-            known.update((r.record_id, r) for r in self._rt.storage.get_memory_records(missing))
+            known.update((r.record_id, r) for r in self._storage.get_memory_records(missing))
         items = []
         for f in fused:
             record = known.get(f.record_id)
@@ -288,7 +246,7 @@ class Retriever:
         """Pinned first, then newest, one storage page at a time."""
         offset = 0
         while True:
-            page = self._rt.storage.list_memory_records(
+            page = self._storage.list_memory_records(
                 namespace, limit=INDEX_PAGE, offset=offset, pinned_first=True, count=False
             )
             yield from page.items
@@ -296,40 +254,15 @@ class Retriever:
             if len(page.items) < INDEX_PAGE:
                 return
 
-    def _warm_for_prompts(self, namespace: str) -> None:
-        """A session is starting: have the model and the namespace's vectors loaded (in
-        the background) by the time its first prompt searches."""
-        if self._settings.embedder == "off":
-            return
-        self._after_fork()
-        if self._rt.embedder.state == "not_loaded":
-            self.warm_up()
-        self._cache.warm(namespace)
-
     def warm_up(self) -> None:
         """Load the model in the background: a search never waits for a cold model."""
-        with self._warm_lock:
-            if self._warming:
-                return
-            self._warming = True
+        self._vector.warm_up()
 
-        def load() -> None:
-            try:
-                self._rt.embedder.embed_query("warm up")
-            except Exception as exc:
-                log.warning("embedder warm-up failed: %s", exc)
-            finally:
-                with self._warm_lock:
-                    self._warming = False
-
-        threading.Thread(target=load, name="wakemark-embedder-warmup", daemon=True).start()
-
-    def _warn(self, reason: str) -> None:
+    def _warn(self, key: str, reason: str) -> None:
         now = time.monotonic()
-        key = reason.split(":", 1)[0]
         if now - self._warned.get(key, -WARN_EVERY_S) >= WARN_EVERY_S:
             self._warned[key] = now
-            log.warning("search degraded to lexical only: %s", reason)
+            log.warning("search degraded, a leg is missing: %s", reason)
 
 
 def _ms(start: float) -> float:

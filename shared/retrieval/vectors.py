@@ -13,14 +13,13 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from wakemark.shared.models import EMBEDDING_DIM, OBSERVATION_TYPES
-from wakemark.shared.retrieval.fusion import VectorCandidate
+from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.heap import release_free_memory
 from wakemark.shared.storage.base import EmbeddingMatrix
 
 # One BLAS thread per process. A search's matrix-vector product is bound by memory, not
 # arithmetic, and OpenBLAS's extra threads keep spinning after each call, taking the CPU
-# from the lexical leg and the query embedding that run beside it: at 50k records on 2
-# cores the full search took 20.4 ms p50, 33.9 p95 with them, 14.5 and 23.6 without.
+# from the lexical leg and the query embedding that run beside it (bench/search).
 threadpool_limits(1, user_api="blas")
 
 _TYPE_CODE = {name: code for code, name in enumerate(OBSERVATION_TYPES)}
@@ -141,8 +140,8 @@ class VectorSet:
         k: int,
         observation_type: str | None = None,
         since: datetime | None = None,
-    ) -> list[VectorCandidate]:
-        """The ``k`` nearest rows by cosine, best first, after the filters."""
+    ) -> list[Candidate]:
+        """The ``k`` nearest rows by cosine (their ``score``), best first, after the filters."""
         if not self.ids or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
@@ -165,9 +164,7 @@ class VectorSet:
         k = min(k, len(self.ids))
         idx = np.argpartition(-scores, k - 1)[:k] if k < len(self.ids) else np.arange(k)
         idx = idx[np.argsort(-scores[idx], kind="stable")]
-        return [
-            VectorCandidate(self.ids[i], float(self.created_ts[i]), float(scores[i])) for i in idx
-        ]
+        return [Candidate(self.ids[i], float(self.created_ts[i]), float(scores[i])) for i in idx]
 
 
 log = logging.getLogger(__name__)
@@ -207,9 +204,9 @@ class VectorCache:
         return VectorCache(self._load, self._epoch_of, self._embedded_ids, self._max)
 
     def get_within(self, namespace: str, wait: float) -> VectorSet | None:
-        """``get``, but a load or refresh (a whole namespace: ~0.5 s at 50k; a refresh
-        after a large backfill can take as long) runs on a background thread, and None
-        comes back if it takes over ``wait`` seconds; it goes on, for the next search."""
+        """``get``, but a load or refresh (a whole large namespace, or a refresh after a
+        large backfill) runs on a background thread, and None comes back if it takes over
+        ``wait`` seconds; it goes on, for the next search."""
         hit = self._lookup(namespace, self._epoch_of(namespace))
         if hit is not None:
             return hit

@@ -19,7 +19,8 @@ pending extraction until ``mark_turn_extracted`` commits together with its recor
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from wakemark.shared.models import Event, MemoryRecord, StoredEvent
+
+log = logging.getLogger(__name__)
 
 
 class StorageError(Exception):
@@ -63,16 +66,20 @@ class PutEventResult:
 
 
 @dataclass(frozen=True)
-class LexicalHit:
-    record: MemoryRecord
-    rank: int  # 0-based position in the lexical ranking
+class TermStats:
+    """What the full-text index knows of a query's tokens."""
+
+    # Documents holding each token; a token missing here is rare (or unknown) to the
+    # index: its phrase may be rare however common its parts.
+    doc_freq: Mapping[str, int]
+    total: int | None  # documents in the index, None if unknown
 
 
 @dataclass(frozen=True)
 class EmbeddingMatrix:
     """Embedded records as columns: row ``i`` of every column is one record.
 
-    Built without a Python object per vector, so a 50k-record namespace loads as one
+    Built without a Python object per vector, so a large namespace loads as one
     array. ``total`` and ``watermark`` come from the same snapshot as the rows.
     """
 
@@ -108,6 +115,29 @@ class Page:
 class Tx(abc.ABC):
     """A write transaction: all of its calls commit together or none do."""
 
+    def __init__(self) -> None:
+        self._after_commit: list[Callable[[], None]] = []
+
+    def on_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once the transaction has committed (never if it rolls back): the
+        place to enqueue work on rows it wrote, which then exist for the job."""
+        self._after_commit.append(fn)
+
+    def committed(self) -> None:
+        """Run the on-commit calls; the backend's ``transaction()`` calls this after COMMIT.
+        One that fails is logged, not raised: the write stands, and what a lost enqueue
+        leaves undone is pending in the database for the next sweep."""
+        calls, self._after_commit = self._after_commit, []
+        for fn in calls:
+            try:
+                fn()
+            except Exception:
+                log.exception("on-commit call %r failed", fn)
+
+    @abc.abstractmethod
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        """See ``Storage.put_events``."""
+
     @abc.abstractmethod
     def put_memory_record(self, record: MemoryRecord) -> None: ...
 
@@ -137,10 +167,13 @@ class Storage(abc.ABC):
     backend: str  # "sqlite" | "postgres"
 
     # --- events and turns -------------------------------------------------------------
-    @abc.abstractmethod
     def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
         """Store events in one transaction (all or none). Idempotent per ``event_id``: a
         repeat keeps the first row and ``transaction_time`` and reports stored=False."""
+        if not events:
+            return []
+        with self.transaction() as tx:
+            return tx.put_events(events)
 
     def put_event(self, event: Event) -> PutEventResult:
         return self.put_events([event])[0]
@@ -214,8 +247,8 @@ class Storage(abc.ABC):
         count: bool = True,
     ) -> Page:
         """Newest first (created_at desc, record_id desc); pinned ones first if asked.
-        ``count=False`` skips counting the namespace (``total`` is None): on Postgres
-        that count took 35-100 ms at 50k records, against ~1 ms for a page."""
+        ``count=False`` skips counting the namespace (``total`` is None): counting
+        walks every record of it, a page only the first few."""
 
     @abc.abstractmethod
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
@@ -230,17 +263,34 @@ class Storage(abc.ABC):
     def has_embedding(self, record_id: str) -> bool: ...
 
     # --- search -------------------------------------------------------------------------
+    # Primitives of the lexical search; which terms to search for, and what to do when
+    # the engine refuses them, is retrieval's (``wakemark.shared.retrieval.lexical``).
     @abc.abstractmethod
-    def search_lexical(
+    def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
+        """Index statistics of ``lexical.tokenize`` tokens; None if the engine refuses."""
+
+    @abc.abstractmethod
+    def search_terms(
         self,
         namespace: str,
-        query: str,
+        terms: Sequence[str],
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
-    ) -> list[LexicalHit]:
-        """Never raises on user text: sanitized full-text first (best rank first); if the
-        engine refuses the query, escaped substring match ordered by recency."""
+    ) -> list[MemoryRecord] | None:
+        """Records matching any of the terms (each taken literally), best rank first;
+        None if the engine refuses the query or no term is searchable."""
+
+    @abc.abstractmethod
+    def search_substring(
+        self,
+        namespace: str,
+        text: str,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """Records containing ``text`` (escaped, case-insensitive), newest first."""
 
     @abc.abstractmethod
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:

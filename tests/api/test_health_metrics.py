@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from wakemark.services.api import create_app, metrics
 from wakemark.shared.config import Settings
 from wakemark.shared.runtime import Runtime
@@ -75,17 +77,17 @@ def test_health_is_degraded_503_when_the_database_is_unreachable(tmp_path) -> No
         rt.close()
 
 
-def test_metrics_counts_requests_by_route_and_runs_callbacks(sqlite_api: Api) -> None:
+def test_metrics_counts_requests_by_route_and_runs_callbacks(
+    sqlite_api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sqlite_api.get("/v1/events/01ARZ3NDEKTSV4RRFFQ69G5FAV")
-    good = lambda: metrics.gauge("wakemark_test_gauge", 7, "a test gauge")  # noqa: E731
+    good = lambda: ["# TYPE wakemark_test_gauge gauge", "wakemark_test_gauge 7"]  # noqa: E731
     bad = lambda: [str(1 / 0)]  # noqa: E731
+    # Registered for this test only: the registry is the process's.
+    monkeypatch.setattr(metrics, "_callbacks", list(metrics._callbacks))
     metrics.register(good)
     metrics.register(bad)
-    try:
-        res = sqlite_api.get("/metrics")
-    finally:
-        metrics.unregister(good)
-        metrics.unregister(bad)
+    res = sqlite_api.get("/metrics")
     assert res.status_code == 200 and res.mimetype == "text/plain"
     text = res.get_data(as_text=True)
     assert (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 
+from wakemark.shared.jobs import EMBED, EXTRACT, Job
+
 from .conftest import NS, Api, make_event
 
 
@@ -127,15 +129,10 @@ class RecordingJobs:
         self.extract: list[list[str]] = []
         self.embed: list[list[str]] = []
 
-    def enqueue_extract(self, turn_ids: list[str]) -> None:
+    def enqueue(self, job: Job, ids: list[str]) -> None:
         if self.fail:
             raise ConnectionError("queue down")
-        self.extract.append(turn_ids)
-
-    def enqueue_embed(self, record_ids: list[str]) -> None:
-        if self.fail:
-            raise ConnectionError("queue down")
-        self.embed.append(record_ids)
+        {EXTRACT: self.extract, EMBED: self.embed}[job].append(ids)
 
     def queue_depth(self) -> int | None:
         return None

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from wakemark.shared.config import Settings
+from wakemark.shared.jobs import EXTRACT
 from wakemark.shared.models import Event, new_ulid
 from wakemark.shared.runtime import Runtime
 
@@ -51,7 +52,7 @@ def ingest(runtime: Runtime, n: int, enqueue: bool = True, start: int = 0) -> li
         results = runtime.storage.put_events(turn_events(i))
         closed += [t for r in results for t in r.closed_turns]
     if enqueue:
-        runtime.jobs.enqueue_extract(closed)
+        runtime.jobs.enqueue(EXTRACT, closed)
     return closed
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from wakemark.shared.config import Settings
-from wakemark.shared.jobs import inprocess, open_dispatcher, tasks
+from wakemark.shared.jobs import EXTRACT, inprocess, open_dispatcher, tasks
 from wakemark.shared.jobs.inprocess import InProcessDispatcher
 
 from .conftest import NS, assert_extracted_once, caught_up, ingest, wait_until
@@ -22,7 +22,7 @@ def test_open_dispatcher_picks_inprocess_without_redis(settings: Settings, make_
 
 def test_threads_start_lazily_not_at_construction(settings: Settings, make_runtime):
     runtime = make_runtime(settings)
-    dispatcher = open_dispatcher(runtime)
+    dispatcher = open_dispatcher(runtime.tasks)
     try:
         assert dispatcher._threads == []  # type: ignore[attr-defined]
         dispatcher.start()
@@ -30,7 +30,7 @@ def test_threads_start_lazily_not_at_construction(settings: Settings, make_runti
     finally:
         dispatcher.close()
     assert not any(t.is_alive() for t in dispatcher._threads)  # type: ignore[attr-defined]
-    dispatcher.enqueue_extract(["after-close"])  # ignored, never raises
+    dispatcher.enqueue(EXTRACT, ["after-close"])  # ignored, never raises
     assert dispatcher.queue_depth() == 0
 
 
@@ -55,7 +55,7 @@ def test_a_failing_turn_does_not_hold_back_its_batch(
         return real(turn, rt)
 
     monkeypatch.setattr(tasks, "_candidates", fails_on_bad)
-    runtime.jobs.enqueue_extract(turns)
+    runtime.jobs.enqueue(EXTRACT, turns)
     assert runtime.jobs.wait_idle(timeout=60)
     pending = [t for t in turns if not runtime.storage.get_turn(t).extracted]
     assert pending == [bad]
@@ -68,16 +68,15 @@ def test_queued_ids_are_deduplicated(settings: Settings, make_runtime):
     jobs.start()
     # Holding the executor's lock keeps its threads from taking work meanwhile.
     with jobs._cond:  # type: ignore[attr-defined]
-        jobs.enqueue_extract(["t1", "t2", "t1"])
-        jobs.enqueue_extract(["t2"])
+        jobs.enqueue(EXTRACT, ["t1", "t2", "t1"])
+        jobs.enqueue(EXTRACT, ["t2"])
         assert jobs.queue_depth() == 2
 
 
 def test_jobs_wait_while_requests_are_in_flight(
     settings: Settings, make_runtime, monkeypatch: pytest.MonkeyPatch
 ):
-    # A job beside requests takes the GIL and the write lock from them: a batched burst
-    # cost 114-119 us of server CPU per event against 41-44 with jobs held off.
+    # A job beside requests takes the GIL and the write lock from them (bench/ingest).
     monkeypatch.setattr(inprocess, "MAX_DEFER_S", 600.0)
     runtime = make_runtime(settings)
     jobs = runtime.jobs
@@ -126,9 +125,10 @@ def test_a_forked_child_gets_a_fresh_executor(settings: Settings, make_runtime):
     jobs = runtime.jobs
     jobs.start()
     with jobs._cond:  # type: ignore[attr-defined]
-        jobs.enqueue_extract(["queued-in-parent"])
+        jobs.enqueue(EXTRACT, ["queued-in-parent"])
     pid = os.fork()
     if pid == 0:  # child: no inherited threads, queue or (possibly held) lock
+        runtime.after_fork()  # what gunicorn's post_fork and Celery's process init call
         ok = jobs._threads == [] and jobs.queue_depth() == 0  # type: ignore[attr-defined]
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)

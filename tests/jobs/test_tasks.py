@@ -13,7 +13,6 @@ import pytest
 from wakemark.shared.config import Settings
 from wakemark.shared.embedding import tokenizer_path
 from wakemark.shared.jobs import (
-    backfill_breaker,
     backfill_embeddings,
     embed_records,
     extract_turns,
@@ -29,9 +28,9 @@ from .conftest import NS, assert_extracted_once, event, ingest, turn_events
 def test_extract_turn_writes_once_and_marks_the_turn(backend_settings: Settings, make_runtime):
     runtime = make_runtime(backend_settings)
     [turn_id] = ingest(runtime, 1, enqueue=False)
-    ids = extract_turns(runtime, [turn_id])
+    ids = extract_turns(runtime.tasks, [turn_id])
     assert len(ids) == 1
-    assert extract_turns(runtime, [turn_id]) == []  # already extracted: a no-op
+    assert extract_turns(runtime.tasks, [turn_id]) == []  # already extracted: a no-op
     assert_extracted_once(runtime, [turn_id])
     assert runtime.storage.stats()["pending_extraction"] == 0
 
@@ -40,8 +39,8 @@ def test_extract_turn_skips_open_and_unknown_turns(backend_settings: Settings, m
     runtime = make_runtime(backend_settings)
     [result] = runtime.storage.put_events([event("prompt", "still typing", "open")])
     assert result.closed_turns == () and result.turn_id
-    assert extract_turns(runtime, [result.turn_id]) == []
-    assert extract_turns(runtime, ["no-such-turn"]) == []
+    assert extract_turns(runtime.tasks, [result.turn_id]) == []
+    assert extract_turns(runtime.tasks, ["no-such-turn"]) == []
     assert runtime.storage.list_memory_records(NS).total == 0
 
 
@@ -50,12 +49,12 @@ def test_extract_turns_writes_a_batch_and_skips_what_is_not_pending(
 ):
     runtime = make_runtime(backend_settings)
     turns = ingest(runtime, 6, enqueue=False)
-    [done_before] = extract_turns(runtime, [turns[0]])
+    [done_before] = extract_turns(runtime.tasks, [turns[0]])
     [still_open] = runtime.storage.put_events([event("prompt", "still typing", "open")])
     batch = [*turns, str(still_open.turn_id), "no-such-turn", turns[3]]
-    ids = extract_turns(runtime, batch)
+    ids = extract_turns(runtime.tasks, batch)
     assert len(ids) == len(set(ids)) == 5  # one per pending turn; the repeat writes nothing
-    assert extract_turns(runtime, batch) == []
+    assert extract_turns(runtime.tasks, batch) == []
     assert_extracted_once(runtime, turns)
     assert done_before not in ids
 
@@ -71,7 +70,7 @@ def test_extract_turns_with_the_merge_on_goes_turn_by_turn(
     runtime = make_runtime(settings)
     first = runtime.storage.put_events(turn_events(1, "a"))[-1].closed_turns[0]
     again = runtime.storage.put_events(turn_events(1, "b"))[-1].closed_turns[0]
-    ids = extract_turns(runtime, [first, again])
+    ids = extract_turns(runtime.tasks, [first, again])
     assert len(ids) == 2
     assert runtime.storage.list_memory_records(NS).total == 1
 
@@ -94,7 +93,7 @@ def test_note_becomes_one_record_as_written(backend_settings: Settings, make_run
     runtime = make_runtime(backend_settings)
     [result] = runtime.storage.put_events([event("note", "Use uv for installs.", "n1")])
     [turn_id] = result.closed_turns
-    [record_id] = extract_turns(runtime, [turn_id])
+    [record_id] = extract_turns(runtime.tasks, [turn_id])
     record = runtime.storage.get_memory_record(record_id)
     assert record is not None and record.observation_type == "note"
 
@@ -112,7 +111,7 @@ def test_concurrent_extraction_of_one_turn_writes_one_record(
         barrier.wait()
         try:
             for turn_id in turns:
-                extract_turns(runtime, [turn_id])
+                extract_turns(runtime.tasks, [turn_id])
         except BaseException as exc:
             errors.append(exc)
 
@@ -130,9 +129,9 @@ def test_embedder_off_leaves_records_pending_without_errors(
 ):
     runtime = make_runtime(backend_settings)
     turns = ingest(runtime, 2, enqueue=False)
-    ids = [i for t in turns for i in extract_turns(runtime, [t])]
-    assert embed_records(runtime, ids) == 0
-    assert backfill_embeddings(runtime)["embedded"] == 0
+    ids = [i for t in turns for i in extract_turns(runtime.tasks, [t])]
+    assert embed_records(runtime.tasks, ids) == 0
+    assert backfill_embeddings(runtime.tasks)["embedded"] == 0
     assert runtime.storage.stats()["pending_embedding"] == 2
 
 
@@ -143,12 +142,12 @@ def test_extraction_embeds_inline_and_embed_records_skips_done_ones(
     settings = backend_settings.replace(embedder="onnx", model_path=onnx_model_path)
     runtime = make_runtime(settings)
     [turn_id] = ingest(runtime, 1, enqueue=False)
-    [record_id] = extract_turns(runtime, [turn_id])
+    [record_id] = extract_turns(runtime.tasks, [turn_id])
     assert runtime.storage.has_embedding(record_id)
-    assert embed_records(runtime, [record_id]) == 0  # already embedded: skipped
+    assert embed_records(runtime.tasks, [record_id]) == 0  # already embedded: skipped
     plain = MemoryRecord(namespace=NS, title="written directly, no vector yet")
     runtime.storage.put_memory_record(plain)
-    assert embed_records(runtime, [plain.record_id, "mr_01HZZZZZZZZZZZZZZZZZZZZZZZ"]) == 1
+    assert embed_records(runtime.tasks, [plain.record_id, "mr_01HZZZZZZZZZZZZZZZZZZZZZZZ"]) == 1
     assert runtime.storage.stats()["pending_embedding"] == 0
 
 
@@ -161,15 +160,15 @@ def test_unavailable_embedder_keeps_records_pending_then_backfill_completes(
     runtime = make_runtime(settings)
     turns = ingest(runtime, 5, enqueue=False)
     for turn_id in turns:
-        extract_turns(runtime, [turn_id])  # no exception storm
+        extract_turns(runtime.tasks, [turn_id])  # no exception storm
     # Its enqueue of embed jobs started the in-process executor, whose start-up sweep
     # may have taken some of the turns: either way each turn has its one record.
     assert runtime.jobs.wait_idle(timeout=60)
     assert_extracted_once(runtime, turns)
     ids = [r.record_id for r in runtime.storage.list_memory_records(NS).items]
-    assert embed_records(runtime, ids) == 0
-    breaker = backfill_breaker(runtime)
-    result = backfill_embeddings(runtime, batch=2)
+    assert embed_records(runtime.tasks, ids) == 0
+    breaker = runtime.breaker
+    result = backfill_embeddings(runtime.tasks, batch=2)
     assert result["embedded"] == 0 and result["breaker"] == "open"
     assert breaker.snapshot()["consecutive_failures"] == breaker.threshold
     assert runtime.storage.stats()["pending_embedding"] == 5
@@ -181,7 +180,7 @@ def test_unavailable_embedder_keeps_records_pending_then_backfill_completes(
     breaker.cooldown_s = 0
     breaker.failure("force a fresh cool-down of 0 s")
     seen: list[tuple[int, int]] = []
-    result = backfill_embeddings(runtime, batch=2, progress=lambda d, t: seen.append((d, t)))
+    result = backfill_embeddings(runtime.tasks, batch=2, progress=lambda d, t: seen.append((d, t)))
     assert result == {"embedded": 5, "failures": 0, "breaker": "closed"}
     assert seen[0] == (0, 5) and seen[-1] == (5, 5)
     assert runtime.storage.stats()["pending_embedding"] == 0
@@ -192,7 +191,7 @@ def test_sweep_closes_idle_turns_and_reenqueues_pending(backend_settings: Settin
     runtime.storage.put_events([event("prompt", "an abandoned turn", "idle")])
     lost = ingest(runtime, 2, enqueue=False)  # committed, but the enqueue was "lost"
     time.sleep(1.2)  # let the open turn become idle
-    counts = sweep(runtime)
+    counts = sweep(runtime.tasks)
     assert counts["closed"] == 1 and counts["extract"] == 3
     assert runtime.jobs.wait_idle(timeout=60)
     assert runtime.storage.stats()["pending_extraction"] == 0
@@ -221,9 +220,9 @@ def test_conservative_merge_folds_a_repeat_into_its_old_twin(
     )
     runtime = make_runtime(settings)
     [first] = runtime.storage.put_events(turn_events(0, session="a"))[-1].closed_turns
-    [old_id] = extract_turns(runtime, [first])
+    [old_id] = extract_turns(runtime.tasks, [first])
     [again] = runtime.storage.put_events(turn_events(0, session="b"))[-1].closed_turns
-    [merged_id] = extract_turns(runtime, [again])
+    [merged_id] = extract_turns(runtime.tasks, [again])
     page = runtime.storage.list_memory_records(NS)
     assert [r.record_id for r in page.items] == [merged_id] and merged_id != old_id
     merged = page.items[0]
@@ -240,5 +239,5 @@ def test_vectors_for_records_deleted_meanwhile_are_dropped_not_fatal(
     for record in (gone, kept):
         runtime.storage.put_memory_record(record)
     runtime.storage.delete_memory_records([gone.record_id])  # after the job read it
-    assert _store_vectors(runtime, [gone, kept], np.ones((2, 384), dtype=np.float32)) == 1
+    assert _store_vectors(runtime.tasks, [gone, kept], np.ones((2, 384), dtype=np.float32)) == 1
     assert runtime.storage.has_embedding(kept.record_id)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.retrieval.conftest import NS, OTHER, STRANGER, make_record, put
 from wakemark.shared.config import Settings
 from wakemark.shared.embedding import Embedder, EmbedderUnavailable
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
 
 WORDS = ["cache", "login", "token", "stripe", "webhook", "parser", "migration", "redis", "timeout"]
@@ -45,7 +46,7 @@ def test_dead_embedder_gives_exactly_the_lexical_list(
     ns = _fresh_ns()
     put(runtime, [make_record(ns, t, i, summary=s) for i, (t, s) in enumerate(corpus)])
     result = runtime.retriever.search(ns, query, limit=5)
-    lexical = runtime.storage.search_lexical(ns, query, 5 * 4)[:5]
+    lexical = search_lexical(runtime.storage, ns, query, 5 * 4)[:5]
     assert _ids(result) == [h.record.record_id for h in lexical]
     assert all(h.match_source == "fts" for h in result.items)
     assert result.degraded
@@ -134,7 +135,7 @@ def test_failing_query_embed_degrades_to_lexical(
         with caplog.at_level(logging.WARNING, logger="wakemark.shared.retrieval"):
             result = rt.retriever.search(NS, "webhook token", limit=10)
             rt.retriever.search(NS, "webhook token", limit=10)
-        lexical = rt.storage.search_lexical(NS, "webhook token", 40)
+        lexical = search_lexical(rt.storage, NS, "webhook token", 40)
         assert _ids(result) == [h.record.record_id for h in lexical]
         assert result.degraded
         warnings = [r for r in caplog.records if "degraded" in r.getMessage()]
@@ -215,6 +216,7 @@ def test_search_works_in_a_forked_child(runtime: Runtime) -> None:
     if pid == 0:  # the child: exit code says whether the search found the record
         ok = False
         try:
+            runtime.after_fork()  # what gunicorn's post_fork and Celery's process init call
             ok = len(runtime.retriever.search(NS, "webhook").items) == 1
         finally:
             os._exit(0 if ok else 1)

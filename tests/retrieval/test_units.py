@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval import format_context, format_index, query_text
 from wakemark.shared.retrieval.formatting import INDEX_HEADER
-from wakemark.shared.retrieval.fusion import Candidate, FusionParams, VectorCandidate, fuse
+from wakemark.shared.retrieval.fusion import Candidate, FusionParams, fuse
 from wakemark.shared.retrieval.metrics import SearchMetrics
 
 NS = "/actor/a/project/p/"
@@ -27,8 +27,8 @@ def test_query_from_each_body_shape() -> None:
 
 def test_rrf_scores_labels_and_tie_breaks() -> None:
     lex = [Candidate("mr_b", 10.0), Candidate("mr_a", 20.0)]
-    vec = [VectorCandidate("mr_a", 20.0, 0.9), VectorCandidate("mr_c", 30.0, 0.5)]
-    out = fuse(lex, vec, 10)
+    vec = [Candidate("mr_a", 20.0, 0.9), Candidate("mr_c", 30.0, 0.5)]
+    out = fuse({"fts": lex, "semantic": vec}, 10)
     assert [(f.record_id, f.match_source) for f in out] == [
         ("mr_a", "hybrid"),  # 1/62 + 1/61
         ("mr_b", "fts"),  # 1/61
@@ -36,28 +36,51 @@ def test_rrf_scores_labels_and_tie_breaks() -> None:
     ]
     assert out[0].score == 1 / 62 + 1 / 61
     # Equal scores: newer first, then record_id ascending.
-    tie = fuse([Candidate("mr_x", 5.0)], [VectorCandidate("mr_y", 6.0, 0.1)], 10)
+    tie = fuse({"fts": [Candidate("mr_x", 5.0)], "semantic": [Candidate("mr_y", 6.0, 0.1)]}, 10)
     assert [f.record_id for f in tie] == ["mr_y", "mr_x"]
-    same_time = fuse([Candidate("mr_z", 5.0)], [VectorCandidate("mr_y", 5.0, 0.1)], 10)
+    same_time = fuse(
+        {"fts": [Candidate("mr_z", 5.0)], "semantic": [Candidate("mr_y", 5.0, 0.1)]}, 10
+    )
     assert [f.record_id for f in same_time] == ["mr_y", "mr_z"]
 
 
 def test_tuned_floor_and_cap_only_touch_semantic_only_hits() -> None:
-    params = FusionParams(semantic_floor=0.5, semantic_cap=1)
+    params = FusionParams(floors={"semantic": 0.5}, caps={"semantic": 1})
     lex = [Candidate("mr_l", 1.0)]
     vec = [
-        VectorCandidate("mr_l", 1.0, 0.1),  # below the floor but also lexical: kept
-        VectorCandidate("mr_s1", 2.0, 0.9),
-        VectorCandidate("mr_s2", 3.0, 0.8),  # over the cap
-        VectorCandidate("mr_s3", 4.0, 0.2),  # below the floor
+        Candidate("mr_l", 1.0, 0.1),  # below the floor but also lexical: kept
+        Candidate("mr_s1", 2.0, 0.9),
+        Candidate("mr_s2", 3.0, 0.8),  # over the cap
+        Candidate("mr_s3", 4.0, 0.2),  # below the floor
     ]
-    assert [f.record_id for f in fuse(lex, vec, 10, params)] == ["mr_l", "mr_s1"]
+    assert [f.record_id for f in fuse({"fts": lex, "semantic": vec}, 10, params)] == [
+        "mr_l",
+        "mr_s1",
+    ]
+
+
+def test_fusion_takes_any_number_of_named_legs() -> None:
+    ranked = {
+        "fts": [Candidate("mr_a", 1.0), Candidate("mr_b", 2.0)],
+        "semantic": [Candidate("mr_b", 2.0, 0.9), Candidate("mr_c", 3.0, 0.8)],
+        "trigram": [Candidate("mr_b", 2.0), Candidate("mr_d", 4.0), Candidate("mr_e", 5.0)],
+    }
+    params = FusionParams(weights={"trigram": 0.5}, caps={"trigram": 1})
+    out = fuse(ranked, 10, params)
+    assert [(f.record_id, f.match_source) for f in out] == [
+        ("mr_b", "hybrid"),  # 1/62 + 1/61 + 0.5/61
+        ("mr_a", "fts"),  # 1/61
+        ("mr_c", "semantic"),  # 1/62
+        ("mr_d", "trigram"),  # 0.5/62; mr_e (0.5/63) is over the trigram cap
+    ]
+    assert out[0].score == 1 / 62 + 1 / 61 + 0.5 / 61
+    assert fuse({}, 10) == []
 
 
 @given(st.lists(st.integers(0, 50), unique=True, max_size=30), st.integers(1, 40))
 def test_fusion_of_lexical_alone_keeps_its_order(ids: list[int], limit: int) -> None:
     lex = [Candidate(f"mr_{i:03d}", float(i % 7)) for i in ids]
-    out = fuse(lex, [], limit)
+    out = fuse({"fts": lex, "semantic": []}, limit)
     assert [f.record_id for f in out] == [c.record_id for c in lex][:limit]
     assert all(f.match_source == "fts" for f in out)
 

@@ -134,7 +134,7 @@ def test_the_tests_profile_runs_the_integration_suite_in_the_test_image(
 
 
 def test_split_workers_cover_every_queue(resolved: dict[str, Any]) -> None:
-    from wakemark.shared.jobs.names import QUEUES
+    from wakemark.shared.jobs.job import QUEUES
 
     services = resolved["services"]
     split = {

@@ -12,6 +12,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from wakemark.shared.models import Event, MemoryRecord, new_record_id, new_ulid
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import (
     DuplicateRecordError,
     NotFoundError,
@@ -309,12 +310,12 @@ def test_delete_cascades_without_ghost_fulltext_rows(storage: Storage) -> None:
     for r in (doomed, kept):
         storage.put_memory_record(r)
         storage.put_embedding(r.record_id, vec(1))
-    assert [h.record.record_id for h in storage.search_lexical(NS, "zyzzyva", 10)] == [
+    assert [h.record.record_id for h in search_lexical(storage, NS, "zyzzyva", 10)] == [
         doomed.record_id
     ]
     assert storage.delete_memory_records([doomed.record_id, new_record_id()]) == [doomed.record_id]
-    assert storage.search_lexical(NS, "zyzzyva", 10) == []
-    assert [h.record.record_id for h in storage.search_lexical(NS, "quux", 10)] == [kept.record_id]
+    assert search_lexical(storage, NS, "zyzzyva", 10) == []
+    assert [h.record.record_id for h in search_lexical(storage, NS, "quux", 10)] == [kept.record_id]
     assert storage.get_memory_record(doomed.record_id) is None
     assert not storage.has_embedding(doomed.record_id)
     assert storage.list_embeddings(NS).record_ids == [kept.record_id]
@@ -498,7 +499,7 @@ def test_search_ranks_title_above_summary_above_facts(storage: Storage) -> None:
     in_title = record("walrus three", minutes=1)
     for r in (in_facts, in_summary, in_title):
         storage.put_memory_record(r)
-    hits = storage.search_lexical(NS, "Walrus?", 10)
+    hits = search_lexical(storage, NS, "Walrus?", 10)
     assert ids_of(hits) == [in_title.record_id, in_summary.record_id, in_facts.record_id]
     assert [h.rank for h in hits] == [0, 1, 2]
 
@@ -509,7 +510,7 @@ def test_search_ties_break_by_recency_then_id(storage: Storage) -> None:
     for r in [*same, newer]:
         storage.put_memory_record(r)
     expected = [newer.record_id, *sorted(r.record_id for r in same)]
-    assert ids_of(storage.search_lexical(NS, "walrus", 10)) == expected
+    assert ids_of(search_lexical(storage, NS, "walrus", 10)) == expected
 
 
 def test_search_ties_at_the_limit_break_by_recency_then_id(storage: Storage) -> None:
@@ -523,7 +524,7 @@ def test_search_ties_at_the_limit_break_by_recency_then_id(storage: Storage) -> 
         r.record_id for r in sorted(same, key=lambda r: (-r.created_at.timestamp(), r.record_id))
     ]
     for limit in (1, 2, 3, 5, 11):
-        assert ids_of(storage.search_lexical(NS, "walrus", limit)) == expected[:limit], limit
+        assert ids_of(search_lexical(storage, NS, "walrus", limit)) == expected[:limit], limit
 
 
 def test_search_filters_and_limit(storage: Storage) -> None:
@@ -531,16 +532,18 @@ def test_search_filters_and_limit(storage: Storage) -> None:
     new = record("walrus new", observation_type="decision", minutes=10)
     for r in (old, new):
         storage.put_memory_record(r)
-    assert ids_of(storage.search_lexical(NS, "walrus", 10, observation_type="bugfix")) == [
+    assert ids_of(search_lexical(storage, NS, "walrus", 10, observation_type="bugfix")) == [
         old.record_id
     ]
-    assert ids_of(storage.search_lexical(NS, "walrus", 10, since=T0 + timedelta(minutes=5))) == [
+    assert ids_of(search_lexical(storage, NS, "walrus", 10, since=T0 + timedelta(minutes=5))) == [
         new.record_id
     ]
-    assert len(storage.search_lexical(NS, "walrus", 1)) == 1
+    assert len(search_lexical(storage, NS, "walrus", 1)) == 1
     # The substring fallback honours the same filters.
-    assert ids_of(storage.search_lexical(NS, "w", 10, observation_type="bugfix")) == [old.record_id]
-    assert ids_of(storage.search_lexical(NS, "w", 10, since=T0 + timedelta(minutes=5))) == [
+    assert ids_of(search_lexical(storage, NS, "w", 10, observation_type="bugfix")) == [
+        old.record_id
+    ]
+    assert ids_of(search_lexical(storage, NS, "w", 10, since=T0 + timedelta(minutes=5))) == [
         new.record_id
     ]
 
@@ -549,7 +552,7 @@ def test_search_identifiers_and_operators_are_plain_words(storage: Storage) -> N
     rec = record("fixed parse_args in cli.py", summary="NOT a NEAR miss")
     storage.put_memory_record(rec)
     for query in ("parse_args", "cli.py", "NOT", "near(", '"parse_args', "title:fixed", "fix*"):
-        assert ids_of(storage.search_lexical(NS, query, 5)) == [rec.record_id], query
+        assert ids_of(search_lexical(storage, NS, query, 5)) == [rec.record_id], query
 
 
 def test_search_falls_back_to_escaped_substring(storage: Storage) -> None:
@@ -559,12 +562,12 @@ def test_search_falls_back_to_escaped_substring(storage: Storage) -> None:
     plain = record("axb plain", minutes=4)
     for r in (cpp, pct, under, plain):
         storage.put_memory_record(r)
-    assert ids_of(storage.search_lexical(NS, "C++", 10)) == [cpp.record_id]
-    assert ids_of(storage.search_lexical(NS, "%", 10)) == [pct.record_id]
-    assert ids_of(storage.search_lexical(NS, "_", 10)) == [under.record_id]
-    assert ids_of(storage.search_lexical(NS, "\\", 10)) == []
-    assert storage.search_lexical(NS, "", 10) == []
-    assert storage.search_lexical(NS, "   ", 10) == []
+    assert ids_of(search_lexical(storage, NS, "C++", 10)) == [cpp.record_id]
+    assert ids_of(search_lexical(storage, NS, "%", 10)) == [pct.record_id]
+    assert ids_of(search_lexical(storage, NS, "_", 10)) == [under.record_id]
+    assert ids_of(search_lexical(storage, NS, "\\", 10)) == []
+    assert search_lexical(storage, NS, "", 10) == []
+    assert search_lexical(storage, NS, "   ", 10) == []
 
 
 def test_long_query_keeps_the_rarest_terms(storage: Storage) -> None:
@@ -574,7 +577,7 @@ def test_long_query_keeps_the_rarest_terms(storage: Storage) -> None:
     others = [record("entry", summary=common, minutes=i) for i in range(1, 4)]
     for r in (rare, *others):
         storage.put_memory_record(r)
-    hits = storage.search_lexical(NS, f"{common} zebra", 10)
+    hits = search_lexical(storage, NS, f"{common} zebra", 10)
     assert ids_of(hits)[0] == rare.record_id and len(hits) == 4
 
 
@@ -594,7 +597,7 @@ HOSTILE = st.text(
 def test_search_never_raises(storage: Storage, query: str) -> None:
     if not storage.list_memory_records(NS, limit=1).total:
         storage.put_memory_record(record('weird AND "quoted" 100% a_b \\ NEAR(x) col:on'))
-    hits = storage.search_lexical(NS, query, 5)
+    hits = search_lexical(storage, NS, query, 5)
     assert all(h.record.namespace == NS for h in hits)
 
 
@@ -616,9 +619,9 @@ def test_namespace_isolation(storage: Storage) -> None:
         by_ns[ns] = rec.record_id
 
     def found(ns: str) -> set[str]:
-        lexical = ids_of(storage.search_lexical(ns, "walrus", 10))
-        assert set(ids_of(storage.search_lexical(ns, "shared walrus", 10))) == set(lexical)
-        assert set(ids_of(storage.search_lexical(ns, "d w", 10))) == set(lexical)  # fallback
+        lexical = ids_of(search_lexical(storage, ns, "walrus", 10))
+        assert set(ids_of(search_lexical(storage, ns, "shared walrus", 10))) == set(lexical)
+        assert set(ids_of(search_lexical(storage, ns, "d w", 10))) == set(lexical)  # fallback
         listed = [r.record_id for r in storage.list_memory_records(ns).items]
         embedded = storage.list_embeddings(ns).record_ids
         assert set(storage.embedded_ids(ns)) == set(embedded)
@@ -638,7 +641,7 @@ def test_namespace_isolation(storage: Storage) -> None:
     assert found("/actor/a/") == {by_ns[n] for n in NAMESPACES[:3]}
     assert found("/actor/%/") == set()
     with pytest.raises(ValueError):
-        storage.search_lexical("/actor/a", "walrus", 10)
+        search_lexical(storage, "/actor/a", "walrus", 10)
     with pytest.raises(ValueError):
         storage.list_memory_records("/actor/a/project/a")
 
@@ -790,3 +793,60 @@ def test_sqlite_failing_hook_does_not_undo_or_fail_the_write(settings: Any) -> N
         assert store.has_embedding(rec.record_id)
     finally:
         store.close()
+
+
+def test_on_commit_runs_after_commit_and_never_after_rollback(storage: Storage) -> None:
+    kept, lost = record("committed"), record("rolled back")
+    seen: list[object] = []
+    with storage.transaction() as tx:
+        tx.put_memory_record(kept)
+        # The call sees the committed row, as a job it enqueues would.
+        tx.on_commit(lambda: seen.append(storage.get_memory_record(kept.record_id)))
+        assert seen == []  # not before the commit
+    assert seen == [kept]
+    with pytest.raises(RuntimeError), storage.transaction() as tx:
+        tx.put_memory_record(lost)
+        tx.on_commit(lambda: seen.append("rolled back"))
+        raise RuntimeError("abort")
+    assert seen == [kept] and storage.get_memory_record(lost.record_id) is None
+
+
+def test_a_failing_on_commit_call_leaves_the_commit_and_the_other_calls(
+    storage: Storage,
+) -> None:
+    rec = record("written")
+    seen: list[str] = []
+
+    def fails() -> None:
+        raise ConnectionError("queue down")
+
+    with storage.transaction() as tx:
+        tx.put_memory_record(rec)
+        tx.on_commit(fails)
+        tx.on_commit(lambda: seen.append("second"))
+    assert seen == ["second"]
+    assert storage.get_memory_record(rec.record_id) is not None
+
+
+def test_put_events_in_a_transaction_commits_with_it(storage: Storage) -> None:
+    note = event("note")
+    seen: list[tuple[str, ...]] = []
+    with storage.transaction() as tx:
+        [result] = tx.put_events([note])
+        tx.on_commit(lambda: seen.append(result.closed_turns))
+    assert seen == [(result.turn_id,)]
+    assert storage.get_event(note.event_id) is not None
+
+
+def test_lexical_primitives(storage: Storage) -> None:
+    rec = record("walrus tusk")
+    storage.put_memory_record(rec)
+    stats = storage.term_stats(["walrus", "nosuchword"])
+    assert stats is not None and stats.total is not None and stats.total >= 1
+    assert stats.doc_freq.get("walrus") == 1 and stats.doc_freq.get("nosuchword", 0) == 0
+    found = storage.search_terms(NS, ["nosuchword", "walrus"], 10)
+    assert found is not None and [r.record_id for r in found] == [rec.record_id]
+    assert storage.search_terms(NS, ["nosuchword"], 10) == []
+    assert storage.search_terms(NS, [], 10) is None  # nothing to search for
+    assert [r.record_id for r in storage.search_substring(NS, "RUS TU", 10)] == [rec.record_id]
+    assert storage.search_substring(NS, "  ", 10) == []

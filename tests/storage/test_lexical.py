@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wakemark.shared.retrieval.lexical import select_terms
 from wakemark.shared.storage.lexical import (
     escape_like,
     namespace_pattern,
     or_query,
-    select_terms,
     substring_pattern,
     tokenize,
 )

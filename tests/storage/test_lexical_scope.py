@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.lexical import fill, search_lexical, select_terms
 from wakemark.shared.storage import Storage, lexical
 from wakemark.shared.storage.sqlite import SqliteStorage, fts, migrate_sqlite
 from wakemark.shared.storage.sqlite.migrate import migrator
@@ -35,17 +36,17 @@ def ids(hits: list) -> list[str]:  # type: ignore[type-arg]
 def test_pruning_drops_the_ubiquitous_term_and_keeps_the_rare_one() -> None:
     freq = {"error": 95, "zebra": 2, "fix": 60}
     terms = ["error", "zebra", "fix"]
-    assert lexical.select_terms(terms, lambda t: freq, total=100) == ["zebra"]
+    assert select_terms(terms, lambda t: freq, total=100) == ["zebra"]
     # Without the document count only the 32-term cap applies.
-    assert lexical.select_terms(terms, lambda t: freq) == terms
+    assert select_terms(terms, lambda t: freq) == terms
 
 
 def test_pruning_keeps_everything_when_no_rarer_term_matches_anything() -> None:
     freq = {"error": 95, "typo": 0}
-    assert lexical.select_terms(["error", "typo"], lambda t: freq, total=100) == ["error", "typo"]
-    assert lexical.select_terms(["error"], lambda t: freq, total=100) == ["error"]
+    assert select_terms(["error", "typo"], lambda t: freq, total=100) == ["error", "typo"]
+    assert select_terms(["error"], lambda t: freq, total=100) == ["error"]
     # A token of unknown frequency (a phrase like foo_bar) counts as rare and present.
-    assert lexical.select_terms(["error", "foo_bar"], lambda t: freq, total=100) == ["foo_bar"]
+    assert select_terms(["error", "foo_bar"], lambda t: freq, total=100) == ["foo_bar"]
 
 
 @given(
@@ -70,8 +71,8 @@ def test_namespace_range_holds_exactly_the_names_with_the_prefix(
 
 
 def test_fill_tops_up_from_the_wider_search_without_repeats() -> None:
-    assert lexical.fill([1, 2], lambda: [2, 3, 4, 5], str, 4) == [1, 2, 3, 4]
-    assert lexical.fill([1, 2], lambda: pytest.fail("not needed"), str, 2) == [1, 2]
+    assert fill([1, 2], lambda: [2, 3, 4, 5], str, 4) == [1, 2, 3, 4]
+    assert fill([1, 2], lambda: pytest.fail("not needed"), str, 2) == [1, 2]
 
 
 # --- both backends -----------------------------------------------------------------------
@@ -82,8 +83,8 @@ def test_rare_term_ranks_first_and_common_term_hits_fill_the_rest(storage: Stora
     common = [record(f"common entry {i}", minutes=i) for i in range(1, 10)]
     for r in (rare, *common):
         storage.put_memory_record(r)
-    assert ids(storage.search_lexical(NS, "common zebra", 1)) == [rare.record_id]
-    hits = ids(storage.search_lexical(NS, "common zebra", 20))
+    assert ids(search_lexical(storage, NS, "common zebra", 1)) == [rare.record_id]
+    hits = ids(search_lexical(storage, NS, "common zebra", 20))
     assert hits[0] == rare.record_id and sorted(hits[1:]) == sorted(r.record_id for r in common)
 
 
@@ -96,18 +97,18 @@ def test_namespace_and_actor_scopes_are_exact(storage: Storage, other: str) -> N
     theirs = record("shared words here", ns=other)
     for r in (mine, sibling, theirs):
         storage.put_memory_record(r)
-    assert ids(storage.search_lexical(NS, "shared words", 10)) == [mine.record_id]
-    actor = set(ids(storage.search_lexical("/actor/a/", "shared words", 10)))
+    assert ids(search_lexical(storage, NS, "shared words", 10)) == [mine.record_id]
+    actor = set(ids(search_lexical(storage, "/actor/a/", "shared words", 10)))
     expected = {mine.record_id, sibling.record_id}
     if other.startswith("/actor/a/"):
         expected.add(theirs.record_id)
     assert actor == expected
     # A prefix the index has no scope token for still filters exactly.
-    everyone = set(ids(storage.search_lexical("/actor/", "shared words", 10)))
+    everyone = set(ids(search_lexical(storage, "/actor/", "shared words", 10)))
     assert everyone == {mine.record_id, sibling.record_id, theirs.record_id}
     deleted = storage.delete_memory_records([mine.record_id])
     assert deleted == [mine.record_id]
-    assert storage.search_lexical(NS, "shared words", 10) == []
+    assert search_lexical(storage, NS, "shared words", 10) == []
 
 
 def test_a_namespace_alone_in_the_index_then_with_a_neighbour(storage: Storage) -> None:
@@ -116,12 +117,12 @@ def test_a_namespace_alone_in_the_index_then_with_a_neighbour(storage: Storage) 
     for r in mine:
         storage.put_memory_record(r)
     expected = [r.record_id for r in reversed(mine)]
-    assert ids(storage.search_lexical(NS, "parser", 10)) == expected
-    assert ids(storage.search_lexical("/actor/a/", "parser", 10)) == expected
+    assert ids(search_lexical(storage, NS, "parser", 10)) == expected
+    assert ids(search_lexical(storage, "/actor/a/", "parser", 10)) == expected
     for ns in ("/actor/a/project/pq/", "/actor/a/project/o/", "/actor/b/project/p/"):
         storage.put_memory_record(record("lonely parser", ns=ns, minutes=9))
-    assert ids(storage.search_lexical(NS, "parser", 10)) == expected
-    assert len(storage.search_lexical("/actor/a/", "parser", 10)) == 5
+    assert ids(search_lexical(storage, NS, "parser", 10)) == expected
+    assert len(search_lexical(storage, "/actor/a/", "parser", 10)) == 5
 
 
 def test_bounded_ranking_reruns_unbounded_when_filters_leave_it_short(
@@ -136,11 +137,11 @@ def test_bounded_ranking_reruns_unbounded_when_filters_leave_it_short(
     newer = [record(f"deploy script failed {i}", minutes=i + 1) for i in range(11)]
     for r in (old, *newer):
         storage.put_memory_record(r)
-    assert ids(storage.search_lexical(NS, "deploy", 5, observation_type="decision")) == [
+    assert ids(search_lexical(storage, NS, "deploy", 5, observation_type="decision")) == [
         old.record_id
     ]
-    assert len(storage.search_lexical(NS, "deploy", 20)) == 12
-    assert len(storage.search_lexical(NS, "deploy", 2)) == 2
+    assert len(search_lexical(storage, NS, "deploy", 20)) == 12
+    assert len(search_lexical(storage, NS, "deploy", 2)) == 2
 
 
 # --- SQLite migration --------------------------------------------------------------------
@@ -161,7 +162,7 @@ def test_sqlite_scope_migration_reindexes_existing_records(tmp_path: Path) -> No
     assert "0002_fts_scope" in migrate_sqlite(path)
     after = SqliteStorage(path)
     try:
-        assert ids(after.search_lexical(NS, "parser", 10)) == [mine.record_id]
-        assert ids(after.search_lexical("/actor/z/", "legacy", 10)) == [theirs.record_id]
+        assert ids(search_lexical(after, NS, "parser", 10)) == [mine.record_id]
+        assert ids(search_lexical(after, "/actor/z/", "legacy", 10)) == [theirs.record_id]
     finally:
         after.close()

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import TransientStorageError
 from wakemark.shared.storage.migrator import default_directory, discover
 from wakemark.shared.storage.postgres import PostgresStorage, migrate_postgres
@@ -171,10 +172,10 @@ def test_idf_cap_keeps_the_rare_term(store: PostgresStorage) -> None:
         store.put_memory_record(rec("common", summary=" ".join(common), minutes=i))
     rare = rec("zyzzyva sighting", minutes=9)
     store.put_memory_record(rare)
-    hits = store.search_lexical(NS, " ".join([*common, "zyzzyva"]), 10)
+    hits = search_lexical(store, NS, " ".join([*common, "zyzzyva"]), 10)
     assert rare.record_id in [h.record.record_id for h in hits]
     # Over the cap without the rare word, only the common records match.
-    hits = store.search_lexical(NS, " ".join([*common, "nosuchword"]), 10)
+    hits = search_lexical(store, NS, " ".join([*common, "nosuchword"]), 10)
     assert len(hits) == 3 and rare.record_id not in [h.record.record_id for h in hits]
 
 
@@ -182,16 +183,16 @@ def test_accents_fold_in_documents_and_queries(store: PostgresStorage) -> None:
     r = rec("Crème brûlée", summary="naïve café")
     store.put_memory_record(r)
     for query in ("creme", "BRULEE", "cafe", "naïve"):
-        assert [h.record.record_id for h in store.search_lexical(NS, query, 5)] == [r.record_id]
+        assert [h.record.record_id for h in search_lexical(store, NS, query, 5)] == [r.record_id]
 
 
 def test_search_survives_lone_surrogates(store: PostgresStorage) -> None:
     r = rec("walrus facts")
     store.put_memory_record(r)
-    assert [h.record.record_id for h in store.search_lexical(NS, "walrus \ud800", 5)] == [
+    assert [h.record.record_id for h in search_lexical(store, NS, "walrus \ud800", 5)] == [
         r.record_id
     ]
-    assert store.search_lexical(NS, "\udfff", 5) == []
+    assert search_lexical(store, NS, "\udfff", 5) == []
 
 
 def test_concurrent_writers_share_one_open_turn(store: PostgresStorage) -> None:

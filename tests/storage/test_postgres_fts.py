@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage.migrator import default_directory
 from wakemark.shared.storage.postgres import PostgresStorage, migrate_postgres
 from wakemark.shared.storage.postgres import storage as pg
@@ -65,7 +66,7 @@ def test_memory_fts_follows_every_write(store: PostgresStorage, pg_url: str) -> 
     assert query(pg_url, ACTUAL_FTS) == query(pg_url, EXPECTED_FTS)
     assert query(pg_url, LEXEMES) == query(pg_url, TRUTH)
     assert query(pg_url, "SELECT n FROM fts_doc_count") == [(3,)]
-    assert ids(store.search_lexical(NS, "narwhal", 5, observation_type="decision")) == [
+    assert ids(search_lexical(store, NS, "narwhal", 5, observation_type="decision")) == [
         records[2].record_id
     ]
 
@@ -93,7 +94,7 @@ def test_migration_moves_existing_records_to_memory_fts(pg_url: str, tmp_path: P
         new = rec("legacy parser again", minutes=9)
         store.put_memory_record(new)
         expected = [old[2].record_id, old[1].record_id, new.record_id]  # cli ranks them up
-        assert ids(store.search_lexical(NS, "parser cli", 10)) == expected
+        assert ids(search_lexical(store, NS, "parser cli", 10)) == expected
         assert query(pg_url, "SELECT n FROM fts_doc_count") == [(3,)]
     finally:
         store.close()
@@ -108,12 +109,12 @@ def test_ranking_window_holds_the_newest_matches(
     others = [rec(f"unrelated {i}", minutes=i) for i in range(5, 12)]
     for r in (best, *weak, rare, *others):
         store.put_memory_record(r)
-    assert ids(store.search_lexical(NS, "walrus", 1)) == [best.record_id]
+    assert ids(search_lexical(store, NS, "walrus", 1)) == [best.record_id]
     monkeypatch.setattr(pg, "RECENT_MATCHES", 2)
     # Only the two newest matches are ranked; the best one is older than both.
-    assert ids(store.search_lexical(NS, "walrus", 1)) == [weak[2].record_id]
+    assert ids(search_lexical(store, NS, "walrus", 1)) == [weak[2].record_id]
     # The window never holds fewer rows than asked for.
-    assert ids(store.search_lexical(NS, "walrus", 4))[0] == best.record_id
+    assert ids(search_lexical(store, NS, "walrus", 4))[0] == best.record_id
     # It counts matches, not records: newer records without the term take no room.
-    assert ids(store.search_lexical(NS, "zebra", 1)) == [rare.record_id]
-    assert ids(store.search_lexical("/actor/a/", "walrus", 1)) == [weak[2].record_id]
+    assert ids(search_lexical(store, NS, "zebra", 1)) == [rare.record_id]
+    assert ids(search_lexical(store, "/actor/a/", "walrus", 1)) == [weak[2].record_id]

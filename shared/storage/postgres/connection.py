@@ -26,7 +26,7 @@ def configure(conn: psycopg.Connection) -> None:
     # plainto_tsquery NOTICEs on stop-word-only terms; they are expected, not news.
     conn.execute("SET client_min_messages = warning")
     # Without it a namespace-filtered HNSW scan stops after ef_search candidates and
-    # silently returns too few rows (measured: ~4 of 40).
+    # silently returns too few rows.
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
 
 

@@ -161,12 +161,10 @@ HAS_EMBEDDING = "SELECT embedding IS NOT NULL FROM memory_records WHERE record_i
 # --- search ---------------------------------------------------------------------------------
 # Per query token: its document frequency, via the lexemes Postgres makes of it (a token
 # that is only stop words can never match, so it sorts as the most common and is dropped
-# first); its plainto_tsquery (no operator in user text survives; '' for stop words); and
-# the document count. One round trip: the caller ORs the kept tokens' queries itself.
+# first); and the document count.
 QUERY_TERMS = """
 SELECT t.token,
        CASE WHEN count(l.lexeme) = 0 THEN 2147483647 ELSE min(coalesce(d.df, 0)) END,
-       plainto_tsquery('english', wakemark_fts_text(t.token))::text,
        (SELECT n FROM fts_doc_count WHERE id = 1)
   FROM unnest(%s::text[]) AS t(token)
   LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', wakemark_fts_text(t.token))))
@@ -175,11 +173,20 @@ SELECT t.token,
  GROUP BY t.token
 """
 
+# The OR of the terms' plainto_tsquery (no operator in user text survives), in order;
+# NULL when no term has one (all stop words).
+TSQUERY = """
+SELECT string_agg('(' || part || ')', ' | ' ORDER BY i)
+  FROM (SELECT i, plainto_tsquery('english', wakemark_fts_text(t))::text AS part
+          FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)) p
+ WHERE part <> ''
+"""
+
 # Ranks the newest %(window)s matches only (all of them when there are fewer), in
 # memory_fts: with an exact namespace, common terms are walked newest first through
 # memory_fts_namespace_recent, the walk stopping there; rare ones come from the GIN index.
-# The rank is computed before the window's sort, which then holds no tsvector (measured
-# at 10k: p95 9 -> 6 ms). ts_rank weights are {D, C, B, A}: title (A) counts most, facts
+# The rank is computed before the window's sort, which then holds no tsvector and stays
+# small. ts_rank weights are {D, C, B, A}: title (A) counts most, facts
 # (C) least. Only the ranked rows are read from memory_records.
 SEARCH_FTS = f"""
 SELECT {RECORD_COLUMNS} FROM memory_records JOIN (
@@ -213,8 +220,7 @@ SELECT {RECORD_COLUMNS} FROM memory_records
 """
 
 # vector_send: the raw binary form, decoded in one numpy call for the whole namespace.
-# No ORDER BY: sorting 1.5 kB rows spills to disk (measured 590 vs 320 ms for 50k rows);
-# the caller sorts the narrow keys instead.
+# No ORDER BY: sorting rows this wide spills to disk; the caller sorts the narrow keys.
 REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 # The watermark is the snapshot's xmin: every transaction below it had ended before the

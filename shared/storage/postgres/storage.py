@@ -15,11 +15,11 @@ from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
-    LexicalHit,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
+    TermStats,
     Turn,
     Tx,
 )
@@ -46,16 +46,44 @@ class PostgresTx(Tx):
     Each record inserted or deleted updates the lexeme_df rows of its words, in sorted
     order, then the one fts_doc_count row (triggers of migrations 0002 and 0004). Sorted
     order keeps two single-record statements from deadlocking, but a transaction of many
-    records takes its locks in one sorted pass per record, and two such transactions
-    (extraction jobs in two workers) deadlocked on each other: in bench/ingest against
-    Postgres, Postgres aborted one of them after its 1 s deadlock timeout again and
-    again, and extraction fell to ~36 turns/s. They all meet on the rows of common words
-    and on fts_doc_count anyway, so waiting up front costs almost no concurrency."""
+    records takes its locks in one sorted pass per record, so two such transactions
+    (extraction jobs in two workers) deadlock on each other, and Postgres aborts one
+    after its deadlock timeout, again and again. They all meet on the rows of common
+    words and on fts_doc_count anyway, so waiting up front costs almost no concurrency."""
 
     def __init__(self, conn: psycopg.Connection) -> None:
+        super().__init__()
         self.conn = conn
         self.changed: set[str] = set()  # namespaces whose embeddings changed
         self._records_locked = False
+
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        conn = self.conn
+        now = utcnow()
+        # Lock every session of the batch up front, in one order, so two batches
+        # touching the same sessions cannot deadlock.
+        for namespace, session_id in turns.sessions(events):
+            conn.execute(q.LOCK_SESSION, (f"{namespace}\n{session_id}",))
+        ids = [e.event_id for e in events]
+        stored: dict[str, str | None] = dict(conn.execute(q.EVENTS_TURNS, (ids,)).fetchall())
+
+        def open_turn(key: turns.SessionKey) -> str | None:
+            row = conn.execute(q.OPEN_TURN, key).fetchone()
+            return row[0] if row else None
+
+        plan = turns.plan(events, stored, open_turn)
+        with conn.cursor() as cur:
+            # executemany() costs a round trip even with nothing to send: a single
+            # event has one or two of these four lists non-empty.
+            for sql, params in (
+                (q.CLOSE_TURN, [(now, t) for t in plan.close]),
+                (q.INSERT_TURN, [t.row(now) for t in plan.new_turns]),
+                (q.TOUCH_TURN, [(now, t) for t in plan.touch]),
+                (q.INSERT_EVENT, [{**event_params(e, now), "turn_id": t} for e, t in plan.events]),
+            ):
+                if params:
+                    cur.executemany(sql, params)
+        return plan.results
 
     def _lock_records(self) -> None:
         if not self._records_locked:
@@ -112,37 +140,6 @@ class PostgresStorage(Storage):
         self._on_change = on_change
 
     # --- events and turns -------------------------------------------------------------
-    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
-        if not events:
-            return []
-        now = utcnow()
-        rows = {id(e): event_params(e, now) for e in events}
-        with self._db.connection() as conn, conn.transaction():
-            # Lock every session of the batch up front, in one order, so two batches
-            # touching the same sessions cannot deadlock.
-            for namespace, session_id in turns.sessions(events):
-                conn.execute(q.LOCK_SESSION, (f"{namespace}\n{session_id}",))
-            ids = [e.event_id for e in events]
-            stored = dict(conn.execute(q.EVENTS_TURNS, (ids,)).fetchall())
-
-            def open_turn(key: turns.SessionKey) -> str | None:
-                row = conn.execute(q.OPEN_TURN, key).fetchone()
-                return row[0] if row else None
-
-            plan = turns.plan(events, stored, open_turn)
-            with conn.cursor() as cur:
-                # executemany() costs a round trip even with nothing to send: a single
-                # event has one or two of these four lists non-empty.
-                for sql, params in (
-                    (q.CLOSE_TURN, [(now, t) for t in plan.close]),
-                    (q.INSERT_TURN, [t.row(now) for t in plan.new_turns]),
-                    (q.TOUCH_TURN, [(now, t) for t in plan.touch]),
-                    (q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]),
-                ):
-                    if params:
-                        cur.executemany(sql, params)
-        return plan.results
-
     def events_after(self, after: str | None, limit: int) -> list[StoredEvent]:
         with self._db.connection() as conn:
             rows = conn.execute(q.EVENTS_AFTER, (after or "", limit)).fetchall()
@@ -203,6 +200,7 @@ class PostgresStorage(Storage):
             # Only after COMMIT: other processes must see the change when they react.
             if tx.changed and self._on_change is not None:
                 self._on_change(set(tx.changed))
+        tx.committed()
 
     def get_memory_record(self, record_id: str) -> MemoryRecord | None:
         with self._db.connection() as conn:
@@ -261,37 +259,49 @@ class PostgresStorage(Storage):
         return bool(row and row[0])
 
     # --- search -------------------------------------------------------------------------
-    def search_lexical(
+    def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
+        with self._db.connection() as conn:
+            try:
+                found = conn.execute(q.QUERY_TERMS, (list(tokens),)).fetchall()
+            except (psycopg.ProgrammingError, psycopg.DataError):
+                return None
+        return TermStats({t: df for t, df, _ in found}, int(found[0][2]) if found else None)
+
+    def search_terms(
         self,
         namespace: str,
-        query: str,
+        terms: Sequence[str],
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
-    ) -> list[LexicalHit]:
-        params: dict[str, Any] = {
-            "ns": lexical.namespace_pattern(namespace),
-            "exact": namespace if NAMESPACE_RE.fullmatch(namespace) else None,
-            "type": observation_type,
-            "since": since,
-            "limit": limit,
-            "window": max(RECENT_MATCHES, limit),
-        }
-        query = lexical.encodable(query)
-        tokens = lexical.tokenize(query)
+    ) -> list[MemoryRecord] | None:
+        params = _search_params(namespace, limit, observation_type, since)
         with self._db.connection() as conn:
-            rows: list[tuple[Any, ...]] | None = None
-            if tokens:
-                try:
-                    rows = _search_fts(conn, params, tokens)
-                except (psycopg.ProgrammingError, psycopg.DataError):
-                    rows = None  # the engine refused it: fall through to the substring
-            if rows is None:
-                pattern = lexical.substring_pattern(query)
-                if pattern is None:
-                    return []
-                rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
-        return [LexicalHit(memory_record(r), i) for i, r in enumerate(rows)]
+            try:
+                row = conn.execute(q.TSQUERY, (list(terms),)).fetchone()
+                tsquery = row[0] if row else None
+                if tsquery is None:
+                    return None
+                rows = conn.execute(q.SEARCH_FTS, {**params, "tsquery": tsquery}).fetchall()
+            except (psycopg.ProgrammingError, psycopg.DataError):
+                return None
+        return [memory_record(r) for r in rows]
+
+    def search_substring(
+        self,
+        namespace: str,
+        text: str,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        params = _search_params(namespace, limit, observation_type, since)
+        pattern = lexical.substring_pattern(text)
+        if pattern is None:
+            return []
+        with self._db.connection() as conn:
+            rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
+        return [memory_record(r) for r in rows]
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
         params = {
@@ -384,29 +394,14 @@ def _basename(path: str) -> str | None:
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or None
 
 
-def _search_fts(
-    conn: psycopg.Connection, params: dict[str, Any], tokens: list[str]
-) -> list[tuple[Any, ...]] | None:
-    """Rows of the OR of the (at most 32 rarest) tokens, without the common ones, topped
-    up from the OR of all of them when short; None when no token is usable."""
-    found = conn.execute(q.QUERY_TERMS, (tokens,)).fetchall()
-    freq = {token: df for token, df, _, _ in found}
-    parts = {token: part for token, _, part, _ in found if part}
-    total = int(found[0][3]) if found else None
-
-    def tsquery(terms: list[str]) -> str | None:
-        return " | ".join(f"({parts[t]})" for t in terms if t in parts) or None
-
-    best = tsquery(lexical.select_terms(tokens, lambda _: freq, total=total))
-    if best is None:
-        return None
-    rows = conn.execute(q.SEARCH_FTS, {**params, "tsquery": best}).fetchall()
-    every = tsquery(lexical.select_terms(tokens, lambda _: freq))
-    if every is None or every == best:
-        return rows
-    return lexical.fill(
-        rows,
-        lambda: conn.execute(q.SEARCH_FTS, {**params, "tsquery": every}).fetchall(),
-        lambda r: str(r[0]),
-        params["limit"],
-    )
+def _search_params(
+    namespace: str, limit: int, observation_type: str | None, since: datetime | None
+) -> dict[str, Any]:
+    return {
+        "ns": lexical.namespace_pattern(namespace),
+        "exact": namespace if NAMESPACE_RE.fullmatch(namespace) else None,
+        "type": observation_type,
+        "since": since,
+        "limit": limit,
+        "window": max(RECENT_MATCHES, limit),
+    }

@@ -78,10 +78,10 @@ class WriteLock:
     """The database's writer lock: a thread lock inside the process, ``flock(2)`` on
     ``<database>-writer`` across processes (gunicorn workers, the CLI).
 
-    Without it, a writer meeting another process's transaction waited in SQLite's busy
-    handler, which sleeps in growing steps (1, 2, 5, 10 … 100 ms) whatever the holder
-    does: with two workers ingesting, that made the p99 40–100 ms. A writer blocked
-    here sleeps in the kernel and wakes as soon as the holder lets go. Reentrant on one
+    Without it, a writer meeting another process's transaction waits in SQLite's busy
+    handler, which sleeps in growing steps whatever the holder does, and those sleeps
+    make the tail latency of ingest. A writer blocked here sleeps in the kernel and wakes
+    as soon as the holder lets go. Reentrant on one
     thread (the file lock is taken once, at the outermost level)."""
 
     def __init__(self, path: Path | str) -> None:
@@ -119,8 +119,8 @@ class WriteLock:
 class Checkpointer:
     """WAL checkpoints on a background thread, so no request pays for one.
 
-    SQLite's auto-checkpoint runs inside the COMMIT that crosses 1,000 WAL pages: one
-    write in ~80 stalled for several ms (copy plus fsync), which was the ingest p99. Here
+    SQLite's auto-checkpoint runs inside the COMMIT that crosses 1,000 WAL pages, and
+    that write stalls for the copy plus an fsync: the slowest writes of ingest. Here
     a thread started at the first busy moment checkpoints every CHECKPOINT_COMMITS commits
     without blocking writers. Under a steady stream writers keep appending while it
     copies, so the WAL never restarts from the beginning (a restart needs every frame
@@ -187,9 +187,8 @@ class Connections:
     never used (nor closed) by the child: it opens its own.
 
     Writers queue on the database's ``WriteLock`` before ``BEGIN IMMEDIATE``, so they
-    never meet SQLite's busy handler, which sleeps in growing steps (1, 2, 5, 10 ms ...)
-    and made the ingest p99. Only writers that bypass it (another program) still wait
-    in that handler."""
+    never meet SQLite's busy handler and its growing sleeps. Only writers that bypass
+    it (another program) still wait in that handler."""
 
     def __init__(self, path: Path | str) -> None:
         self._path = path

@@ -65,9 +65,9 @@ def scope(conn: sqlite3.Connection, namespace: str) -> tuple[str, bool]:
 class DocFreqs:
     """Document frequency per query token, from the FTS5 vocabulary of its stem.
 
-    fts5vocab counts a term by walking its whole doclist (~2 ms for a term in 50k rows),
-    so stems are cached and the cache is dropped when the index grew or shrank by an
-    eighth: a stale frequency only shifts which terms count as common.
+    fts5vocab counts a term by walking its whole doclist, so stems are cached and the
+    cache is dropped when the index grew or shrank by an eighth: a stale frequency only
+    shifts which terms count as common.
     """
 
     def __init__(self) -> None:
@@ -79,7 +79,7 @@ class DocFreqs:
 
     def total(self, conn: sqlite3.Connection) -> int:
         """The document count, re-counted at most every ``TOTAL_TTL_S`` (counting walks an
-        index of every record: ~0.5 ms at 50k)."""
+        index of every record)."""
         now = time.monotonic()
         with self._lock:
             if now - self._counted_at < TOTAL_TTL_S:

@@ -8,7 +8,6 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from functools import partial
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -19,11 +18,11 @@ from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
-    LexicalHit,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
+    TermStats,
     Turn,
     Tx,
 )
@@ -36,8 +35,29 @@ log = logging.getLogger(__name__)
 
 class SqliteTx(Tx):
     def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__()
         self.conn = conn
         self.changed: set[str] = set()  # namespaces whose embeddings changed
+
+    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
+        conn = self.conn
+        now = codec.ts(utcnow())
+        ids = json.dumps([e.event_id for e in events])
+        stored = {r[0]: r[1] for r in conn.execute(q.EVENTS_TURNS, (ids,))}
+
+        def open_turn(key: turns.SessionKey) -> str | None:
+            row = conn.execute(q.OPEN_TURN, key).fetchone()
+            return row[0] if row else None
+
+        plan = turns.plan(events, stored, open_turn)
+        conn.executemany(q.CLOSE_TURN, [{"turn_id": t, "now": now} for t in plan.close])
+        conn.executemany(q.INSERT_TURN, [t.row(now) for t in plan.new_turns])
+        conn.executemany(q.TOUCH_TURN, [{"turn_id": t, "now": now} for t in plan.touch])
+        conn.executemany(
+            q.INSERT_EVENT,
+            [{**codec.event_params(e, now), "turn_id": t} for e, t in plan.events],
+        )
+        return plan.results
 
     def put_memory_record(self, record: MemoryRecord) -> None:
         try:
@@ -94,29 +114,6 @@ class SqliteStorage(Storage):
         return self._conns.get().execute(sql, params).fetchall()
 
     # --- events and turns -------------------------------------------------------------
-    def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
-        if not events:
-            return []
-        now = codec.ts(utcnow())
-        # Encoded before taking the write lock: only SQL runs while other writers wait.
-        rows = {id(e): codec.event_params(e, now) for e in events}
-        with self._conns.write() as conn:
-            ids = json.dumps([e.event_id for e in events])
-            stored = {r[0]: r[1] for r in conn.execute(q.EVENTS_TURNS, (ids,))}
-
-            def open_turn(key: turns.SessionKey) -> str | None:
-                row = conn.execute(q.OPEN_TURN, key).fetchone()
-                return row[0] if row else None
-
-            plan = turns.plan(events, stored, open_turn)
-            conn.executemany(q.CLOSE_TURN, [{"turn_id": t, "now": now} for t in plan.close])
-            conn.executemany(q.INSERT_TURN, [t.row(now) for t in plan.new_turns])
-            conn.executemany(q.TOUCH_TURN, [{"turn_id": t, "now": now} for t in plan.touch])
-            conn.executemany(
-                q.INSERT_EVENT, [{**rows[id(e)], "turn_id": t} for e, t in plan.events]
-            )
-        return plan.results
-
     def get_event(self, event_id: str) -> StoredEvent | None:
         rows = self._read(q.GET_EVENT, (event_id,))
         return codec.to_event(rows[0]) if rows else None
@@ -177,6 +174,7 @@ class SqliteStorage(Storage):
             yield tx
         # Reached only after COMMIT: readers told to drop caches will see the new rows.
         self._notify(tx.changed)
+        tx.committed()
 
     def _notify(self, namespaces: set[str]) -> None:
         if not namespaces or self._on_change is None:
@@ -242,46 +240,47 @@ class SqliteStorage(Storage):
         return bool(rows and rows[0][0])
 
     # --- search -----------------------------------------------------------------------
-    def search_lexical(
+    def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
+        conn = self._conns.get()
+        try:
+            return TermStats(self._doc_freqs.lookup(conn, tokens), self._doc_freqs.total(conn))
+        except sqlite3.OperationalError:
+            return None
+
+    def search_terms(
         self,
         namespace: str,
-        query: str,
+        terms: Sequence[str],
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
-    ) -> list[LexicalHit]:
-        params: dict[str, Any] = {
-            **lexical.namespace_range(namespace),
-            "observation_type": observation_type,
-            "since": codec.ts(since) if since else None,
-            "limit": limit,
-        }
-        query = lexical.encodable(query)
-        rows: list[sqlite3.Row] | None = None
+    ) -> list[MemoryRecord] | None:
+        params = _search_params(namespace, limit, observation_type, since)
+        if not terms:
+            return None
         conn = self._conns.get()
         try:
-            tokens = lexical.tokenize(query)
-            doc_freq = partial(self._doc_freqs.lookup, conn)
-            terms = lexical.select_terms(tokens, doc_freq, total=self._doc_freqs.total(conn))
-            if terms:
-                prefix, exact = fts.scope(conn, namespace)
-                filtered = observation_type is not None or since is not None
-                sql = q.RANK_FTS if exact and not filtered else q.RANK_FTS_CHECKED
-
-                def search(words: list[str]) -> list[sqlite3.Row]:
-                    match = prefix + "(" + lexical.or_query(words) + ")"
-                    return _records_by_rank(conn, fts.ranked(conn, sql, params, match), params)
-
-                rows = search(terms)
-                every = lexical.select_terms(tokens, doc_freq)
-                if every != terms:
-                    rows = lexical.fill(rows, lambda: search(every), _rid, limit)
+            prefix, exact = fts.scope(conn, namespace)
+            filtered = observation_type is not None or since is not None
+            sql = q.RANK_FTS if exact and not filtered else q.RANK_FTS_CHECKED
+            match = prefix + "(" + lexical.or_query(terms) + ")"
+            rows = _records_by_rank(conn, fts.ranked(conn, sql, params, match), params)
         except sqlite3.OperationalError:
-            rows = None  # the engine refused the query: fall through to substring
-        if rows is None:
-            pattern = lexical.substring_pattern(query)
-            rows = self._read(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}) if pattern else []
-        return [LexicalHit(codec.to_record(r), rank) for rank, r in enumerate(rows)]
+            return None
+        return [codec.to_record(r) for r in rows]
+
+    def search_substring(
+        self,
+        namespace: str,
+        text: str,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        params = _search_params(namespace, limit, observation_type, since)
+        pattern = lexical.substring_pattern(text)
+        rows = self._read(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}) if pattern else []
+        return [codec.to_record(r) for r in rows]
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
         params = {
@@ -332,6 +331,17 @@ class SqliteStorage(Storage):
 
     def close(self) -> None:
         self._conns.close()
+
+
+def _search_params(
+    namespace: str, limit: int, observation_type: str | None, since: datetime | None
+) -> dict[str, Any]:
+    return {
+        **lexical.namespace_range(namespace),
+        "observation_type": observation_type,
+        "since": codec.ts(since) if since else None,
+        "limit": limit,
+    }
 
 
 def _records_by_rank(

@@ -1,4 +1,6 @@
-"""What views share beyond parsing: the runtime, enqueue-after-commit, retrieval."""
+"""The runtime of the app serving this request, and the uses of it that must never fail
+a request: storing events with their jobs enqueued on commit, and prompt-time retrieval.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ from typing import Any
 
 from flask import current_app
 
+from wakemark.services.api import optout
+from wakemark.shared.jobs import EXTRACT, Job
 from wakemark.shared.models import Event
 from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import PutEventResult, Tx
 
 log = logging.getLogger("wakemark.api")
 
@@ -46,27 +51,34 @@ class _LogOnce:
 _once = _LogOnce()
 
 
-def enqueue_extract(turn_ids: Sequence[str]) -> None:
-    """Called after commit. Never fails the request: the database remembers the work."""
-    if not turn_ids:
-        return
-    try:
-        runtime().jobs.enqueue_extract(list(turn_ids))
-    except Exception as exc:
-        _once.failed("enqueue_extract", exc)
-    else:
-        _once.ok("enqueue_extract")
+def store_events(events: Sequence[Event]) -> list[PutEventResult]:
+    """Store the events (one transaction) but those of ignored projects; the turns they
+    closed are enqueued on commit."""
+    rt = runtime()
+    kept = optout.kept(rt.settings, events)
+    with rt.storage.transaction() as tx:
+        results = tx.put_events(kept)
+        enqueue_on_commit(tx, EXTRACT, [t for r in results for t in r.closed_turns])
+    return optout.answers(events, results)
 
 
-def enqueue_embed(record_ids: Sequence[str]) -> None:
-    if not record_ids:
+def enqueue_on_commit(tx: Tx, job: Job, ids: Sequence[str]) -> None:
+    """Enqueue once ``tx`` commits. Never fails the request: the database remembers the
+    work, and the sweep enqueues it again."""
+    if not ids:
         return
-    try:
-        runtime().jobs.enqueue_embed(list(record_ids))
-    except Exception as exc:
-        _once.failed("enqueue_embed", exc)
-    else:
-        _once.ok("enqueue_embed")
+    rt = runtime()
+    kind = f"enqueue {job.name}"
+
+    def enqueue() -> None:
+        try:
+            rt.jobs.enqueue(job, list(ids))
+        except Exception as exc:
+            _once.failed(kind, exc)
+        else:
+            _once.ok(kind)
+
+    tx.on_commit(enqueue)
 
 
 def retrieve_for(event: Event) -> dict[str, Any]:
@@ -77,9 +89,4 @@ def retrieve_for(event: Event) -> dict[str, Any]:
         _once.failed("retrieval", exc)
         return dict(_EMPTY_RETRIEVAL)
     _once.ok("retrieval")
-    records = [getattr(r, "record_id", r) for r in result.get("records", [])]
-    return {
-        "context": result.get("context", ""),
-        "records": records,
-        "latency_ms": result.get("latency_ms", 0),
-    }
+    return result

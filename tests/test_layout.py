@@ -1,0 +1,197 @@
+"""Layout guards: no import cycle inside the package, and only the composition root
+(``shared/runtime.py``) builds the process's parts."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIRS = ("shared", "services")  # what ``wakemark/`` links; migrations hold SQL
+
+# Constructors of the process's parts, and where each may be called outside tests.
+COMPOSITION_ROOT = "shared/runtime.py"
+BUILDERS = {
+    "open_storage": {COMPOSITION_ROOT},
+    "open_epochs": {COMPOSITION_ROOT},
+    "open_embedder": {COMPOSITION_ROOT},
+    "open_dispatcher": {COMPOSITION_ROOT},
+    "Retriever": {COMPOSITION_ROOT},
+    # open_dispatcher is the one factory that picks between the two.
+    "InProcessDispatcher": {"shared/jobs/__init__.py"},
+    "CeleryDispatcher": {"shared/jobs/__init__.py"},
+}
+SKIP_DIRS = {".venv", ".git", "tests", "build", "node_modules", "__pycache__", "wakemark"}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(("wakemark", *parts))
+
+
+def package_modules(root: Path = ROOT) -> dict[str, Path]:
+    return {
+        module_name(path, root): path
+        for top in PACKAGE_DIRS
+        if (root / top).is_dir()
+        for path in sorted((root / top).rglob("*.py"))
+    }
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the package modules it imports.
+
+    Every import statement counts: at module level, under ``if TYPE_CHECKING:`` and inside
+    functions. The last two never run at import time, so they cannot break an import,
+    but a reader follows them all the same, and the cycle this guard was written against
+    (runtime <-> jobs <-> retrieval) ran through exactly those. ``from X import Y`` is an
+    edge to the submodule ``X.Y`` when there is one, else to ``X``; importing a submodule
+    is not counted as importing its parent package, whose ``__init__`` Python runs first
+    but which re-exports from its submodules by design.
+    """
+    modules = package_modules(root)
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        package = name if is_package else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parent = ".".join(parts[: len(parts) - node.level + 1])
+                    base = f"{parent}.{base}" if base else parent
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    targets.add(sub if sub in modules else base)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph.get(node, ())):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_cycle_detector_finds_a_cycle(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "shared/__init__.py": "",
+            "shared/a.py": "from wakemark.shared import b\n",
+            # Through a function-level and a TYPE_CHECKING import: both count.
+            "shared/b.py": "def f():\n    from wakemark.shared.c import x\n",
+            "shared/c.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from wakemark.shared.a import A\n"
+            ),
+            "shared/d.py": "from . import a\n",  # reaches the cycle, is not part of it
+        },
+    )
+    graph = import_graph(tmp_path)
+    assert cycles(graph) == [["wakemark.shared.a", "wakemark.shared.b", "wakemark.shared.c"]]
+
+
+def test_a_package_reexporting_its_submodules_is_no_cycle(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "shared/__init__.py": "",
+            "shared/jobs/__init__.py": "from wakemark.shared.jobs.tasks import run\n",
+            "shared/jobs/tasks.py": "from wakemark.shared.jobs.job import Job\n",
+            "shared/jobs/job.py": "",
+            "shared/api.py": "from wakemark.shared.jobs import run\n",
+        },
+    )
+    graph = import_graph(tmp_path)
+    assert graph["wakemark.shared.jobs.tasks"] == {"wakemark.shared.jobs.job"}
+    assert graph["wakemark.shared.api"] == {"wakemark.shared.jobs"}
+    assert cycles(graph) == []
+
+
+def _calls(path: Path) -> Iterator[tuple[str, int]]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name in BUILDERS:
+                yield name, node.lineno
+
+
+def builder_calls(root: Path = ROOT) -> list[str]:
+    """``path:line name`` of every call to a builder outside the places allowed it."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if SKIP_DIRS.intersection(rel.parts[:-1]) or "egg-info" in str(rel):
+            continue
+        for name, line in _calls(path):
+            if rel.as_posix() not in BUILDERS[name]:
+                out.append(f"{rel.as_posix()}:{line} {name}")
+    return out
+
+
+def test_only_the_composition_root_builds_the_parts() -> None:
+    assert builder_calls() == []
+
+
+def test_the_builder_guard_sees_plain_and_attribute_calls(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "shared/runtime.py": "open_storage(s)\n",
+            "services/cli/x.py": "from m import open_storage\nopen_storage(s)\n",
+            "bench/y.py": "import jobs\njobs.inprocess.InProcessDispatcher(c)\n",
+        },
+    )
+    assert builder_calls(tmp_path) == [
+        "bench/y.py:2 InProcessDispatcher",
+        "services/cli/x.py:2 open_storage",
+    ]
