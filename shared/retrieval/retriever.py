@@ -9,12 +9,16 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wakemark.shared.models import MemoryRecord, is_namespace_prefix
-from wakemark.shared.retrieval.formatting import format_context, format_index
+import numpy as np
+
+from wakemark.shared.models import Event, MemoryRecord, is_namespace_prefix
+from wakemark.shared.retrieval import gate, inject
+from wakemark.shared.retrieval.audit import Audit, build_row
+from wakemark.shared.retrieval.formatting import format_index
 from wakemark.shared.retrieval.fusion import (
     RRF_K,
     Candidate,
@@ -25,7 +29,7 @@ from wakemark.shared.retrieval.fusion import (
 )
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import query_text
-from wakemark.shared.retrieval.vectors import VectorCache
+from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
 
 if TYPE_CHECKING:
     from wakemark.shared.runtime import Runtime
@@ -34,7 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CANDIDATES = 4  # each leg returns limit x 4 candidates for the fusion
-PROMPT_LIMIT = 5  # records in the prompt-time context block
+PROMPT_LIMIT = 5  # records in the prompt-time context block, at most
+PROMPT_CANDIDATES = 10  # hits the relevance gate chooses those from
 INDEX_PAGE = 100
 WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per search
 # A search waits this long for a namespace's vectors to load (or, after many writes, to
@@ -47,6 +52,8 @@ class SearchHit:
     record: MemoryRecord
     match_source: str  # "fts" | "semantic" | "hybrid"
     score: float
+    relevance: float = 0.0  # the gate's calibrated estimate, 0-1
+    evidence: gate.Evidence | None = None
 
 
 @dataclass(frozen=True)
@@ -62,12 +69,25 @@ class SearchResult:
                     "record": hit.record.model_dump(mode="json"),
                     "match_source": hit.match_source,
                     "score": hit.score,
+                    "relevance": round(hit.relevance, 4),
                 }
                 for hit in self.items
             ],
             "latency_ms": self.latency_ms,
             "degraded": self.degraded,
         }
+
+    def at_least(self, min_relevance: float) -> SearchResult:
+        """Only the hits whose relevance reaches ``min_relevance``, in the same order."""
+        items = [h for h in self.items if h.relevance >= min_relevance]
+        return replace(self, items=items)
+
+
+@dataclass(frozen=True)
+class _VectorLeg:
+    candidates: list[VectorCandidate]
+    query: np.ndarray
+    vectors: VectorSet
 
 
 @dataclass(frozen=True)
@@ -88,6 +108,7 @@ class Retriever:
             lambda ns: self._rt.storage.embedded_ids(ns),
         )
         self._metrics = SearchMetrics()
+        self._audit = Audit(lambda: self._rt.storage)
         self._start_pools()
         self._warm_lock = threading.Lock()
         self._warming = False
@@ -144,25 +165,41 @@ class Retriever:
         self._metrics.record(latency, degraded=outcome.degraded, lexical_hits=outcome.lexical_hits)
         return SearchResult(outcome.items, latency, outcome.degraded)
 
-    def for_prompt(self, namespace: str, event: Any) -> dict[str, Any]:
-        """The context block for a prompt: ``{context, records, latency_ms}``."""
+    def for_prompt(
+        self, namespace: str, event: Any, min_relevance: float | None = None
+    ) -> dict[str, Any]:
+        """The gated context block for a prompt: ``{context, records, latency_ms}``, plus
+        ``retrieval_id`` when ``event`` is a stored prompt event (its audit row)."""
         start = time.perf_counter()
         try:
-            result = self.search(namespace, event, limit=PROMPT_LIMIT)
-            records = [hit.record for hit in result.items]
-            context = format_context(records)
-            # Keep the block under the same byte budget as the session index.
-            while records and len(context.encode()) > self._settings.context_max_bytes:
-                records.pop()
-                context = format_context(records)
-            return {
-                "context": context,
-                "records": [r.record_id for r in records],
+            threshold = self._settings.min_relevance if min_relevance is None else min_relevance
+            result = self.search(namespace, event, limit=PROMPT_CANDIDATES)
+            stored = isinstance(event, Event)
+            seen = self._seen(event) if stored else set()
+            selection = inject.select(
+                result.items, threshold, seen, self._settings.prompt_max_bytes, PROMPT_LIMIT
+            )
+            self._audit.count(selection)
+            out: dict[str, Any] = {
+                "context": selection.context,
+                "records": [h.record.record_id for h in selection.injected],
                 "latency_ms": result.latency_ms,
             }
+            if stored and event.namespace == namespace:
+                row = build_row(event, result, selection, threshold, _ms(start))
+                self._audit.write(row)
+                out["retrieval_id"] = row.retrieval_id
+            return out
         except Exception:
             log.exception("prompt retrieval failed; returning no context")
             return {"context": "", "records": [], "latency_ms": _ms(start)}
+
+    def _seen(self, event: Event) -> set[str]:
+        try:
+            return self._audit.seen(event.namespace, event.session_id, event.event_id)
+        except Exception as exc:  # no dedupe is better than no context
+            log.warning("session injections unreadable: %r", exc)
+            return set()
 
     def session_index(self, namespace: str, max_bytes: int | None = None) -> dict[str, Any]:
         """Pinned, then recent records, one line each, within ``max_bytes`` UTF-8 bytes."""
@@ -182,10 +219,11 @@ class Retriever:
         snap: dict[str, Any] = dict(self._metrics.snapshot())
         snap["fusion"] = self._settings.fusion
         snap["vector_cache"] = self._cache.stats()
+        snap["prompts"] = self._audit.snapshot()
         return snap
 
     def prometheus_lines(self) -> list[str]:
-        lines = self._metrics.prometheus_lines()
+        lines = self._metrics.prometheus_lines() + self._audit.prometheus_lines()
         cache = self._cache.stats()
         lines += [
             "# HELP wakemark_vector_cache_bytes Bytes held by the in-process vector matrices.",
@@ -210,7 +248,8 @@ class Retriever:
         observation_type: str | None,
         since: datetime | None,
     ) -> _Outcome:
-        k = limit * CANDIDATES
+        # At least the prompt's depth, so a hit's evidence does not depend on the limit.
+        k = max(limit, PROMPT_LIMIT) * CANDIDATES
         vector_future = self._inner.submit(
             self._vector_leg, namespace, text, k, observation_type, since
         )
@@ -221,18 +260,17 @@ class Retriever:
                 SearchHit(h.record, "fts", 1.0 / (RRF_K + rank + 1))
                 for rank, h in enumerate(lexical[:limit])
             ]
-            return _Outcome(items, True, len(lexical))
+            return _Outcome(_with_relevance(text, items, lexical, None), True, len(lexical))
         fused = fuse(
             [Candidate(h.record.record_id, h.record.created_at.timestamp()) for h in lexical],
-            vector,
+            vector.candidates,
             limit,
             self._fusion,
         )
-        return _Outcome(self._hydrate(namespace, fused, lexical), False, len(lexical))
+        items = self._hydrate(namespace, fused, lexical)
+        return _Outcome(_with_relevance(text, items, lexical, vector), False, len(lexical))
 
-    def _vector_result(
-        self, future: Future[list[VectorCandidate] | str]
-    ) -> list[VectorCandidate] | None:
+    def _vector_result(self, future: Future[_VectorLeg | str]) -> _VectorLeg | None:
         """The vector candidates, or None (after one rate-limited warning) to degrade."""
         try:
             outcome = future.result()
@@ -250,7 +288,7 @@ class Retriever:
         k: int,
         observation_type: str | None,
         since: datetime | None,
-    ) -> list[VectorCandidate] | str:
+    ) -> _VectorLeg | str:
         """Candidates best first, or a string saying why the search degrades."""
         if self._settings.embedder == "off":
             return "embedder off"
@@ -266,7 +304,8 @@ class Retriever:
             return "vectors of the namespace still loading"
         if not vectors.ids:
             return "no embedded records in the namespace"
-        return vectors.top(embedder.embed_query(text), k, observation_type, since)
+        query = embedder.embed_query(text)
+        return _VectorLeg(vectors.top(query, k, observation_type, since), query, vectors)
 
     def _hydrate(
         self, namespace: str, fused: list[Fused], lexical: list[LexicalHit]
@@ -330,6 +369,32 @@ class Retriever:
         if now - self._warned.get(key, -WARN_EVERY_S) >= WARN_EVERY_S:
             self._warned[key] = now
             log.warning("search degraded to lexical only: %s", reason)
+
+
+def _with_relevance(
+    text: str, items: list[SearchHit], lexical: list[LexicalHit], vector: _VectorLeg | None
+) -> list[SearchHit]:
+    """The hits with the gate's evidence and relevance; their order is unchanged."""
+    if not items:
+        return items
+    lexical_ranks = {h.record.record_id: h.rank for h in lexical}
+    vector_ranks: dict[str, int] = {}
+    cosines = baseline = None
+    if vector is not None:
+        vector_ranks = {c.record_id: i for i, c in enumerate(vector.candidates)}
+        cosines = {c.record_id: c.cosine for c in vector.candidates}
+        missing = [h.record.record_id for h in items if h.record.record_id not in cosines]
+        cosines.update(vector.vectors.cosines(vector.query, missing))
+        if vector.candidates:
+            baseline = vector.candidates[min(gate.BASELINE_RANK, len(vector.candidates)) - 1].cosine
+    pool = [h.record for h in lexical]
+    evidence = gate.gather(
+        text, [h.record for h in items], pool, lexical_ranks, vector_ranks, cosines, baseline
+    )
+    return [
+        replace(hit, relevance=gate.relevance(ev), evidence=ev)
+        for hit, ev in zip(items, evidence, strict=True)
+    ]
 
 
 def _ms(start: float) -> float:
