@@ -54,6 +54,19 @@ def int_arg(name: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
+def float_arg(name: str, lo: float, hi: float) -> float | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be a number from {lo} to {hi}") from None
+    if not lo <= value <= hi:  # also rejects nan
+        raise ApiError(400, f"{name} must be a number from {lo} to {hi}")
+    return value
+
+
 def bool_arg(name: str, default: bool = False) -> bool:
     raw = request.args.get(name)
     if raw is None or raw == "":

@@ -69,17 +69,20 @@ def enqueue_embed(record_ids: Sequence[str]) -> None:
         _once.ok("enqueue_embed")
 
 
-def retrieve_for(event: Event) -> dict[str, Any]:
+def retrieve_for(event: Event, min_relevance: float | None = None) -> dict[str, Any]:
     """Context for a prompt; retrieval degrades to an empty result, never an error."""
     try:
-        result = runtime().retriever.for_prompt(event.namespace, event)
+        result = runtime().retriever.for_prompt(event.namespace, event, min_relevance)
     except Exception as exc:
         _once.failed("retrieval", exc)
         return dict(_EMPTY_RETRIEVAL)
     _once.ok("retrieval")
     records = [getattr(r, "record_id", r) for r in result.get("records", [])]
-    return {
+    out = {
         "context": result.get("context", ""),
         "records": records,
         "latency_ms": result.get("latency_ms", 0),
     }
+    if result.get("retrieval_id"):
+        out["retrieval_id"] = result["retrieval_id"]  # its audit row: GET /v1/retrievals/<id>
+    return out
