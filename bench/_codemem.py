@@ -51,6 +51,13 @@ class Project:
     negatives: list[Query]
 
 
+def missing() -> str | None:
+    """Why the dataset cannot be read, or None."""
+    if all((DATASET / p / "memories.jsonl").is_file() for p in PROJECTS):
+        return None
+    return f"codemem-dev not found at {DATASET} (set WAKEMARK_CODEMEM_DIR)"
+
+
 def namespace(project: str) -> str:
     return f"/actor/{ACTOR}/project/{project}/"
 

@@ -170,6 +170,8 @@ def constants(shipped: dict[str, Any]) -> str:
 
 
 def run() -> dict[str, Any]:
+    if _codemem.missing():
+        return {"skipped": _codemem.missing()}
     data = {
         (p, mode): collect(p, "onnx" if mode == "hybrid" else "off")
         for p in _codemem.PROJECTS
@@ -208,6 +210,8 @@ def run() -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    if "skipped" in result:
+        return f"# Relevance gate fit\n\nSkipped: {result['skipped']}\n"
     lines = [
         "# Relevance gate: logistic fit on codemem-dev",
         "",

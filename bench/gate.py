@@ -149,6 +149,8 @@ def gate_cost_us(project: _codemem.Project) -> float:
 
 
 def run() -> dict[str, Any]:
+    if _codemem.missing():
+        return {"skipped": _codemem.missing()}
     result: dict[str, Any] = {"fit_on": FIT, "projects": {}}
     with tempfile.TemporaryDirectory() as scratch:
         for name in _codemem.PROJECTS:
@@ -175,6 +177,8 @@ def run() -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    if "skipped" in result:
+        return f"# Relevance gate\n\nSkipped: {result['skipped']}\n"
     s = result["settings"]
     lines = [
         "# Relevance gate on codemem-dev (real prompt path)",

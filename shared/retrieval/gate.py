@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from wakemark.shared.models import MemoryRecord
 
@@ -98,6 +99,7 @@ def terms(text: str) -> list[str]:
     return list(seen)
 
 
+@lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     for suffix in _SUFFIXES:
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
@@ -112,8 +114,14 @@ def record_text(record: MemoryRecord) -> str:
     )
 
 
-def record_terms(record: MemoryRecord) -> set[str]:
-    return set(terms(record_text(record)))
+def record_terms(record: MemoryRecord) -> frozenset[str]:
+    return _text_terms(record_text(record))
+
+
+@lru_cache(maxsize=8192)
+def _text_terms(text: str) -> frozenset[str]:
+    # Records never change their text, and the same ones come back query after query.
+    return frozenset(terms(text))
 
 
 def gather(
