@@ -87,6 +87,8 @@ def str_arg(name: str, max_len: int = 200, required: bool = False) -> str | None
         return None
     if len(raw) > max_len:
         raise ApiError(400, f"{name} must be at most {max_len} characters")
+    if "\x00" in raw:  # no stored text holds NUL, and Postgres refuses it in a query
+        raise ApiError(400, f"{name} must not contain NUL")
     return raw
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from flask import Blueprint, Response, jsonify
 
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import int_arg, namespace_arg, str_arg
 from wakemark.services.api.pipeline import runtime
+from wakemark.shared.models import ULID_PATTERN
 
 bp = Blueprint("retrievals", __name__)
 
@@ -22,7 +25,9 @@ def list_retrievals() -> Response:
 
 @bp.get("/v1/retrievals/<retrieval_id>")
 def get_retrieval(retrieval_id: str) -> Response:
-    row = runtime().storage.get_retrieval(retrieval_id) if len(retrieval_id) <= 64 else None
+    # Ids are ULIDs: anything else (a NUL Postgres would refuse, say) is simply unknown.
+    known = re.fullmatch(ULID_PATTERN[1:-1], retrieval_id) is not None
+    row = runtime().storage.get_retrieval(retrieval_id) if known else None
     if row is None:
         raise ApiError(404, "no such retrieval")
     return jsonify(row.model_dump(mode="json"))

@@ -248,7 +248,8 @@ class Retriever:
         observation_type: str | None,
         since: datetime | None,
     ) -> _Outcome:
-        # At least the prompt's depth, so a hit's evidence does not depend on the limit.
+        # At least the prompt's depth: the gate's rarity pool and cosine baseline are then
+        # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
         vector_future = self._inner.submit(
             self._vector_leg, namespace, text, k, observation_type, since

@@ -60,8 +60,9 @@ def test_search_reports_relevance_and_filters_on_it(api: Api) -> None:
 
 def test_bad_audit_and_relevance_parameters_are_4xx(api: Api) -> None:
     assert api.get("/v1/retrievals/01J000000000000000000000XX").status_code == 404
-    assert api.get("/v1/retrievals/" + "x" * 300).status_code == 404
-    for query in ("limit=0", "limit=abc", "namespace=nope"):
+    for rid in ("x" * 300, "%00", "01J000000000000000000000%00"):
+        assert api.get(f"/v1/retrievals/{rid}").status_code == 404, rid
+    for query in ("limit=0", "limit=abc", "namespace=nope", "session_id=a%00b"):
         assert api.get(f"/v1/retrievals?{query}").status_code == 400, query
     for value in ("-0.1", "1.5", "nan", "abc"):
         res = api.get(f"/v1/search?namespace={NS}&q=x&min_relevance={value}")
