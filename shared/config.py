@@ -33,6 +33,19 @@ def _int(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+def _float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"expected a number, got {raw!r}") from None
+        if not lo <= value <= hi:  # also rejects nan
+            raise ValueError(f"expected a number from {lo} to {hi}, got {raw}")
+        return value
+
+    return parse
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         value = raw.strip().lower()
@@ -86,6 +99,8 @@ def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
 
 
 DEFAULT_HOME = Path("~/.wakemark").expanduser()
+# The relevance gate's threshold as fitted by bench/fit_gate.py (bench/results/fit_gate.md).
+DEFAULT_MIN_RELEVANCE = 0.208
 
 
 @dataclass(frozen=True)
@@ -116,6 +131,14 @@ class Settings:
     )
     context_max_bytes: int = _setting(
         8192, _int(256, 9500), "Default byte budget of the session-start index."
+    )
+    min_relevance: float = _setting(
+        DEFAULT_MIN_RELEVANCE,
+        _float(0.0, 1.0),
+        "Smallest relevance (0-1) a record needs to be injected at a prompt (the gate).",
+    )
+    prompt_max_bytes: int = _setting(
+        1536, _int(256, 9500), "Byte budget of the context block injected at a prompt."
     )
     fusion: str = _setting(
         "rrf", _choice("rrf", "tuned"), "Rank fusion: plain RRF (k=60) or the tuned variant."

@@ -155,3 +155,40 @@ class MemoryRecord(_Strict):
         """What gets embedded: title, summary, facts, concepts — capped."""
         parts = [self.title, self.summary, *self.facts, " ".join(self.concepts)]
         return "\n".join(p for p in parts if p)[:cap]
+
+
+class RetrievalCandidate(_Strict):
+    """One hit a prompt-time retrieval considered, as the audit keeps it (no text)."""
+
+    record_id: str
+    rank: int  # 0-based position in the search's ranking
+    match_source: str
+    score: float
+    relevance: float
+    evidence: dict[str, Any] | None = None
+    injected: bool = False
+    # Why a hit at or above the threshold was left out: seen | duplicate | budget | limit
+    skipped: str | None = None
+
+
+class Retrieval(_Strict):
+    """The audit row of one prompt-time retrieval: what the relevance gate saw and did."""
+
+    retrieval_id: UlidStr = Field(default_factory=new_ulid)
+    event_id: UlidStr  # the prompt event
+    namespace: Namespace
+    session_id: ShortStr
+    created_at: AwareDatetime = Field(default_factory=utcnow)
+    decision: Literal["inject", "none"]
+    reason: str
+    mode: Literal["hybrid", "lexical"]  # lexical: the vector leg did not run
+    min_relevance: float
+    latency_ms: float
+    bytes: int  # UTF-8 bytes of the injected block
+    injected: list[str] = Field(default_factory=list)
+    candidates: list[RetrievalCandidate] = Field(default_factory=list)
+
+    def body_json(self) -> str:
+        return self.model_dump_json(
+            exclude={"retrieval_id", "event_id", "namespace", "session_id", "created_at"}
+        )

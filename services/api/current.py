@@ -81,12 +81,20 @@ def enqueue_on_commit(tx: Tx, job: Job, ids: Sequence[str]) -> None:
     tx.on_commit(enqueue)
 
 
-def retrieve_for(event: Event) -> dict[str, Any]:
+def retrieve_for(event: Event, min_relevance: float | None = None) -> dict[str, Any]:
     """Context for a prompt; retrieval degrades to an empty result, never an error."""
     try:
-        result = runtime().retriever.for_prompt(event.namespace, event)
+        result = runtime().retriever.for_prompt(event.namespace, event, min_relevance)
     except Exception as exc:
         _once.failed("retrieval", exc)
         return dict(_EMPTY_RETRIEVAL)
     _once.ok("retrieval")
-    return result
+    records = [getattr(r, "record_id", r) for r in result.get("records", [])]
+    out = {
+        "context": result.get("context", ""),
+        "records": records,
+        "latency_ms": result.get("latency_ms", 0),
+    }
+    if result.get("retrieval_id"):
+        out["retrieval_id"] = result["retrieval_id"]  # its audit row: GET /v1/retrievals/<id>
+    return out

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wakemark.services.api import current
 from wakemark.services.api.errors import ApiError, validation_details
-from wakemark.services.api.params import bool_arg, parse_json
+from wakemark.services.api.params import bool_arg, float_arg, parse_json
 from wakemark.shared.models import MAX_BATCH, Event
 from wakemark.shared.privacy import scrub
 
@@ -26,6 +26,7 @@ class _Batch(BaseModel):
 @bp.post("/v1/events")
 def post_events() -> tuple[Response, int]:
     retrieve = bool_arg("retrieve")
+    min_relevance = float_arg("min_relevance", 0.0, 1.0)
     raw = request.get_data(cache=False)
     data = parse_json(raw)
     # Scrub before validation, so a secret cannot survive even in an error path.
@@ -37,7 +38,7 @@ def post_events() -> tuple[Response, int]:
         return jsonify(results=[{"event_id": r.event_id, "stored": r.stored} for r in results]), 201
     body: dict[str, Any] = {"event_id": results[0].event_id, "stored": results[0].stored}
     if retrieve and events[0].kind == "prompt":
-        body["retrieval"] = current.retrieve_for(events[0])
+        body["retrieval"] = current.retrieve_for(events[0], min_relevance)
     return jsonify(body), 201
 
 

@@ -54,6 +54,19 @@ def int_arg(name: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
+def float_arg(name: str, lo: float, hi: float) -> float | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be a number from {lo} to {hi}") from None
+    if not lo <= value <= hi:  # also rejects nan
+        raise ApiError(400, f"{name} must be a number from {lo} to {hi}")
+    return value
+
+
 def bool_arg(name: str, default: bool = False) -> bool:
     raw = request.args.get(name)
     if raw is None or raw == "":
@@ -74,6 +87,8 @@ def str_arg(name: str, max_len: int = 200, required: bool = False) -> str | None
         return None
     if len(raw) > max_len:
         raise ApiError(400, f"{name} must be at most {max_len} characters")
+    if "\x00" in raw:  # no stored text holds NUL, and Postgres refuses it in a query
+        raise ApiError(400, f"{name} must not contain NUL")
     return raw
 
 

@@ -9,7 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify
 from wakemark.services.api import metrics
 from wakemark.services.api.current import runtime
 from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import int_arg, namespace_arg, str_arg
+from wakemark.services.api.params import float_arg, int_arg, namespace_arg, str_arg
 from wakemark.shared.models import OBSERVATION_TYPES
 
 bp = Blueprint("search", __name__)
@@ -27,8 +27,11 @@ def search() -> Response:
     if observation_type is not None and observation_type not in OBSERVATION_TYPES:
         raise ApiError(400, f"type must be one of {', '.join(OBSERVATION_TYPES)}")
     days = int_arg("days", 0, 1, 36_500) or None
+    min_relevance = float_arg("min_relevance", 0.0, 1.0)
     assert namespace is not None and query is not None  # required=True
     result = runtime().retriever.search(namespace, query, limit, observation_type, days)
+    if min_relevance is not None:
+        result = result.at_least(min_relevance)
     return jsonify(result.to_json())
 
 

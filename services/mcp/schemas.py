@@ -53,6 +53,13 @@ SEARCH = _object(
             "default": False,
             "description": "Search every project of this user, not just the current one.",
         },
+        "min_relevance": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "Only hits at least this relevant (0-1, the relevance gate's "
+            "estimate); unset: every hit, best first.",
+        },
     },
     ["query"],
 )

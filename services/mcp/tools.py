@@ -43,9 +43,14 @@ def search(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
         limit=args.get("limit", 10),
         type=args.get("type"),
         days=args.get("days"),
+        min_relevance=args.get("min_relevance"),
     )
     hits = [
-        {**_compact(item["record"]), "match_source": item["match_source"]}
+        {
+            **_compact(item["record"]),
+            "match_source": item["match_source"],
+            "relevance": item.get("relevance"),
+        }
         for item in result["items"]
     ]
     where = "all projects" if args.get("all_projects") else "this project"
@@ -53,7 +58,7 @@ def search(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
         text = f"No memories match {args['query']!r} in {where}."
     else:
         lines = [f"{len(hits)} memories for {args['query']!r} in {where}:"]
-        lines += [f"- {_line(h)} ({h['match_source']})" for h in hits]
+        lines += [f"- {_line(h)} ({h['match_source']}, relevance {h['relevance']})" for h in hits]
         lines.append("Use get_records(ids) for details, timeline(record_id) for context.")
         text = "\n".join(lines)
     data = {"namespace": namespace, "items": hits, "degraded": bool(result.get("degraded"))}

@@ -13,6 +13,8 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
+
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.vectors import VectorCache
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEXICAL = "fts"
+RECENT_QUERIES = 32  # query vectors kept for the gate's second look
 VECTOR = "semantic"
 # A search waits this long for a namespace's vectors to load (or, after many writes, to
 # refresh); past it the search goes on without the vector leg while the load finishes
@@ -94,6 +97,8 @@ class VectorLeg:
         )
         self._warm_lock = threading.Lock()
         self._warming = False
+        self._recent: dict[str, np.ndarray] = {}  # query -> vector, oldest first
+        self._recent_lock = threading.Lock()
 
     def search(
         self,
@@ -116,7 +121,27 @@ class VectorLeg:
             raise Unavailable("vectors of the namespace still loading")
         if not vectors.ids:
             raise Unavailable("no embedded records in the namespace")
-        return vectors.top(self._embedder.embed_query(query), k, observation_type, since)
+        return vectors.top(self._query_vector(query), k, observation_type, since)
+
+    def cosines(self, namespace: str, query: str, record_ids: list[str]) -> dict[str, float]:
+        """The query's cosine with each of ``record_ids`` that has a vector here (the
+        relevance gate's evidence for hits this leg did not rank); after ``search``."""
+        vectors = self._cache.get_within(namespace, 0.0)
+        if vectors is None or not vectors.ids:
+            return {}
+        return vectors.cosines(self._query_vector(query), record_ids)
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        # The gate asks again for the query ``search`` just embedded: reuse that vector.
+        with self._recent_lock:
+            hit = self._recent.get(query)
+        if hit is None:
+            hit = np.asarray(self._embedder.embed_query(query), dtype=np.float32)
+            with self._recent_lock:
+                self._recent[query] = hit
+                while len(self._recent) > RECENT_QUERIES:
+                    self._recent.pop(next(iter(self._recent)))
+        return hit
 
     def prepare(self, namespace: str) -> None:
         """A session is starting: have the model and the namespace's vectors loaded (in
@@ -153,3 +178,4 @@ class VectorLeg:
         self._cache = self._cache.fresh()
         self._warm_lock = threading.Lock()
         self._warming = False
+        self._recent_lock = threading.Lock()

@@ -8,14 +8,17 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wakemark.shared.models import MemoryRecord, is_namespace_prefix
-from wakemark.shared.retrieval.formatting import format_context, format_index
+from wakemark.shared.models import Event, MemoryRecord, is_namespace_prefix
+from wakemark.shared.retrieval import gate, inject
+from wakemark.shared.retrieval.audit import Audit, build_row
+from wakemark.shared.retrieval.formatting import format_index
 from wakemark.shared.retrieval.fusion import Candidate, Fused, fuse, params_for
-from wakemark.shared.retrieval.legs import Leg, LexicalLeg, Unavailable, VectorLeg
+from wakemark.shared.retrieval.hits import SearchHit, SearchResult
+from wakemark.shared.retrieval.legs import LEXICAL, Leg, LexicalLeg, Unavailable, VectorLeg
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import query_text
 
@@ -28,37 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CANDIDATES = 4  # each leg returns limit x 4 candidates for the fusion
-PROMPT_LIMIT = 5  # records in the prompt-time context block
+PROMPT_LIMIT = 5  # records in the prompt-time context block, at most
+PROMPT_CANDIDATES = 10  # hits the relevance gate chooses those from
 INDEX_PAGE = 100
 WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per search
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    record: MemoryRecord
-    match_source: str  # "fts" | "semantic" | "hybrid"
-    score: float
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    items: list[SearchHit] = field(default_factory=list)
-    latency_ms: float = 0.0
-    degraded: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "items": [
-                {
-                    "record": hit.record.model_dump(mode="json"),
-                    "match_source": hit.match_source,
-                    "score": hit.score,
-                }
-                for hit in self.items
-            ],
-            "latency_ms": self.latency_ms,
-            "degraded": self.degraded,
-        }
 
 
 @dataclass(frozen=True)
@@ -81,6 +57,7 @@ class Retriever:
         self._vector = VectorLeg(settings, storage, embedder, epochs)
         self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector)
         self._metrics = SearchMetrics()
+        self._audit = Audit(lambda: storage)
         self._start_pools()
         self._warned: dict[str, float] = {}
 
@@ -130,25 +107,41 @@ class Retriever:
         self._metrics.record(latency, degraded=outcome.degraded, lexical_hits=outcome.lexical_hits)
         return SearchResult(outcome.items, latency, outcome.degraded)
 
-    def for_prompt(self, namespace: str, event: Any) -> dict[str, Any]:
-        """The context block for a prompt: ``{context, records, latency_ms}``."""
+    def for_prompt(
+        self, namespace: str, event: Any, min_relevance: float | None = None
+    ) -> dict[str, Any]:
+        """The gated context block for a prompt: ``{context, records, latency_ms}``, plus
+        ``retrieval_id`` when ``event`` is a stored prompt event (its audit row)."""
         start = time.perf_counter()
         try:
-            result = self.search(namespace, event, limit=PROMPT_LIMIT)
-            records = [hit.record for hit in result.items]
-            context = format_context(records)
-            # Keep the block under the same byte budget as the session index.
-            while records and len(context.encode()) > self._settings.context_max_bytes:
-                records.pop()
-                context = format_context(records)
-            return {
-                "context": context,
-                "records": [r.record_id for r in records],
+            threshold = self._settings.min_relevance if min_relevance is None else min_relevance
+            result = self.search(namespace, event, limit=PROMPT_CANDIDATES)
+            stored = isinstance(event, Event)
+            seen = self._seen(event) if stored else set()
+            selection = inject.select(
+                result.items, threshold, seen, self._settings.prompt_max_bytes, PROMPT_LIMIT
+            )
+            self._audit.count(selection)
+            out: dict[str, Any] = {
+                "context": selection.context,
+                "records": [h.record.record_id for h in selection.injected],
                 "latency_ms": result.latency_ms,
             }
+            if stored and event.namespace == namespace:
+                row = build_row(event, result, selection, threshold, _ms(start))
+                self._audit.write(row)
+                out["retrieval_id"] = row.retrieval_id
+            return out
         except Exception:
             log.exception("prompt retrieval failed; returning no context")
             return {"context": "", "records": [], "latency_ms": _ms(start)}
+
+    def _seen(self, event: Event) -> set[str]:
+        try:
+            return self._audit.seen(event.namespace, event.session_id, event.event_id)
+        except Exception as exc:  # no dedupe is better than no context
+            log.warning("session injections unreadable: %r", exc)
+            return set()
 
     def session_index(self, namespace: str, max_bytes: int | None = None) -> dict[str, Any]:
         """Pinned, then recent records, one line each, within ``max_bytes`` UTF-8 bytes."""
@@ -168,10 +161,11 @@ class Retriever:
         snap: dict[str, Any] = dict(self._metrics.snapshot())
         snap["fusion"] = self._settings.fusion
         snap["vector_cache"] = self._vector.cache_stats()
+        snap["prompts"] = self._audit.snapshot()
         return snap
 
     def prometheus_lines(self) -> list[str]:
-        lines = self._metrics.prometheus_lines()
+        lines = self._metrics.prometheus_lines() + self._audit.prometheus_lines()
         cache = self._vector.cache_stats()
         lines += [
             "# HELP wakemark_vector_cache_bytes Bytes held by the in-process vector matrices.",
@@ -196,7 +190,9 @@ class Retriever:
         observation_type: str | None,
         since: datetime | None,
     ) -> _Outcome:
-        k = limit * CANDIDATES
+        # At least the prompt's depth: the gate's rarity pool and cosine baseline are then
+        # the same whatever the limit, and so is the relevance of a hit.
+        k = max(limit, PROMPT_LIMIT) * CANDIDATES
         first, *others = self._legs
         futures = [
             (leg, self._inner.submit(leg.search, namespace, text, k, observation_type, since))
@@ -212,6 +208,7 @@ class Retriever:
                 ranked[leg.name] = found
         fused = fuse(ranked, limit, self._fusion)
         items = self._hydrate(namespace, fused, ranked.values())
+        items = self._with_relevance(namespace, text, items, ranked)
         return _Outcome(items, degraded, len(ranked[first.name]))
 
     def _leg_result(self, leg: Leg, future: Future[list[Candidate]]) -> list[Candidate] | None:
@@ -225,6 +222,34 @@ class Retriever:
             reason = f"{key}: {exc.__class__.__name__}: {exc}"
         self._warn(key, reason)
         return None
+
+    def _with_relevance(
+        self, namespace: str, text: str, items: list[SearchHit], ranked: dict[str, list[Candidate]]
+    ) -> list[SearchHit]:
+        """The hits with the gate's evidence and relevance; their order is unchanged."""
+        if not items:
+            return items
+        lexical = ranked.get(LEXICAL, [])
+        semantic = ranked.get(self._vector.name)
+        lexical_ranks = {c.record_id: i for i, c in enumerate(lexical)}
+        vector_ranks: dict[str, int] = {}
+        cosines = baseline = None
+        if semantic is not None:
+            vector_ranks = {c.record_id: i for i, c in enumerate(semantic)}
+            cosines = {c.record_id: c.score for c in semantic}  # the vector leg's cosine
+            missing = [h.record.record_id for h in items if h.record.record_id not in cosines]
+            if missing:
+                cosines.update(self._vector.cosines(namespace, text, missing))
+            if semantic:
+                baseline = semantic[min(gate.BASELINE_RANK, len(semantic)) - 1].score
+        pool = [c.record for c in lexical if c.record is not None]
+        evidence = gate.gather(
+            text, [h.record for h in items], pool, lexical_ranks, vector_ranks, cosines, baseline
+        )
+        return [
+            replace(hit, relevance=gate.relevance(ev), evidence=ev)
+            for hit, ev in zip(items, evidence, strict=True)
+        ]
 
     def _hydrate(
         self, namespace: str, fused: list[Fused], ranked: Iterable[Sequence[Candidate]]

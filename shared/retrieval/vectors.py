@@ -8,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -123,6 +124,21 @@ class VectorSet:
             watermark,
             buffer,
         )
+
+    @cached_property
+    def _rows(self) -> dict[str, int]:
+        return {rid: i for i, rid in enumerate(self.ids)}
+
+    def cosines(self, query: np.ndarray, ids: Collection[str]) -> dict[str, float]:
+        """The cosine of each of ``ids`` that has a row here (the relevance gate's evidence
+        for lexical hits the vector leg did not rank)."""
+        rows = [(rid, self._rows[rid]) for rid in ids if rid in self._rows]
+        if not rows:
+            return {}
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        q = q / (float(np.linalg.norm(q)) or 1.0)
+        scores = self.matrix[[i for _, i in rows]] @ q
+        return {rid: float(s) for (rid, _), s in zip(rows, scores, strict=True)}
 
     def keeping(self, alive: Collection[str]) -> VectorSet:
         """Only the rows whose id is in ``alive`` (a new, compact set)."""

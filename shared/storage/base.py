@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from wakemark.shared.models import Event, MemoryRecord, StoredEvent
+from wakemark.shared.models import Event, MemoryRecord, Retrieval, StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -315,6 +315,21 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def clear_embeddings(self, namespace: str | None = None) -> int:
         """Set embeddings to NULL (``wakemark backfill --rebuild``); returns the count."""
+
+    # --- retrieval audit ------------------------------------------------------------------
+    @abc.abstractmethod
+    def put_retrieval(self, retrieval: Retrieval) -> None:
+        """Store one audit row. Raises NotFoundError if its prompt event is not stored:
+        a row lives as long as its event (deleting the event deletes it)."""
+
+    @abc.abstractmethod
+    def get_retrieval(self, retrieval_id: str) -> Retrieval | None: ...
+
+    @abc.abstractmethod
+    def list_retrievals(
+        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[Retrieval]:
+        """Newest first (created_at desc, retrieval_id desc)."""
 
     # --- stats --------------------------------------------------------------------------
     @abc.abstractmethod

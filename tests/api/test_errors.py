@@ -134,7 +134,15 @@ def test_arbitrary_json_never_500(sqlite_api: Api, payload: object, path: str) -
 )
 @given(
     path=st.sampled_from(
-        ["/v1/events", "/v1/memories", "/v1/timeline", "/v1/stats", "/v1/projects"]
+        [
+            "/v1/events",
+            "/v1/memories",
+            "/v1/timeline",
+            "/v1/stats",
+            "/v1/projects",
+            "/v1/retrievals",
+            "/v1/search",
+        ]
     ),
     args=st.dictionaries(
         st.sampled_from(
@@ -147,6 +155,8 @@ def test_arbitrary_json_never_500(sqlite_api: Api, payload: object, path: str) -
                 "before",
                 "after",
                 "retrieve",
+                "q",
+                "min_relevance",
             ]
         ),
         st.text(max_size=30),
@@ -163,6 +173,7 @@ def test_arbitrary_ids_in_paths_never_500(sqlite_api: Api) -> None:
         for method in ("GET", "DELETE"):
             assert sqlite_api.request(method, f"/v1/memories/{rid}").status_code == 404
         assert sqlite_api.get(f"/v1/events/{rid}").status_code == 404
+        assert sqlite_api.get(f"/v1/retrievals/{rid}").status_code == 404
         res = sqlite_api.patch(f"/v1/memories/{rid}", json={"pinned": True})
         assert res.status_code == 404
     assert sqlite_api.get(f"/v1/timeline?record_id=nope&namespace={NS}").status_code == 404

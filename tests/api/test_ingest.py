@@ -99,7 +99,7 @@ def test_retrieve_true_adds_retrieval_on_prompts_only(api: Api) -> None:
     res = api.post("/v1/events?retrieve=true", json=make_event("prompt"))
     assert res.status_code == 201
     retrieval = res.json["retrieval"]
-    assert set(retrieval) == {"context", "records", "latency_ms"}
+    assert set(retrieval) == {"context", "records", "latency_ms", "retrieval_id"}
     assert isinstance(retrieval["context"], str) and isinstance(retrieval["records"], list)
     res = api.post("/v1/events?retrieve=true", json=make_event("tool_use"))
     assert "retrieval" not in res.json

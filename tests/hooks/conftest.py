@@ -86,8 +86,9 @@ def sqlite_hooks(settings: Settings) -> Iterator[Hooks]:
 def remember(runtime: Runtime, namespace: str) -> MemoryRecord:
     record = MemoryRecord(
         namespace=namespace,
-        title="Discount rounding uses ROUND_HALF_EVEN",
-        summary="test_apply_discount failed after the pricing refactor: cart rounding mode.",
+        # Says what the fixtures' prompt asks about, so the relevance gate lets it through.
+        title="test_apply_discount fails after the pricing refactor",
+        summary="Cart discount rounding uses ROUND_HALF_EVEN.",
         facts=["pytest -q exits 1 on test_apply_discount with ROUND_HALF_UP"],
         observation_type="bugfix",
     )

@@ -178,8 +178,12 @@ def test_remember_search_get_timeline_pin_forget(
             assert hit["type"] == "decision"
             assert hit["match_source"] in {"fts", "semantic", "hybrid"}
             assert len(hit["date"]) == 10 and "[REDACTED]" in hit["summary"]
+            assert 0 < hit["relevance"] <= 1
             result = await s.call_tool("search", {"query": "retention fix"})
             assert ids[1] in text(result) and "Kafka retention fix" in text(result)
+            assert f"relevance {hit['relevance']}" in text(result)
+            strict = await ok(s, "search", {"query": "retention fix", "min_relevance": 1})
+            assert strict["items"] == []
             typed = await ok(s, "search", {"query": "retention", "type": "bugfix"})
             assert typed["items"] == []
 
@@ -247,6 +251,7 @@ def test_invalid_arguments_are_error_results(served: Served, project_dir: Path) 
         ("search", {"query": "x", "limit": 51}, "limit"),
         ("search", {"query": "x", "type": "poem"}, "type"),
         ("search", {"query": "x", "extra": 1}, "'extra' was unexpected"),
+        ("search", {"query": "x", "min_relevance": 2}, "min_relevance"),
         ("timeline", {"record_id": "42"}, "record_id"),
         ("get_records", {"ids": []}, "ids"),
         ("remember", {"title": "", "summary": "s"}, "title"),

@@ -185,7 +185,9 @@ def test_for_prompt_and_session_index(runtime: Runtime) -> None:
     event = {"type": "message", "turns": [{"role": "user", "content": "login token"}]}
     out = runtime.retriever.for_prompt(NS, event)
     assert out["context"].startswith("## Prior observations\n\n### login token fix")
-    assert len(out["records"]) == 5 and "mr_" not in out["context"]
+    # The relevance gate decides how many (it once was always 5): here the first, whose
+    # evidence is strongest, at least.
+    assert 1 <= len(out["records"]) <= 5 and "mr_" not in out["context"]
     empty = runtime.retriever.for_prompt(NS, {"type": "text", "content": ""})
     assert empty["context"] == "" and empty["records"] == []
     index = runtime.retriever.session_index(NS, 200)

@@ -11,7 +11,14 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from wakemark.shared.models import Event, MemoryRecord, new_record_id, new_ulid
+from wakemark.shared.models import (
+    Event,
+    MemoryRecord,
+    Retrieval,
+    RetrievalCandidate,
+    new_record_id,
+    new_ulid,
+)
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import (
     DuplicateRecordError,
@@ -850,3 +857,85 @@ def test_lexical_primitives(storage: Storage) -> None:
     assert storage.search_terms(NS, [], 10) is None  # nothing to search for
     assert [r.record_id for r in storage.search_substring(NS, "RUS TU", 10)] == [rec.record_id]
     assert storage.search_substring(NS, "  ", 10) == []
+
+
+# --- retrieval audit ------------------------------------------------------------------
+
+
+def retrieval(prompt: Event, minutes: int = 0, **extra: Any) -> Retrieval:
+    candidates = [
+        RetrievalCandidate(
+            record_id=new_record_id(), rank=0, match_source="hybrid", score=0.03,
+            relevance=0.8, evidence={"coverage": 1.0, "cosine": 0.6}, injected=True,
+        ),
+        RetrievalCandidate(
+            record_id=new_record_id(), rank=1, match_source="fts", score=0.01,
+            relevance=0.1,
+        ),
+    ]  # fmt: skip
+    values: dict[str, Any] = {
+        "event_id": prompt.event_id,
+        "namespace": prompt.namespace,
+        "session_id": prompt.session_id,
+        "created_at": T0 + timedelta(minutes=minutes),
+        "decision": "inject",
+        "reason": "1 of 2 hits at or above 0.5",
+        "mode": "hybrid",
+        "min_relevance": 0.5,
+        "latency_ms": 4.2,
+        "bytes": 321,
+        "injected": [candidates[0].record_id],
+        "candidates": candidates,
+    }
+    return Retrieval(**{**values, **extra})
+
+
+def _delete_event(storage: Storage, event_id: str) -> None:
+    """Raw SQL: no API deletes events yet, and the audit's retention hangs on them."""
+    if storage.backend == "sqlite":
+        with storage._conns.write() as conn:  # type: ignore[attr-defined]
+            conn.execute("DELETE FROM events WHERE event_id = ?", (event_id,))
+    else:
+        with storage._db.connection() as conn:  # type: ignore[attr-defined]
+            conn.execute("DELETE FROM events WHERE event_id = %s", (event_id,))
+
+
+def test_retrieval_round_trips(storage: Storage) -> None:
+    prompt = event()
+    storage.put_event(prompt)
+    row = retrieval(prompt)
+    storage.put_retrieval(row)
+    assert storage.get_retrieval(row.retrieval_id) == row
+    assert storage.get_retrieval(new_ulid()) is None
+
+
+def test_retrieval_needs_its_prompt_event(storage: Storage) -> None:
+    with pytest.raises(NotFoundError):
+        storage.put_retrieval(retrieval(event()))
+    assert storage.list_retrievals() == []
+
+
+def test_list_retrievals_filters_and_orders_newest_first(storage: Storage) -> None:
+    other_ns = "/actor/a/project/ab/"
+    prompts = [event(session="s1"), event(session="s2"), event(session="s1", ns=other_ns)]
+    storage.put_events(prompts)
+    rows = [retrieval(p, minutes=i) for i, p in enumerate(prompts)]
+    for row in rows:
+        storage.put_retrieval(row)
+    ids = lambda items: [r.retrieval_id for r in items]  # noqa: E731
+    assert ids(storage.list_retrievals(NS)) == [rows[1].retrieval_id, rows[0].retrieval_id]
+    assert ids(storage.list_retrievals(NS, session_id="s1")) == [rows[0].retrieval_id]
+    assert ids(storage.list_retrievals("/actor/a/", limit=2)) == ids(rows[::-1][:2])
+    assert ids(storage.list_retrievals(other_ns)) == [rows[2].retrieval_id]
+    assert storage.list_retrievals("/actor/b/") == []
+
+
+def test_retrievals_go_with_their_prompt_event(storage: Storage) -> None:
+    kept, dropped = event(), event()
+    storage.put_events([kept, dropped])
+    keep, drop = retrieval(kept), retrieval(dropped, minutes=1)
+    storage.put_retrieval(keep)
+    storage.put_retrieval(drop)
+    _delete_event(storage, dropped.event_id)
+    assert storage.get_retrieval(drop.retrieval_id) is None
+    assert [r.retrieval_id for r in storage.list_retrievals(NS)] == [keep.retrieval_id]

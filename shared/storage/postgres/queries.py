@@ -56,6 +56,21 @@ SELECT {EVENT_COLUMNS} FROM events
  LIMIT %(limit)s
 """
 
+INSERT_RETRIEVAL = """
+INSERT INTO retrievals (retrieval_id, event_id, namespace, session_id, created_at, body)
+VALUES (%(retrieval_id)s, %(event_id)s, %(namespace)s, %(session_id)s, %(created_at)s,
+        %(body)s::jsonb)
+"""
+RETRIEVAL_COLUMNS = "retrieval_id, event_id, namespace, session_id, created_at, body"
+GET_RETRIEVAL = f"SELECT {RETRIEVAL_COLUMNS} FROM retrievals WHERE retrieval_id = %s"
+LIST_RETRIEVALS = f"""
+SELECT {RETRIEVAL_COLUMNS} FROM retrievals
+ WHERE namespace {NS}
+   AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
+ ORDER BY created_at DESC, retrieval_id DESC
+ LIMIT %(limit)s
+"""
+
 GET_TURNS = """
 SELECT turn_id, namespace, session_id, closed_at IS NOT NULL, extracted_at IS NOT NULL
   FROM turns WHERE turn_id = ANY(%s)

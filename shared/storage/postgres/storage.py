@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from wakemark.shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
+from wakemark.shared.models import (
+    NAMESPACE_RE,
+    Event,
+    MemoryRecord,
+    Retrieval,
+    StoredEvent,
+    utcnow,
+)
 from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
     DuplicateRecordError,
@@ -162,6 +169,39 @@ class PostgresStorage(Storage):
         with self._db.connection() as conn:
             rows = conn.execute(q.LIST_EVENTS, {**params, "limit": limit}).fetchall()
         return [stored_event(r) for r in rows]
+
+    # --- retrieval audit ------------------------------------------------------------------
+    def put_retrieval(self, retrieval: Retrieval) -> None:
+        params = {
+            "retrieval_id": retrieval.retrieval_id,
+            "event_id": retrieval.event_id,
+            "namespace": retrieval.namespace,
+            "session_id": retrieval.session_id,
+            "created_at": retrieval.created_at,
+            "body": retrieval.body_json(),
+        }
+        try:
+            with self._db.connection() as conn:
+                conn.execute(q.INSERT_RETRIEVAL, params)
+        except psycopg.errors.ForeignKeyViolation as exc:
+            raise NotFoundError(f"no prompt event {retrieval.event_id}") from exc
+
+    def get_retrieval(self, retrieval_id: str) -> Retrieval | None:
+        with self._db.connection() as conn:
+            row = conn.execute(q.GET_RETRIEVAL, (retrieval_id,)).fetchone()
+        return _retrieval(row) if row else None
+
+    def list_retrievals(
+        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[Retrieval]:
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "session_id": session_id,
+            "limit": limit,
+        }
+        with self._db.connection() as conn:
+            rows = conn.execute(q.LIST_RETRIEVALS, params).fetchall()
+        return [_retrieval(r) for r in rows]
 
     def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
         ids = list(turn_ids)
@@ -405,3 +445,15 @@ def _search_params(
         "limit": limit,
         "window": max(RECENT_MATCHES, limit),
     }
+
+
+def _retrieval(row: tuple[Any, ...]) -> Retrieval:
+    retrieval_id, event_id, namespace, session_id, created_at, body = row
+    return Retrieval(
+        retrieval_id=retrieval_id,
+        event_id=event_id,
+        namespace=namespace,
+        session_id=session_id,
+        created_at=created_at,
+        **body,
+    )

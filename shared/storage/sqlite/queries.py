@@ -20,6 +20,16 @@ VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, 
 GET_EVENT = "SELECT * FROM events WHERE event_id = ?"
 EVENTS_AFTER = "SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?"
 SET_EVENT_BODY = "UPDATE events SET body = ? WHERE event_id = ?"
+INSERT_RETRIEVAL = """
+INSERT INTO retrievals (retrieval_id, event_id, namespace, session_id, created_at, body)
+VALUES (:retrieval_id, :event_id, :namespace, :session_id, :created_at, :body)
+"""
+GET_RETRIEVAL = "SELECT * FROM retrievals WHERE retrieval_id = ?"
+LIST_RETRIEVALS = f"""
+SELECT * FROM retrievals
+WHERE {_NS} AND (:session_id IS NULL OR session_id = :session_id)
+ORDER BY created_at DESC, retrieval_id DESC LIMIT :limit
+"""
 LIST_EVENTS = f"""
 SELECT * FROM events
 WHERE {_NS} AND (:session_id IS NULL OR session_id = :session_id)

@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from wakemark.shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
+from wakemark.shared.models import (
+    NAMESPACE_RE,
+    Event,
+    MemoryRecord,
+    Retrieval,
+    StoredEvent,
+    utcnow,
+)
 from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
     DuplicateRecordError,
@@ -135,6 +142,32 @@ class SqliteStorage(Storage):
             "limit": limit,
         }
         return [codec.to_event(r) for r in self._read(q.LIST_EVENTS, params)]
+
+    # --- retrieval audit ------------------------------------------------------------------
+    def put_retrieval(self, retrieval: Retrieval) -> None:
+        params = {
+            "retrieval_id": retrieval.retrieval_id,
+            "event_id": retrieval.event_id,
+            "namespace": retrieval.namespace,
+            "session_id": retrieval.session_id,
+            "created_at": codec.ts(retrieval.created_at),
+            "body": retrieval.body_json(),
+        }
+        try:
+            with self._conns.write() as conn:
+                conn.execute(q.INSERT_RETRIEVAL, params)
+        except sqlite3.IntegrityError as exc:
+            raise NotFoundError(f"no prompt event {retrieval.event_id}") from exc
+
+    def get_retrieval(self, retrieval_id: str) -> Retrieval | None:
+        rows = self._read(q.GET_RETRIEVAL, (retrieval_id,))
+        return _retrieval(rows[0]) if rows else None
+
+    def list_retrievals(
+        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[Retrieval]:
+        params = {**lexical.namespace_range(namespace), "session_id": session_id, "limit": limit}
+        return [_retrieval(r) for r in self._read(q.LIST_RETRIEVALS, params)]
 
     def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
         ids = json.dumps(list(turn_ids))
@@ -392,3 +425,14 @@ def _project(row: sqlite3.Row) -> dict[str, Any]:
         "memory_count": row["memory_count"],
         "last_activity": codec.from_ts(row["last_activity"]) if row["last_activity"] else None,
     }
+
+
+def _retrieval(row: sqlite3.Row) -> Retrieval:
+    return Retrieval(
+        retrieval_id=row["retrieval_id"],
+        event_id=row["event_id"],
+        namespace=row["namespace"],
+        session_id=row["session_id"],
+        created_at=codec.from_ts(row["created_at"]),
+        **json.loads(row["body"]),
+    )

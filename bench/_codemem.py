@@ -1,0 +1,204 @@
+"""codemem-dev through the real pipeline: each commit as an agent turn (a prompt, one
+``tool_use`` edit per file, a ``session_summary``), stored, extracted and embedded by the
+same code the worker runs. The built SQLite database is cached outside the repository
+(``$WAKEMARK_BENCH_CACHE``, default ``~/.wakemark-data/codemem``), keyed by the dataset and
+the extraction code, so a re-run only replays the prompts. Not a benchmark on its own:
+``bench/gate.py`` and ``bench/fit_gate.py`` use it (the leading underscore keeps
+``python -m bench`` from running it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ulid import ULID
+
+from wakemark.shared.config import Settings
+from wakemark.shared.jobs import tasks
+from wakemark.shared.models import Event
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
+
+REPO = Path(__file__).resolve().parents[1]
+DATASET = Path(os.environ.get("WAKEMARK_CODEMEM_DIR", "/work/shared/datasets/codemem-dev"))
+CACHE = Path(os.environ.get("WAKEMARK_BENCH_CACHE", "~/.wakemark-data/codemem")).expanduser()
+PROJECTS = ("werkzeug", "jinja")
+ACTOR = "eval"
+BATCH = 200  # turns extracted (and embedded) per call
+BUILD_VERSION = "1"  # bump when turn_events() changes: the cached databases are rebuilt
+
+
+@dataclass(frozen=True)
+class Query:
+    qid: str
+    text: str
+    gold: frozenset[str]  # record ids; empty for a negative
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    namespace: str
+    runtime: Runtime
+    queries: list[Query]
+    negatives: list[Query]
+
+
+def missing() -> str | None:
+    """Why the dataset cannot be read, or None."""
+    if all((DATASET / p / "memories.jsonl").is_file() for p in PROJECTS):
+        return None
+    return f"codemem-dev not found at {DATASET} (set WAKEMARK_CODEMEM_DIR)"
+
+
+def namespace(project: str) -> str:
+    return f"/actor/{ACTOR}/project/{project}/"
+
+
+def _ulid(key: str, when: datetime) -> str:
+    ms = int(when.timestamp() * 1000).to_bytes(6, "big")
+    return str(ULID.from_bytes(ms + hashlib.sha256(key.encode()).digest()[:10]))
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def turn_events(project: str, row: dict[str, Any]) -> list[Event]:
+    """One commit as an agent turn, with ids derived from the commit (stable re-runs)."""
+    when = datetime.fromisoformat(row["date"])
+    root = f"/src/{project}"
+    common = {
+        "session_id": f"commit-{row['id'][:12]}",
+        "actor_id": ACTOR,
+        "namespace": namespace(project),
+        "valid_time": when,
+        "source": {"surface": "codemem", "project_path": root},
+    }
+    events = [
+        Event(
+            event_id=_ulid(f"{row['id']}:prompt", when),
+            kind="prompt",
+            body={"type": "text", "content": row["prompt"]},
+            **common,
+        )
+    ]
+    for i, path in enumerate(row["files"]):
+        data = {"tool_name": "Edit", "tool_input": {"file_path": f"{root}/{path}"}}
+        events.append(
+            Event(
+                event_id=_ulid(f"{row['id']}:tool:{i}", when),
+                kind="tool_use",
+                body={"type": "json", "data": data},
+                **common,
+            )
+        )
+    summary = row["answer"].strip() or row["prompt"]
+    events.append(
+        Event(
+            event_id=_ulid(f"{row['id']}:summary", when),
+            kind="session_summary",
+            body={"type": "text", "content": summary},
+            **common,
+        )
+    )
+    return events
+
+
+def _fingerprint(project: str) -> str:
+    digest = hashlib.sha256()
+    for path in sorted((DATASET / project).glob("*.jsonl")):
+        digest.update(path.read_bytes())
+    for path in sorted((REPO / "shared" / "extraction").glob("*.py")):
+        digest.update(path.read_bytes())
+    digest.update(BUILD_VERSION.encode())
+    return digest.hexdigest()[:16]
+
+
+def settings_for(home: Path, model: Path | None = None) -> Settings:
+    return Settings(home=home, model_path=model or Settings.from_env().onnx_model_path)
+
+
+def build(project: str, home: Path, model: Path | None = None) -> None:
+    """Replay every commit of ``project`` into a fresh SQLite database under ``home``."""
+    settings = settings_for(home, model)
+    home.mkdir(parents=True, exist_ok=True)
+    migrate(settings)
+    runtime = Runtime.build(settings)
+    try:
+        runtime.embedder.warm()
+        rows = _rows(DATASET / project / "memories.jsonl")
+        rows.sort(key=lambda r: r["date"])
+        for start in range(0, len(rows), BATCH):
+            events = [e for row in rows[start : start + BATCH] for e in turn_events(project, row)]
+            results = runtime.storage.put_events(events)
+            closed = list(dict.fromkeys(t for r in results for t in r.closed_turns))
+            tasks.extract_turns(runtime, closed)
+        missing = runtime.storage.records_missing_embedding(100_000, namespace(project))
+        if missing:
+            tasks.embed_records(runtime, [r.record_id for r in missing])
+    finally:
+        runtime.close()
+
+
+def _gold_ids(runtime: Runtime, project: str) -> dict[str, str]:
+    """Commit sha -> record id, through the prompt event each record cites."""
+    by_event: dict[str, str] = {}
+    page_size, offset = 500, 0
+    while True:
+        page = runtime.storage.list_memory_records(
+            namespace(project), limit=page_size, offset=offset, count=False
+        )
+        for record in page.items:
+            for event_id in record.source_event_ids:
+                by_event[event_id] = record.record_id
+        offset += len(page.items)
+        if len(page.items) < page_size:
+            break
+    out = {}
+    for row in _rows(DATASET / project / "memories.jsonl"):
+        event_id = _ulid(f"{row['id']}:prompt", datetime.fromisoformat(row["date"]))
+        if event_id in by_event:
+            out[row["id"]] = by_event[event_id]
+    return out
+
+
+def open_project(
+    project: str, model: Path | None = None, scratch: Path | None = None, **overrides: Any
+) -> Project:
+    """The project's cached database (built on first use) in a runtime; the caller closes
+    ``project.runtime``. With ``scratch`` (a directory), a copy of it there, for runs that
+    write (prompt events). ``overrides`` change settings of the runtime, not of the build."""
+    home = CACHE / f"{project}-{_fingerprint(project)}"
+    if not (home / "complete").exists():
+        shutil.rmtree(home, ignore_errors=True)
+        build(project, home, model)
+        (home / "complete").write_text("built\n")
+    if scratch is not None:
+        copy = scratch / project
+        shutil.copytree(home, copy, ignore=shutil.ignore_patterns("*-writer", "complete"))
+        home = copy
+    settings = settings_for(home, model).replace(**overrides)
+    migrate(settings)  # a cache built before a later migration catches up
+    runtime = Runtime.build(settings)
+    gold = _gold_ids(runtime, project)
+
+    def queries(name: str) -> list[Query]:
+        out = []
+        for row in _rows(DATASET / project / name):
+            ids = frozenset(gold[sha] for sha in row["gold"] if sha in gold)
+            if row["gold"] and not ids:
+                continue  # its commits produced no record: nothing to find
+            out.append(Query(row["qid"], row["query"], ids))
+        return out
+
+    return Project(
+        project, namespace(project), runtime, queries("queries.jsonl"), queries("negatives.jsonl")
+    )

@@ -1,0 +1,33 @@
+"""``GET /v1/retrievals``: the audit of prompt-time retrievals (what the gate decided)."""
+
+from __future__ import annotations
+
+import re
+
+from flask import Blueprint, Response, jsonify
+
+from wakemark.services.api.current import runtime
+from wakemark.services.api.errors import ApiError
+from wakemark.services.api.params import int_arg, namespace_arg, str_arg
+from wakemark.shared.models import ULID_PATTERN
+
+bp = Blueprint("retrievals", __name__)
+
+
+@bp.get("/v1/retrievals")
+def list_retrievals() -> Response:
+    namespace = namespace_arg()
+    session_id = str_arg("session_id")
+    limit = int_arg("limit", 50, 1, 100)
+    rows = runtime().storage.list_retrievals(namespace, session_id, limit)
+    return jsonify(items=[r.model_dump(mode="json") for r in rows])
+
+
+@bp.get("/v1/retrievals/<retrieval_id>")
+def get_retrieval(retrieval_id: str) -> Response:
+    # Ids are ULIDs: anything else (a NUL Postgres would refuse, say) is simply unknown.
+    known = re.fullmatch(ULID_PATTERN[1:-1], retrieval_id) is not None
+    row = runtime().storage.get_retrieval(retrieval_id) if known else None
+    if row is None:
+        raise ApiError(404, "no such retrieval")
+    return jsonify(row.model_dump(mode="json"))

@@ -1,0 +1,123 @@
+"""The retrieval audit: one row per prompt-time retrieval (what the gate saw and did), the
+session's earlier injections read back from it, and the process's injection counters.
+
+The row is written on the request thread: on SQLite it cost well under a millisecond
+against a search of several (``bench/results/gate.md``), not worth a queue that could
+lose rows or let the next prompt of the session miss what this one injected.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from wakemark.shared.models import Retrieval, RetrievalCandidate
+from wakemark.shared.retrieval.inject import REPEAT_AFTER, Selection
+
+if TYPE_CHECKING:
+    from wakemark.shared.retrieval.hits import SearchResult
+    from wakemark.shared.storage import Storage
+
+log = logging.getLogger(__name__)
+
+
+def build_row(
+    event: Any,
+    result: SearchResult,
+    selection: Selection,
+    min_relevance: float,
+    latency_ms: float,
+) -> Retrieval:
+    injected = {h.record.record_id for h in selection.injected}
+    lexical = result.degraded or any(h.evidence and h.evidence.cosine is None for h in result.items)
+    reason = selection.reason
+    if lexical:
+        reason += "; lexical evidence only (the vector leg did not run)"
+    candidates = [
+        RetrievalCandidate(
+            record_id=h.record.record_id,
+            rank=rank,
+            match_source=h.match_source,
+            score=h.score,
+            relevance=round(h.relevance, 4),
+            evidence=h.evidence.to_json() if h.evidence else None,
+            injected=h.record.record_id in injected,
+            skipped=selection.skipped.get(h.record.record_id),
+        )
+        for rank, h in enumerate(result.items)
+    ]
+    return Retrieval(
+        event_id=event.event_id,
+        namespace=event.namespace,
+        session_id=event.session_id,
+        decision="inject" if injected else "none",
+        reason=reason,
+        mode="lexical" if lexical else "hybrid",
+        min_relevance=min_relevance,
+        latency_ms=latency_ms,
+        bytes=len(selection.context.encode()),
+        injected=[h.record.record_id for h in selection.injected],
+        candidates=candidates,
+    )
+
+
+class Audit:
+    def __init__(self, storage: Callable[[], Storage]) -> None:
+        self._storage = storage
+        self._lock = threading.Lock()
+        self.prompts = 0
+        self.injections = 0
+        self.records = 0
+        self.bytes = 0
+
+    def seen(self, namespace: str, session_id: str, event_id: str) -> set[str]:
+        """Records injected by the session's last ``REPEAT_AFTER`` prompts. The prompt's
+        own earlier rows do not count: a hook retried with the same event gets the same
+        context again."""
+        rows = self._storage().list_retrievals(namespace, session_id, REPEAT_AFTER + 1)
+        earlier = [r for r in rows if r.event_id != event_id][:REPEAT_AFTER]
+        return {rid for r in earlier for rid in r.injected}
+
+    def count(self, selection: Selection) -> None:
+        with self._lock:
+            self.prompts += 1
+            if selection.injected:
+                self.injections += 1
+                self.records += len(selection.injected)
+                self.bytes += len(selection.context.encode())
+
+    def write(self, row: Retrieval) -> None:
+        """Never fails the prompt: a lost audit row costs an explanation, not context."""
+        try:
+            self._storage().put_retrieval(row)
+        except Exception as exc:
+            log.warning("retrieval audit row not written: %r", exc)
+
+    def snapshot(self) -> dict[str, float | int]:
+        with self._lock:
+            n = self.injections
+            return {
+                "prompts": self.prompts,
+                "injected_share": round(n / self.prompts, 4) if self.prompts else 0.0,
+                "mean_records": round(self.records / n, 3) if n else 0.0,
+                "mean_bytes": round(self.bytes / n, 1) if n else 0.0,
+            }
+
+    def prometheus_lines(self) -> list[str]:
+        snap = self.snapshot()
+        return [
+            "# HELP wakemark_prompts_total Prompt-time retrievals run by this process.",
+            "# TYPE wakemark_prompts_total counter",
+            f"wakemark_prompts_total {snap['prompts']}",
+            "# HELP wakemark_prompts_injected_total Prompts that got injected context.",
+            "# TYPE wakemark_prompts_injected_total counter",
+            f"wakemark_prompts_injected_total {self.injections}",
+            "# HELP wakemark_injected_records_total Records injected at prompts.",
+            "# TYPE wakemark_injected_records_total counter",
+            f"wakemark_injected_records_total {self.records}",
+            "# HELP wakemark_injected_bytes_total Bytes of context injected at prompts.",
+            "# TYPE wakemark_injected_bytes_total counter",
+            f"wakemark_injected_bytes_total {self.bytes}",
+        ]

@@ -1,0 +1,199 @@
+"""The relevance gate: how likely each search hit is to matter to the query, from evidence
+that means the same for every query, and which hits (0 to 5) a prompt gets.
+
+Evidence per hit (``Evidence``):
+- ``coverage``: the share of the query's content terms the record contains, each term
+  weighted by how rare it is among the query's own candidates (a term every candidate
+  has says little). A record that holds all the query's distinctive words scores 1,
+  however long or short the query: unlike a raw BM25 score, comparable across queries.
+- ``cosine`` and ``lift``: the embedding similarity, and how far it stands above the
+  query's ``BASELINE_RANK``-th nearest record (a query that is near everything is near
+  nothing in particular).
+- ``both``: the lexical and the vector leg both returned it; ``top``: it is the first of
+  both legs at once.
+
+A logistic model turns these into ``relevance`` (0-1); ``bench/fit_gate.py`` fits its
+coefficients on labelled data and prints the constants below. Without the vector leg
+(embedder off, failed or still loading) a second model fitted on lexical evidence alone
+is used, and the decision says so. Recency never enters: it only orders equal hits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from wakemark.shared.models import MemoryRecord
+
+BASELINE_RANK = 10  # the vector candidate whose cosine is the query's "background"
+POOL = 20  # the lexical candidates a term's rarity is counted among
+STEM_CHARS = 6  # terms compare on their first six characters: deprecate ~ deprecation
+_SUFFIXES = ("ing", "ed", "es", "s")  # dropped first: failing ~ failed ~ fails
+
+# Function words: never evidence of a topic. Everything else is weighted by rarity.
+STOPWORDS = frozenset(
+    """
+    a about above after again all also am an and any are as at be been before being
+    below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers him his how if in instead into
+    is it its itself just me more most my new no nor not now of off on once only or
+    other our out over own same she should so some such than that the their them
+    then there these they this those through to too under until up use used using
+    very was we were what when where which while who whom why will with would you
+    your
+    """.split()  # noqa: SIM905
+)
+_WORD = re.compile(r"[^\W_]+")
+# A code identifier: snake_case, dotted.name or camelCase. One the record shares with the
+# query is near proof of topic.
+_IDENT = re.compile(r"\b[A-Za-z]\w*(?:(?:_|\.)\w+|[a-z][A-Z]\w*)\b")
+
+# --- fitted by bench/fit_gate.py (see bench/results/fit_gate.md); do not edit by hand ---
+FEATURES = (
+    "coverage", "title_coverage", "identifier", "cosine", "lift", "both", "top",
+    "lexical_rr", "vector_rr",
+)  # fmt: skip
+HYBRID_COEF = (0.3196, 4.2543, 0.2058, 1.5859, 0.8154, 0.7551, 0.4309, 1.928, 1.8595)
+HYBRID_INTERCEPT = -7.939
+LEXICAL_FEATURES = ("coverage", "title_coverage", "identifier", "top", "lexical_rr")
+LEXICAL_COEF = (1.832, 5.4571, 0.8357, 0.5785, 2.3026)
+LEXICAL_INTERCEPT = -7.8924
+# --- end of fitted constants ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Evidence:
+    coverage: float  # 0-1: the query's rarity-weighted terms the record holds
+    title_coverage: float  # 0-1: the record title's terms the query holds
+    identifier: bool  # shares a code identifier with the query
+    cosine: float | None  # None: no vector evidence for this search
+    lift: float | None
+    both: bool
+    top: bool
+    lexical_rank: int | None = None
+    vector_rank: int | None = None
+
+    def to_json(self) -> dict[str, float | bool | None]:
+        return {
+            "coverage": round(self.coverage, 4),
+            "title_coverage": round(self.title_coverage, 4),
+            "identifier": self.identifier,
+            "cosine": None if self.cosine is None else round(self.cosine, 4),
+            "lift": None if self.lift is None else round(self.lift, 4),
+            "both": self.both,
+            "top": self.top,
+            "lexical_rank": self.lexical_rank,
+            "vector_rank": self.vector_rank,
+        }
+
+
+def terms(text: str) -> list[str]:
+    """Content terms, crudely stemmed (a suffix off, then truncated), deduplicated in order."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(text.lower()):
+        if len(word) > 1 and word not in STOPWORDS:
+            seen.setdefault(_stem(word), None)
+    return list(seen)
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            word = word[: -len(suffix)]
+            break
+    return word[:STEM_CHARS]
+
+
+def record_text(record: MemoryRecord) -> str:
+    return " ".join(
+        [record.title, record.summary, *record.facts, *record.concepts, *record.files_touched]
+    )
+
+
+def record_terms(record: MemoryRecord) -> frozenset[str]:
+    return _text_terms(record_text(record))
+
+
+@lru_cache(maxsize=8192)
+def _text_terms(text: str) -> frozenset[str]:
+    # Records never change their text, and the same ones come back query after query.
+    return frozenset(terms(text))
+
+
+def gather(
+    query: str,
+    records: Sequence[MemoryRecord],
+    pool: Sequence[MemoryRecord],
+    lexical_ranks: Mapping[str, int],
+    vector_ranks: Mapping[str, int],
+    cosines: Mapping[str, float] | None,
+    baseline: float | None,
+) -> list[Evidence]:
+    """Evidence for each of ``records`` (the hits). ``pool``: the first ``POOL`` lexical
+    candidates, among which rarity is counted. ``cosines`` is None when the vector leg did
+    not run; ``baseline`` is the cosine of its ``BASELINE_RANK``-th candidate (or its last).
+    """
+    query_terms = terms(query)
+    query_set = set(query_terms)
+    idents = {m.lower() for m in _IDENT.findall(query)}
+    bags = [record_terms(r) for r in records]
+    pool_bags = [record_terms(r) for r in pool[:POOL]]
+    # Rarity among the candidates, counted against a full pool whatever its size (a term
+    # in the only candidate of a short list is rare, not common): in none of them a term
+    # weighs ~3.8, in all of them ~0.1 (the floor keeps a query of only common terms
+    # from weighing nothing).
+    weights = {
+        t: math.log((POOL + 1) / (sum(t in bag for bag in pool_bags) + 0.5)) + 0.1
+        for t in query_terms
+    }
+    total = sum(weights.values())
+    out = []
+    for record, bag in zip(records, bags, strict=True):
+        rid = record.record_id
+        covered = sum(w for t, w in weights.items() if t in bag)
+        cosine = None if cosines is None else cosines.get(rid, baseline or 0.0)
+        lift = None if cosine is None or baseline is None else cosine - baseline
+        both = rid in lexical_ranks and rid in vector_ranks
+        top = lexical_ranks.get(rid) == 0 and (cosines is None or vector_ranks.get(rid) == 0)
+        title = terms(record.title)
+        title_cov = sum(t in query_set for t in title) / len(title) if title else 0.0
+        text = record_text(record).lower()
+        identifier = any(i in text for i in idents)
+        out.append(
+            Evidence(
+                covered / total if total else 0.0, title_cov, identifier, cosine, lift, both,
+                top, lexical_ranks.get(rid), vector_ranks.get(rid),
+            )
+        )  # fmt: skip
+    return out
+
+
+def feature_vector(evidence: Evidence, lexical_only: bool) -> list[float]:
+    values = {
+        "coverage": evidence.coverage,
+        "title_coverage": evidence.title_coverage,
+        "identifier": float(evidence.identifier),
+        "lexical_rr": 0.0 if evidence.lexical_rank is None else 1.0 / (1 + evidence.lexical_rank),
+        "vector_rr": 0.0 if evidence.vector_rank is None else 1.0 / (1 + evidence.vector_rank),
+        "cosine": evidence.cosine or 0.0,
+        "lift": evidence.lift or 0.0,
+        "both": float(evidence.both),
+        "top": float(evidence.top),
+    }
+    names = LEXICAL_FEATURES if lexical_only else FEATURES
+    return [values[name] for name in names]
+
+
+def relevance(evidence: Evidence) -> float:
+    """The fitted probability that a hit with this evidence is relevant to its query."""
+    lexical_only = evidence.cosine is None
+    coef, intercept = (
+        (LEXICAL_COEF, LEXICAL_INTERCEPT) if lexical_only else (HYBRID_COEF, HYBRID_INTERCEPT)
+    )
+    values = feature_vector(evidence, lexical_only)
+    z = intercept + sum(c * x for c, x in zip(coef, values, strict=True))
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))

@@ -1,0 +1,213 @@
+"""The relevance gate and session-aware injection on the prompt path, over real storage."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from tests.retrieval.conftest import NS, OTHER, STRANGER, make_record, put
+from wakemark.shared.config import Settings
+from wakemark.shared.models import Event, MemoryRecord, Retrieval, new_ulid
+from wakemark.shared.retrieval import gate
+from wakemark.shared.runtime import Runtime
+
+TOPICS = [
+    ("Stripe webhook signature check fails behind the proxy", "The proxy rewrote the body."),
+    ("Alembic migration adds the invoices.due_date column", "Backfilled from created_at."),
+    ("Redis cache keys expire too early in staging", "TTL came from a stale env var."),
+    ("Login token refresh loops on Safari", "SameSite cookie was missing."),
+    ("pytest fixtures leak the database between tests", "Use a transaction per test."),
+    ("Thumbnail upload to S3 times out for big images", "Multipart upload above 8 MB."),
+]
+WORDS = [w for title, _ in TOPICS for w in title.split()] + ["banana", "orbit", "violin"]
+
+
+def prompt(text: str, session: str = "s1", ns: str = NS) -> Event:
+    return Event(
+        event_id=new_ulid(),
+        session_id=session,
+        actor_id=ns.split("/")[2],
+        namespace=ns,
+        kind="prompt",
+        body={"type": "text", "content": text},
+        valid_time=datetime.now(UTC),
+        source={"surface": "test"},
+    )
+
+
+def ask(rt: Runtime, text: str, session: str = "s1", **kw: float) -> tuple[dict, Retrieval]:
+    """Store the prompt, answer it as the API does, and read back its audit row."""
+    event = prompt(text, session)
+    rt.storage.put_events([event])
+    out = rt.retriever.for_prompt(NS, event, **kw)
+    row = rt.storage.get_retrieval(out["retrieval_id"])
+    assert row is not None and row.event_id == event.event_id
+    return out, row
+
+
+def topic_records(ns: str = NS) -> list[MemoryRecord]:
+    return [
+        make_record(ns, title, i, summary=summary, facts=[f"edit src/{i}.py"])
+        for i, (title, summary) in enumerate(TOPICS)
+    ]
+
+
+@pytest.fixture
+def topics(runtime: Runtime) -> Runtime:
+    put(runtime, topic_records() + topic_records(OTHER) + topic_records(STRANGER))
+    return runtime
+
+
+def test_a_matching_prompt_gets_its_record_and_an_unrelated_one_nothing(topics: Runtime) -> None:
+    out, row = ask(topics, "Why does the Stripe webhook signature check fail behind the proxy?")
+    assert out["context"].startswith("## Prior observations\n\n### Stripe webhook signature")
+    assert row.decision == "inject" and row.injected == out["records"]
+    assert len(out["records"]) == 1  # the other topics share no evidence with it
+    out, row = ask(topics, "Which violin concerto should I listen to tonight?")
+    assert out == {**out, "context": "", "records": []}
+    assert row.decision == "none" and row.bytes == 0 and row.injected == []
+
+
+def test_search_exposes_relevance_and_keeps_its_ranked_list(topics: Runtime) -> None:
+    result = topics.retriever.search(NS, "Redis cache keys expire early in tests", limit=10)
+    assert result.items[0].record.title.startswith("Redis cache keys") and len(result.items) > 1
+    assert all(0.0 <= h.relevance <= 1.0 for h in result.items)
+    top = result.items[0].relevance
+    assert top >= topics.settings.min_relevance > max(h.relevance for h in result.items[1:])
+    assert [h.record for h in result.at_least(top).items] == [result.items[0].record]
+    assert result.to_json()["items"][0]["relevance"] == round(top, 4)
+
+
+@hsettings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
+    threshold=st.floats(0.0, 1.0),
+)
+def test_never_injects_below_the_threshold_nor_outside_the_namespace(
+    topics: Runtime, words: list[str], threshold: float
+) -> None:
+    out, row = ask(topics, " ".join(words), session=new_ulid(), min_relevance=threshold)
+    own = {r.record_id for r in topic_records()} | {
+        h.record.record_id for h in topics.retriever.search(NS, " ".join(words), 50).items
+    }
+    by_id = {c.record_id: c for c in row.candidates}
+    assert row.min_relevance == threshold
+    assert set(out["records"]) <= set(by_id)
+    assert all(by_id[rid].relevance >= threshold and by_id[rid].injected for rid in row.injected)
+    assert all(
+        c.relevance < threshold for c in row.candidates if c.skipped is None and not c.injected
+    )
+    assert len(row.injected) <= 5 and row.bytes <= topics.settings.prompt_max_bytes
+    stored = topics.storage.get_memory_records([c.record_id for c in row.candidates])
+    assert len(stored) == len(row.candidates) and all(r.namespace == NS for r in stored)
+    assert by_id.keys() <= own
+
+
+def test_relevance_is_deterministic(topics: Runtime) -> None:
+    text = "login token refresh loops, SameSite cookie"
+    _, first = ask(topics, text, session="a")
+    _, second = ask(topics, text, session="b")
+    assert first.candidates == second.candidates and first.injected == second.injected
+
+
+def test_session_dedupe(topics: Runtime) -> None:
+    text = "Alembic migration for invoices.due_date"
+    first, _ = ask(topics, text, session="s1")
+    assert first["records"]
+    again, row = ask(topics, text, session="s1")
+    assert again["records"] == [] and row.decision == "none"
+    assert "already injected" in row.reason
+    assert {c.skipped for c in row.candidates if c.record_id in first["records"]} == {"seen"}
+    fresh, _ = ask(topics, text, session="s2")
+    assert fresh["records"] == first["records"]
+
+
+def test_a_retried_prompt_event_gets_the_same_context(topics: Runtime) -> None:
+    event = prompt("pytest fixtures leak the database")
+    topics.storage.put_events([event])
+    first = topics.retriever.for_prompt(NS, event)
+    retry = topics.retriever.for_prompt(NS, event)
+    assert first["records"] and retry["records"] == first["records"]
+
+
+def test_a_record_comes_back_after_enough_prompts(topics: Runtime) -> None:
+    from wakemark.shared.retrieval.inject import REPEAT_AFTER
+
+    text = "Thumbnail upload to S3 times out"
+    first, _ = ask(topics, text)
+    for i in range(REPEAT_AFTER):
+        assert not set(ask(topics, f"unrelated violin question {i}")[0]["records"])
+    back, _ = ask(topics, text)
+    assert back["records"] == first["records"]
+
+
+def test_same_content_is_injected_once(runtime: Runtime) -> None:
+    twins = [make_record(NS, "Celery worker drops tasks on SIGTERM", i) for i in range(2)]
+    put(runtime, twins)
+    out, row = ask(runtime, "celery worker drops tasks on SIGTERM", min_relevance=0.0)
+    assert len(out["records"]) == 1
+    assert [c.skipped for c in row.candidates if not c.injected] == ["duplicate"]
+
+
+def test_the_block_keeps_whole_records_within_the_byte_budget(runtime: Runtime) -> None:
+    long = "The webhook retry queue backs off exponentially. " * 12
+    put(
+        runtime,
+        [make_record(NS, f"Webhook retry queue note {i}", i, summary=long) for i in range(5)],
+    )
+    out, row = ask(runtime, "webhook retry queue", min_relevance=0.0)
+    budget = runtime.settings.prompt_max_bytes
+    assert len(out["context"].encode()) == row.bytes <= budget
+    assert 1 <= len(out["records"]) < 5 and "…" not in out["context"]
+    assert out["context"].count("### ") == len(out["records"])
+    assert {c.skipped for c in row.candidates if not c.injected} == {"budget"}
+
+
+def test_one_record_larger_than_the_budget_is_cut_at_a_line(runtime: Runtime) -> None:
+    facts = [f"edit src/module_{i}/webhook_handler.py" for i in range(60)]
+    put(runtime, [make_record(NS, "Webhook handler rewrite", 0, facts=facts)])
+    out, row = ask(runtime, "webhook handler rewrite", min_relevance=0.0)
+    assert out["records"] and out["context"].endswith("…\n")
+    assert len(out["context"].encode()) <= runtime.settings.prompt_max_bytes
+
+
+def test_a_dead_embedder_gates_on_lexical_evidence_and_says_so(
+    backend_settings: Settings, tmp_path: Path
+) -> None:
+    settings = backend_settings.replace(embedder="onnx", model_path=tmp_path / "missing.onnx")
+    rt = Runtime.build(settings)
+    try:
+        put(rt, topic_records())
+        out, row = ask(rt, "Why does the Stripe webhook signature check fail behind the proxy?")
+        assert row.mode == "lexical" and "lexical evidence only" in row.reason
+        assert out["records"] and all(
+            c.evidence and c.evidence["cosine"] is None for c in row.candidates
+        )
+        _, none = ask(rt, "Which violin concerto should I listen to tonight?")
+        assert none.decision == "none" and none.mode == "lexical"
+    finally:
+        rt.close()
+
+
+def test_hybrid_evidence_has_cosines(hybrid: Runtime) -> None:
+    put(hybrid, topic_records(), embed=True)
+    hit = hybrid.retriever.search(NS, "webhook signature fails behind a proxy", 10).items[0]
+    assert hit.evidence is not None and hit.evidence.cosine is not None
+    assert hit.record.title.startswith("Stripe") and hit.relevance >= hybrid.settings.min_relevance
+
+
+def test_relevance_is_a_logistic_of_the_documented_features() -> None:
+    strong = gate.Evidence(1.0, 1.0, True, 0.8, 0.3, True, True, 0, 0)
+    weak = gate.Evidence(0.0, 0.0, False, 0.1, 0.0, False, False, None, 9)
+    assert 0.0 < gate.relevance(weak) < gate.relevance(strong) < 1.0
+    lexical = gate.Evidence(1.0, 1.0, True, None, None, False, True, 0, None)
+    assert len(gate.feature_vector(lexical, True)) == len(gate.LEXICAL_COEF)
+    assert len(gate.feature_vector(strong, False)) == len(gate.HYBRID_COEF)
+    assert gate.relevance(lexical) > gate.relevance(weak)
