@@ -26,6 +26,7 @@ from bench.fit_gate import FIT, warm
 from wakemark.shared.models import Event, new_ulid
 from wakemark.shared.retrieval import retriever as retrieval
 from wakemark.shared.retrieval.formatting import format_context
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.retriever import PROMPT_CANDIDATES, PROMPT_LIMIT
 
 DEPTH = 10
@@ -138,7 +139,7 @@ def gate_cost_us(project: _codemem.Project) -> float:
     total = 0.0
     queries = (project.queries + project.negatives)[:COST_QUERIES]
     for q in queries:
-        lexical = rt.storage.search_lexical(project.namespace, q.text, k)
+        lexical = search_lexical(rt.storage, project.namespace, q.text, k)
         leg = r._vector_leg(project.namespace, q.text, k, None, None)
         assert not isinstance(leg, str), leg
         items = r.search(project.namespace, q.text, PROMPT_CANDIDATES).items

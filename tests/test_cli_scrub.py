@@ -11,6 +11,7 @@ from tests.test_secrets import CREDENTIALS
 from wakemark.services.cli.main import main
 from wakemark.shared.config import Settings
 from wakemark.shared.models import Event, MemoryRecord, new_ulid, utcnow
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
 
 NS = "/actor/alice/project/p/"
@@ -74,8 +75,8 @@ def test_scrub_rewrites_reindexes_and_reembeds(
     record = rt.storage.get_memory_record(secret_record.record_id)
     assert SLACK[1] not in record.summary and "[REDACTED:slack-token]" in record.summary
     # The full-text entry follows, and the record is embedded again from its new text.
-    assert rt.storage.search_lexical(NS, SLACK[1].split("-")[-1], 10) == []
-    assert [h.record.record_id for h in rt.storage.search_lexical(NS, "slack", 10)] == [
+    assert search_lexical(rt.storage, NS, SLACK[1].split("-")[-1], 10) == []
+    assert [h.record.record_id for h in search_lexical(rt.storage, NS, "slack", 10)] == [
         secret_record.record_id
     ]
     assert rt.storage.has_embedding(secret_record.record_id)

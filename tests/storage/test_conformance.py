@@ -348,8 +348,10 @@ def test_replace_record_text_refreshes_fulltext_and_clears_the_embedding(
         "quokka deploy key", "rotate it", ["f quokka"], ["c"], ["a.py"]
     )  # fmt: skip
     assert (got.pinned, got.created_at, got.namespace) == (True, old.created_at, NS)
-    assert storage.search_lexical(NS, "zyzzyva", 10) == []
-    assert [h.record.record_id for h in storage.search_lexical(NS, "quokka", 10)] == [old.record_id]
+    assert search_lexical(storage, NS, "zyzzyva", 10) == []
+    assert [h.record.record_id for h in search_lexical(storage, NS, "quokka", 10)] == [
+        old.record_id
+    ]
     assert not storage.has_embedding(old.record_id)
     assert storage.embedded_ids(NS) == [] and storage.list_embeddings(NS).total == 0
     assert [r.record_id for r in storage.records_missing_embedding(10)] == [old.record_id]

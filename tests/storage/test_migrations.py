@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import MigrationDriftError
 from wakemark.shared.storage.migrator import default_directory, discover
 
@@ -184,7 +185,7 @@ def test_a_database_migrated_under_the_former_name_keeps_working(
     try:
         record = MemoryRecord(namespace="/actor/a/project/p/", title="Crème brûlée recipe")
         store.put_memory_record(record)
-        hits = store.search_lexical("/actor/a/project/p/", "creme", 5)
+        hits = search_lexical(store, "/actor/a/project/p/", "creme", 5)
         assert [h.record.record_id for h in hits] == [record.record_id]
     finally:
         store.close()
