@@ -17,7 +17,8 @@ from flask import Blueprint, Response, jsonify, request
 from wakemark.services.api import adapters, pipeline
 from wakemark.services.api.adapters.base import PROMPT, SESSION_START, HookContext, HookPayloadError
 from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import json_object
+from wakemark.services.api.params import json_object, query
+from wakemark.services.api.schemas import HookQuery
 from wakemark.shared import project
 from wakemark.shared.models import utcnow
 from wakemark.shared.privacy import scrub
@@ -69,7 +70,7 @@ def _context(agent: str, payload: dict[str, Any]) -> HookContext:
         actor=actor,
         project_path=str(root) if root else None,
         received=utcnow(),
-        hook_hint=request.args.get("event") or None,
+        hook_hint=query(HookQuery).event or None,
     )
 
 

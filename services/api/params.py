@@ -31,8 +31,9 @@ def init_app(app: Flask) -> None:
     @app.before_request
     def _require_json() -> None:
         # Only JSON is accepted; anything else is refused before a view reads it. A
-        # body-less DELETE or GET carries no content type and is not checked.
-        if request.method not in _BODY_METHODS:
+        # body-less DELETE or GET carries no content type and is not checked, nor is a
+        # request no route takes (its 404 or 405 says more than a 415 would).
+        if request.method not in _BODY_METHODS or request.routing_exception is not None:
             return
         if request.mimetype != "application/json":
             raise ApiError(415, "Content-Type must be application/json")
@@ -123,11 +124,11 @@ def json_object() -> dict[str, Any]:
 
 
 def query(model: type[Q]) -> Q:
-    """The query string as ``model`` (the first value of each key; an empty value is
-    absent); 400 ``bad_request`` naming the first bad parameter, all of them in details."""
-    values = {key: value for key, value in request.args.items() if value != ""}
+    """The query string as ``model``: the first value of each key, an empty one included
+    (``limit=`` is a bad limit, not the default); 400 ``bad_request`` naming the first bad
+    parameter, every problem in details."""
     try:
-        return model.model_validate(values)
+        return model.model_validate(request.args.to_dict())
     except ValidationError as exc:
         details = validation_details(exc)
         first = details[0]

@@ -44,7 +44,10 @@ def _flag(value: Any) -> Any:
     return value
 
 
-QueryInt = Annotated[int, BeforeValidator(_whole_number)]
+_digits = BeforeValidator(_whole_number)
+# Bounds go before the validator in an optional parameter's Annotated, or pydantic writes
+# them into its JSON schema as "ge"/"le" instead of minimum/maximum.
+QueryInt = Annotated[int, _digits]
 QueryBool = Annotated[bool, BeforeValidator(_flag)]
 NamespaceOrPrefix = Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_OR_PREFIX)]
 _NS_DOC = "a namespace `/actor/<actor>/project/<id>/`, or an actor prefix `/actor/<actor>/`"
@@ -61,8 +64,8 @@ class IngestQuery(Query):
 
 
 class HookQuery(Query):
-    event: str | None = Field(
-        None, max_length=100, description="hook name, for agents whose payload lacks one"
+    event: Annotated[str, Field(max_length=100)] | None = Field(
+        None, description="hook name, for agents whose payload lacks one"
     )
 
 
@@ -71,16 +74,15 @@ class SearchQuery(Query):
     q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="search text")
     limit: QueryInt = Field(10, ge=1, le=100, description="most hits returned")
     type: ObservationType | None = Field(None, description="only records of this type")
-    days: QueryInt | None = Field(None, ge=1, le=36_500, description="only the last N days")
+    days: Annotated[int, Field(ge=1, le=36_500), _digits] | None = Field(
+        None, description="only the last N days"
+    )
 
 
 class ContextQuery(Query):
     namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
-    max_bytes: QueryInt | None = Field(
-        None,
-        ge=1,
-        le=MAX_CONTEXT_BYTES,
-        description="byte budget (default WAKEMARK_CONTEXT_MAX_BYTES)",
+    max_bytes: Annotated[int, Field(ge=1, le=MAX_CONTEXT_BYTES), _digits] | None = Field(
+        None, description="byte budget (default `WAKEMARK_CONTEXT_MAX_BYTES`)"
     )
 
 
@@ -92,7 +94,9 @@ class MemoriesQuery(Query):
 
 class EventsQuery(Query):
     namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC)
-    session_id: str | None = Field(None, min_length=1, max_length=200, description="one session")
+    session_id: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        None, description="one session"
+    )
     limit: QueryInt = Field(50, ge=1, le=100, description="most events returned")
 
 

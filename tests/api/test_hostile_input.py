@@ -180,3 +180,11 @@ def test_absurd_headers_on_a_hook_are_not_a_5xx(sqlite_api: Api, headers: dict) 
 def test_absurd_authorization_is_401(sqlite_api: Api, auth: str) -> None:
     res = sqlite_api.get("/v1/stats", token=None, headers={"Authorization": auth})
     _error(res, 401, "unauthorized")
+
+
+@pytest.mark.parametrize("when", [1_700_000_000, "1700000000", 1.5, True, "yesterday"])
+def test_valid_time_is_an_iso_string_not_a_unix_time(sqlite_api: Api, when: object) -> None:
+    # The published schema says date-time; pydantic alone would read a number as Unix time.
+    res = sqlite_api.post("/v1/events", json=make_event(valid_time=when))
+    _error(res, 422, "validation_error")
+    assert res.json["details"][0]["loc"] == ["valid_time"]
