@@ -67,6 +67,22 @@ def check_database(settings: Settings) -> tuple[bool, str]:
 
     if settings.backend == "sqlite" and not settings.sqlite_path.exists():
         return False, f"no database at {settings.sqlite_path}: run `wakemark migrate`"
+    if settings.database_url:
+        # Before the pool, which without the vector type only retries until it times out.
+        from wakemark.shared.storage.postgres.migrate import missing_extensions_at, superuser_sql
+
+        try:
+            missing = missing_extensions_at(settings.database_url)
+        except Exception as exc:
+            return False, f"database unreachable ({exc.__class__.__name__}): is it running? " + (
+                "check WAKEMARK_DATABASE_URL"
+            )
+        if missing:
+            what = "; ".join(f"extension {name} missing" for name in missing)
+            return False, (
+                f"{what}: run `wakemark migrate` (it creates them when the role may), "
+                f"or as a superuser: {superuser_sql(missing)}"
+            )
     try:
         storage = open_storage(settings)
     except Exception as exc:
