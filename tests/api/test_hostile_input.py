@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from wakemark.services.api.params import MAX_JSON_DEPTH
+from wakemark.services.api.params import MAX_JSON_DEPTH, _too_deep
 
 from .conftest import NS, Api, make_event
 
@@ -188,3 +190,32 @@ def test_valid_time_is_an_iso_string_not_a_unix_time(sqlite_api: Api, when: obje
     res = sqlite_api.post("/v1/events", json=make_event(valid_time=when))
     _error(res, 422, "validation_error")
     assert res.json["details"][0]["loc"] == ["valid_time"]
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_tricky_text = st.text(st.sampled_from('[]{}"\\ab'), max_size=12)
+_values = st.recursive(
+    st.none() | st.integers() | _tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_tricky_text, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_values, wrap=st.integers(0, 70), ascii_only=st.booleans())
+def test_depth_prescan_agrees_with_the_decoded_depth(
+    value: object, wrap: int, ascii_only: bool
+) -> None:
+    # Strings full of brackets, quotes and backslashes must count as text, whatever the
+    # escaping; nesting is measured exactly, at the limit and either side of it.
+    for _ in range(wrap):
+        value = [value]
+    raw = json.dumps(value, ensure_ascii=ascii_only).encode()
+    assert _too_deep(raw) == (_depth(value) > MAX_JSON_DEPTH)
