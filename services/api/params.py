@@ -28,6 +28,15 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 def init_app(app: Flask) -> None:
     @app.before_request
+    def _refuse_nul() -> None:
+        # Postgres text cannot hold U+0000: refused here, not a 500 from the driver.
+        # (Query strings: by the models' patterns, in ``query``.)
+        if "\x00" in request.path:
+            raise ApiError(404, "not found")
+        if any("\x00" in value for value in request.headers.values()):
+            raise ApiError(400, "header values must not contain NUL")
+
+    @app.before_request
     def _require_json() -> None:
         # Only JSON is accepted; anything else is refused before a view reads it. A
         # body-less DELETE or GET carries no content type and is not checked, nor is a
@@ -48,7 +57,9 @@ def json_body() -> Any:
 def parse_json(raw: bytes) -> Any:
     """Strict JSON (RFC 8259 as I-JSON narrows it): UTF-8 without a BOM, at most
     ``MAX_JSON_DEPTH`` levels, finite numbers, unique keys, no lone surrogates. Anything
-    else is a 400 ``bad_json`` naming the rule broken, never a 500.
+    else is a 400 ``bad_json`` naming the rule broken, never a 500. A ``\\u0000`` in a
+    string (or key) becomes U+FFFD: Postgres text cannot hold it, and a tool's output
+    with a NUL in it is still worth keeping.
 
     UTF-8 only because the privacy pre-check (``may_contain_tag``) reads the raw bytes:
     a UTF-16 body would hide its tags from it."""
@@ -74,6 +85,17 @@ def parse_json(raw: bytes) -> Any:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
             raise _bad_json("string holds a lone surrogate (\\uD800-\\uDFFF)") from None
+    # A raw NUL byte cannot be in a string (the decoder refuses control characters).
+    return _without_nul(value) if b"\\u0000" in raw else value
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
     return value
 
 

@@ -26,7 +26,9 @@ MAX_CONTEXT_BYTES = 9500  # the agents' hook output limit, with headroom
 MAX_QUERY_CHARS = 4000
 _DIGITS = re.compile(r"[0-9]{1,10}")
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
-NAMESPACE_OR_PREFIX = f"^{NAMESPACE_PREFIX_RE.pattern}$"
+# Postgres text cannot hold U+0000, so no string parameter may carry one (``%00``).
+NO_NUL = r"^[^\x00]*$"
+NAMESPACE_OR_PREFIX = "^" + NAMESPACE_PREFIX_RE.pattern.replace("[^/]", "[^/\\x00]") + "$"
 
 
 def _whole_number(value: Any) -> Any:
@@ -64,14 +66,16 @@ class IngestQuery(Query):
 
 
 class HookQuery(Query):
-    event: Annotated[str, Field(max_length=100)] | None = Field(
+    event: Annotated[str, Field(max_length=100, pattern=NO_NUL)] | None = Field(
         None, description="hook name, for agents whose payload lacks one"
     )
 
 
 class SearchQuery(Query):
     namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
-    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="search text")
+    q: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, pattern=NO_NUL, description="search text"
+    )
     limit: QueryInt = Field(10, ge=1, le=100, description="most hits returned")
     type: ObservationType | None = Field(None, description="only records of this type")
     days: Annotated[int, Field(ge=1, le=36_500), _digits] | None = Field(
@@ -94,14 +98,16 @@ class MemoriesQuery(Query):
 
 class EventsQuery(Query):
     namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC)
-    session_id: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+    session_id: Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)] | None = Field(
         None, description="one session"
     )
     limit: QueryInt = Field(50, ge=1, le=100, description="most events returned")
 
 
 class TimelineQuery(Query):
-    record_id: str = Field(min_length=1, max_length=64, description="the record in the middle")
+    record_id: str = Field(
+        min_length=1, max_length=64, pattern=NO_NUL, description="the record in the middle"
+    )
     before: QueryInt = Field(5, ge=0, le=50, description="records before it")
     after: QueryInt = Field(5, ge=0, le=50, description="records after it")
 

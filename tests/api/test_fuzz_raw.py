@@ -4,12 +4,14 @@ Where schemathesis sends what the spec describes (and near misses), this sends b
 deep nesting (to 200,000 levels), mutated events, hostile literals, any content type,
 absurd header values, malformed query strings, every method on every rule plus unknown
 paths. Whatever arrives, the answer is never a 5xx and every error has the API's shape.
-Bounded for CI by ``MAX_EXAMPLES``. Alone: ``pytest -m fuzz tests/api/test_fuzz_raw.py``.
+Bounded for CI by ``MAX_EXAMPLES`` per backend.
+Alone: ``pytest -m fuzz tests/api/test_fuzz_raw.py``.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -28,8 +30,7 @@ from .fuzzing import Tally
 
 pytestmark = pytest.mark.fuzz
 
-MAX_EXAMPLES = 600
-TALLY = Tally()
+MAX_EXAMPLES = 500  # per backend
 METHODS = ["GET", "POST", "PATCH", "DELETE", "PUT", "HEAD", "OPTIONS"]
 UNKNOWN_PATHS = ["/", "/v1", "/v1/nope", "/v1/memories/", "//v1/events", "/v1/events/"]
 QUERY_NAMES = [
@@ -129,6 +130,56 @@ valid = st.sampled_from(
     ]
 ).map(lambda build: json.dumps(build()).encode())
 
+# Half over characters that storage and JSON treat specially, NUL first among them.
+_tricky = st.sampled_from('\x00a["\\\u2028\U0001f600')
+_any_text = st.text(_tricky, min_size=1, max_size=30) | st.text(max_size=30)
+
+
+@st.composite
+def filled(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A well-formed write to its own route whose strings are anything: what storage
+    must cope with (Postgres text refuses a NUL that SQLite takes)."""
+    text = draw(_any_text)
+    path, build = draw(
+        st.sampled_from(
+            [
+                ("/v1/events", lambda: make_event(body={"type": "text", "content": text})),
+                ("/v1/events", lambda: make_event(session_id=text or "s", actor_id=text or "a")),
+                (
+                    "/v1/events",
+                    lambda: make_event(kind="tool_use", body={"type": "json", "data": {text: 1}}),
+                ),
+                (
+                    "/v1/hooks/claude-code",
+                    lambda: {
+                        "hook_event_name": "UserPromptSubmit",
+                        "prompt": text,
+                        "session_id": "s",
+                    },
+                ),
+                (
+                    "/v1/hooks/codex",
+                    lambda: {
+                        "hook_event_name": "PostToolUse",
+                        "tool_name": text,
+                        "session_id": "s",
+                    },
+                ),
+                (
+                    "/v1/memories",
+                    lambda: {
+                        "namespace": NS,
+                        "title": text or "t",
+                        "summary": text,
+                        "facts": [text],
+                    },
+                ),
+            ]
+        )
+    )
+    return path, json.dumps(build()).encode()
+
+
 bodies = st.one_of(
     valid,
     deep(),
@@ -189,20 +240,36 @@ def header_sets(draw: st.DrawFn, token: str) -> dict[str, str]:
     return headers
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def client(
-    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Any, list[tuple[str, str]], str]]:
+    """The app over each backend (Postgres refuses what SQLite takes, such as NUL), with
+    its own tally, reported and checked for 5xx when the backend's run ends."""
     from wakemark.shared.config import prepare_home
     from wakemark.shared.storage import migrate
 
     token = "fuzz-token"
     conf = Settings(home=tmp_path_factory.mktemp("raw") / "home", embedder="off", token=token)
-    prepare_home(conf)
+    schema = None
+    if request.param == "postgres":
+        import psycopg
+
+        base = request.getfixturevalue("pg_base_url")
+        schema = "t_fuzz_" + uuid.uuid4().hex[:10]
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        options = quote(f"-csearch_path={schema},public")
+        conf = conf.replace(database_url=f"{base}{'&' if '?' in base else '?'}options={options}")
+    else:
+        prepare_home(conf)
     migrate(conf)
     runtime = Runtime.build(conf)
     app = create_app(runtime=runtime)
-    TALLY.wrap(app)
+    tally = Tally()
+    tally.wrap(app)
     operations = sorted(
         (method, rule.rule)
         for rule in app.url_map.iter_rules()
@@ -212,13 +279,11 @@ def client(
     )
     yield app.test_client(), operations, token
     runtime.close()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    line = TALLY.report(request.config, "raw fuzzer")
-    assert TALLY.requests > 0 and TALLY.server_errors == 0, line
+    if schema is not None:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    line = tally.report(request.config, f"raw fuzzer ({request.param})")
+    assert tally.requests > 0 and tally.server_errors == 0, line
 
 
 @settings(
@@ -231,10 +296,15 @@ def test_raw_requests_never_yield_a_5xx(
     client: tuple[Any, list[tuple[str, str]], str], data: Any
 ) -> None:
     test_client, operations, token = client
-    method, path = data.draw(targets(operations), label="target")
-    query = data.draw(queries, label="query")
-    headers = data.draw(header_sets(token), label="headers")
-    body = data.draw(bodies, label="body") if method in ("POST", "PATCH", "PUT") else b""
+    if data.draw(st.integers(0, 4), label="write") == 0:  # a fifth: writes that get stored
+        method, (path, body) = "POST", data.draw(filled(), label="write")
+        query: list[tuple[str, str]] = []
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    else:
+        method, path = data.draw(targets(operations), label="target")
+        query = data.draw(queries, label="query")
+        headers = data.draw(header_sets(token), label="headers")
+        body = data.draw(bodies, label="body") if method in ("POST", "PATCH", "PUT") else b""
     # As a client would send them: what is not ASCII as UTF-8 escapes (a lone surrogate
     # too, so invalid UTF-8 arrives), a literal % or & left as it is.
     qs = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in query)

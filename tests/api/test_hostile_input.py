@@ -173,7 +173,7 @@ def test_repeated_and_bracketed_query_keys_take_the_first_plain_value(sqlite_api
 def test_absurd_headers_on_a_hook_are_not_a_5xx(sqlite_api: Api, headers: dict) -> None:  # type: ignore[type-arg]
     payload = {"hook_event_name": "UserPromptSubmit", "prompt": "hi", "session_id": "s"}
     res = sqlite_api.post("/v1/hooks/claude-code", json=payload, headers=headers)
-    assert res.status_code in (200, 204, 403, 422), res.get_data(as_text=True)[:300]
+    assert res.status_code in (200, 204, 400, 403, 422), res.get_data(as_text=True)[:300]
 
 
 @pytest.mark.parametrize(
@@ -219,3 +219,73 @@ def test_depth_prescan_agrees_with_the_decoded_depth(
         value = [value]
     raw = json.dumps(value, ensure_ascii=ascii_only).encode()
     assert _too_deep(raw) == (_depth(value) > MAX_JSON_DEPTH)
+
+
+def test_the_limits_store_and_read_back_on_every_backend(api: Api) -> None:
+    # What the parser lets through must also survive storage: Postgres keeps bodies as
+    # jsonb (its own number and nesting rules), SQLite as text.
+    data = {
+        "deep": _nested(MAX_JSON_DEPTH - 4),
+        "big": int("9" * 4000),
+        "tiny": 5e-324,
+        "text": '\U0001f600 \\ud800 [{"',
+    }
+    event = make_event(kind="tool_use", body={"type": "json", "data": data})
+    res = api.post("/v1/events", json=event)
+    assert res.status_code == 201, res.get_data(as_text=True)[:300]
+    assert api.get(f"/v1/events/{event['event_id']}").json["body"]["data"] == data
+
+
+NUL_WRITES = {
+    "event session_id": ("/v1/events", lambda: make_event(session_id="a\x00b")),
+    "event text": ("/v1/events", lambda: make_event(body={"type": "text", "content": "a\x00"})),
+    "event json key": (
+        "/v1/events",
+        lambda: make_event(kind="tool_use", body={"type": "json", "data": {"k\x00": "\x00"}}),
+    ),
+    "event source": ("/v1/events", lambda: make_event(source={"surface": "x\x00"})),
+    "memory": ("/v1/memories", lambda: {"namespace": NS, "title": "a\x00", "facts": ["\x00"]}),
+    "hook": (
+        "/v1/hooks/claude-code",
+        lambda: {"hook_event_name": "UserPromptSubmit", "prompt": "a\x00", "session_id": "s\x00"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NUL_WRITES))
+def test_a_nul_in_a_body_string_is_stored_as_a_replacement_character(api: Api, case: str) -> None:
+    # Postgres text cannot hold U+0000 (it was a 500 there); both backends store U+FFFD.
+    path, build = NUL_WRITES[case]
+    payload = build()
+    if path == "/v1/memories":
+        payload["summary"] = "s"
+    res = api.post(path, json=payload)
+    assert res.status_code in (200, 201, 204), res.get_data(as_text=True)[:300]
+    if path == "/v1/events":
+        stored = json.dumps(api.get(f"/v1/events/{payload['event_id']}").json)
+        assert "\\u0000" not in stored and "\\ufffd" in stored
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/v1/events?namespace={NS}&session_id=a%00b",
+        f"/v1/search?namespace={NS}&q=a%00b",
+        "/v1/memories?namespace=/actor/a%00/",
+        "/v1/timeline?record_id=mr_%00",
+    ],
+)
+def test_a_nul_in_a_query_is_400(api: Api, path: str) -> None:
+    _error(api.get(path), 400, "bad_request")
+
+
+@pytest.mark.parametrize("path", ["/v1/memories/mr_%00", "/v1/events/%00", "/v1/memories/%00x"])
+def test_a_nul_in_a_path_is_404(api: Api, path: str) -> None:
+    _error(api.get(path), 404, "not_found")
+    _error(api.delete(path), 404, "not_found")
+
+
+def test_a_nul_in_a_header_is_400(api: Api) -> None:
+    payload = {"hook_event_name": "UserPromptSubmit", "prompt": "hi", "session_id": "s"}
+    res = api.post("/v1/hooks/claude-code", json=payload, headers={"X-Wakemark-Project": "/\x00"})
+    _error(res, 400, "bad_request")
