@@ -69,10 +69,10 @@ def check_database(settings: Settings) -> tuple[bool, str]:
         return False, f"no database at {settings.sqlite_path}: run `wakemark migrate`"
     if settings.database_url:
         # Before the pool, which without the vector type only retries until it times out.
-        from wakemark.shared.storage.postgres.migrate import missing_extensions_at, superuser_sql
+        from wakemark.shared.storage import missing_extensions
 
         try:
-            missing = missing_extensions_at(settings.database_url)
+            missing, sql = missing_extensions(settings)
         except Exception as exc:
             return False, f"database unreachable ({exc.__class__.__name__}): is it running? " + (
                 "check WAKEMARK_DATABASE_URL"
@@ -81,7 +81,7 @@ def check_database(settings: Settings) -> tuple[bool, str]:
             what = "; ".join(f"extension {name} missing" for name in missing)
             return False, (
                 f"{what}: run `wakemark migrate` (it creates them when the role may), "
-                f"or as a superuser: {superuser_sql(missing)}"
+                f"or as a superuser: {sql}"
             )
     try:
         storage = open_storage(settings)
