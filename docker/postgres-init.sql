@@ -1,6 +1,6 @@
 -- Runs once, as the Postgres superuser, when the data volume is first initialised.
--- wakemark's migrations need these extensions but an ordinary role cannot create
--- `vector`, so the deployment installs them here: in `wakemark`, and in
+-- `wakemark migrate` creates these itself only when its role may (vector needs a
+-- superuser), so the deployment installs them here: in `wakemark`, and in
 -- `wakemark_test` for the integration suite (compose's `tests` profile).
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS unaccent;

@@ -12,7 +12,15 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+)
 from ulid import ULID
 
 NAMESPACE_PATTERN = r"^/actor/[^/]+/project/[^/]+/$"
@@ -45,6 +53,20 @@ Summary = Annotated[str, Field(max_length=4000)]
 Facts = Annotated[list[Annotated[str, Field(max_length=2000)]], Field(max_length=100)]
 Concepts = Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length=50)]
 Files = Annotated[list[Annotated[str, Field(max_length=1000)]], Field(max_length=200)]
+
+
+_ISO_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]")
+
+
+def _iso_datetime(value: Any) -> Any:
+    # pydantic would also read 1700000000 or "1700000000" as a Unix time; the wire format
+    # (and the schema the API publishes) is an ISO-8601 date-time string.
+    if isinstance(value, datetime) or (isinstance(value, str) and _ISO_DATETIME.match(value)):
+        return value
+    raise ValueError("must be an ISO-8601 date-time with a UTC offset")
+
+
+IsoDatetime = Annotated[AwareDatetime, BeforeValidator(_iso_datetime)]
 
 
 def new_ulid() -> str:
@@ -105,7 +127,7 @@ class Event(_Strict):
     namespace: Namespace
     kind: EventKind
     body: Body
-    valid_time: AwareDatetime
+    valid_time: IsoDatetime
     source: Source
     schema_version: Literal[1] = 1
 

@@ -24,6 +24,7 @@ BLUEPRINTS = (
     "wakemark.services.api.metrics",
     "wakemark.services.api.search",
     "wakemark.services.api.retrievals",
+    "wakemark.services.api.openapi",
 )
 
 

@@ -19,7 +19,8 @@ from wakemark.services import agents
 from wakemark.services.agents.base import PROMPT, SESSION_START, HookContext, HookPayloadError
 from wakemark.services.api import client_files, current, metrics
 from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import json_object
+from wakemark.services.api.params import json_object, query
+from wakemark.services.api.schemas import HookQuery
 from wakemark.shared import project
 from wakemark.shared.models import utcnow
 from wakemark.shared.privacy import scrub
@@ -71,7 +72,7 @@ def _context(agent: str, payload: dict[str, Any]) -> HookContext:
         actor=actor,
         project_path=str(root) if root else None,
         received=utcnow(),
-        hook_hint=request.args.get("event") or None,
+        hook_hint=query(HookQuery).event or None,
         open_client_file=client_files.opener(current.runtime().settings),
     )
 

@@ -10,14 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wakemark.services.api import current
 from wakemark.services.api.errors import ApiError, validation_details
-from wakemark.services.api.params import bool_arg, float_arg, parse_json
+from wakemark.services.api.params import parse_json, query
+from wakemark.services.api.schemas import IngestQuery
 from wakemark.shared.models import MAX_BATCH, Event
 from wakemark.shared.privacy import scrub
 
 bp = Blueprint("ingest", __name__)
 
 
-class _Batch(BaseModel):
+class EventBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     events: list[Event] = Field(min_length=1, max_length=MAX_BATCH)
@@ -25,8 +26,8 @@ class _Batch(BaseModel):
 
 @bp.post("/v1/events")
 def post_events() -> tuple[Response, int]:
-    retrieve = bool_arg("retrieve")
-    min_relevance = float_arg("min_relevance", 0.0, 1.0)
+    args = query(IngestQuery)
+    retrieve, min_relevance = args.retrieve, args.min_relevance
     raw = request.get_data(cache=False)
     data = parse_json(raw)
     # Scrub before validation, so a secret cannot survive even in an error path.
@@ -53,7 +54,7 @@ def _validate_batch(data: dict[str, Any]) -> list[Event]:
     """All or nothing: every item is checked before anything is written; each error
     names its item's ``index`` and the location inside that item."""
     try:
-        return _Batch.model_validate(data).events
+        return EventBatch.model_validate(data).events
     except ValidationError as exc:
         details = []
         for d in validation_details(exc):

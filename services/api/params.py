@@ -3,23 +3,50 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+import re
+from typing import Any, TypeVar
 
+import numpy as np
 from flask import Flask, request
+from pydantic import BaseModel, ValidationError
 
-from wakemark.services.api.errors import ApiError
-from wakemark.shared.models import NAMESPACE_RE, is_namespace_prefix
+from wakemark.services.api.errors import ApiError, validation_details
 
+Q = TypeVar("Q", bound=BaseModel)
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+# Deeper than any agent payload; far below where the decoder, the scrub and pydantic
+# recurse out of stack (Python's json gives up near 1,000 levels, pydantic near 255).
+MAX_JSON_DEPTH = 64
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+# Each bracket as a signed step of the nesting depth: +1 opens, -1 (0xFF) closes.
+_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+# \uD800-\uDFFF: half of a surrogate pair, or (unpaired) not a character at all.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def init_app(app: Flask) -> None:
     @app.before_request
+    def _refuse_nul() -> None:
+        # Postgres text cannot hold U+0000: refused here, not a 500 from the driver.
+        # (Query strings: by the models' patterns, in ``query``.)
+        if "\x00" in request.path:
+            raise ApiError(404, "not found")
+        if any("\x00" in value for value in request.headers.values()):
+            raise ApiError(400, "header values must not contain NUL")
+
+    @app.before_request
     def _require_json() -> None:
         # Only JSON is accepted; anything else is refused before a view reads it. A
-        # body-less DELETE or GET carries no content type and is not checked.
-        if request.method in _BODY_METHODS and request.mimetype != "application/json":
+        # body-less DELETE or GET carries no content type and is not checked, nor is a
+        # request no route takes (its 404 or 405 says more than a 415 would).
+        if request.method not in _BODY_METHODS or request.routing_exception is not None:
+            return
+        if request.mimetype != "application/json":
             raise ApiError(415, "Content-Type must be application/json")
+        if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
+            raise ApiError(415, "JSON must be UTF-8 (charset=utf-8 or none)")
 
 
 def json_body() -> Any:
@@ -28,10 +55,89 @@ def json_body() -> Any:
 
 
 def parse_json(raw: bytes) -> Any:
+    """Strict JSON (RFC 8259 as I-JSON narrows it): UTF-8 without a BOM, at most
+    ``MAX_JSON_DEPTH`` levels, finite numbers, unique keys, no lone surrogates. Anything
+    else is a 400 ``bad_json`` naming the rule broken, never a 500. A ``\\u0000`` in a
+    string (or key) becomes U+FFFD: Postgres text cannot hold it, and a tool's output
+    with a NUL in it is still worth keeping.
+
+    UTF-8 only because the privacy pre-check (``may_contain_tag``) reads the raw bytes:
+    a UTF-16 body would hide its tags from it."""
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"malformed JSON: {exc.__class__.__name__}", code="bad_json") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad_json("body is not valid UTF-8") from None
+    if _too_deep(raw):
+        raise _bad_json(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_unique_keys,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+        )
+    except json.JSONDecodeError as exc:
+        raise _bad_json(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError as exc:  # from the hooks below, or an integer over 4,300 digits
+        raise _bad_json(str(exc) if isinstance(exc, _Rule) else "integer too long") from None
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise _bad_json("string holds a lone surrogate (\\uD800-\\uDFFF)") from None
+    # A raw NUL byte cannot be in a string (the decoder refuses control characters).
+    return _without_nul(value) if b"\\u0000" in raw else value
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
+class _Rule(ValueError):
+    """A strictness rule broken; its message is safe to show (it never quotes input)."""
+
+
+def _bad_json(why: str) -> ApiError:
+    return ApiError(400, f"malformed JSON: {why}", code="bad_json")
+
+
+def _too_deep(raw: bytes) -> bool:
+    """Whether arrays and objects nest deeper than ``MAX_JSON_DEPTH``, in C-speed passes.
+
+    Fast path: too few brackets to nest that deep. Otherwise drop the escaped pairs
+    (``\\\\`` first, so that ``\\\\"`` still ends a string), split on the quotes that are
+    left (odd pieces are string contents, whose brackets are text) and take the running
+    depth's maximum. Exact for valid JSON; on invalid JSON the decoder stops at the first
+    error, no deeper than the valid prefix this also measures."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    outside = b"".join(raw.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
+    steps = np.frombuffer(outside.translate(_STEP, _NOT_BRACKET), dtype=np.int8)
+    return bool(steps.size) and int(steps.cumsum(dtype=np.int32).max()) > MAX_JSON_DEPTH
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Rule("duplicate key in an object")
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise _Rule(f"{name} is not JSON")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _Rule("number out of range")
+    return value
 
 
 def json_object() -> dict[str, Any]:
@@ -41,64 +147,14 @@ def json_object() -> dict[str, Any]:
     return data
 
 
-def int_arg(name: str, default: int, lo: int, hi: int) -> int:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
+def query(model: type[Q]) -> Q:
+    """The query string as ``model``: the first value of each key, an empty one included
+    (``limit=`` is a bad limit, not the default); 400 ``bad_request`` naming the first bad
+    parameter, every problem in details."""
     try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be an integer from {lo} to {hi}") from None
-    if not lo <= value <= hi:
-        raise ApiError(400, f"{name} must be an integer from {lo} to {hi}")
-    return value
-
-
-def float_arg(name: str, lo: float, hi: float) -> float | None:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be a number from {lo} to {hi}") from None
-    if not lo <= value <= hi:  # also rejects nan
-        raise ApiError(400, f"{name} must be a number from {lo} to {hi}")
-    return value
-
-
-def bool_arg(name: str, default: bool = False) -> bool:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.lower()
-    if value in ("1", "true", "yes"):
-        return True
-    if value in ("0", "false", "no"):
-        return False
-    raise ApiError(400, f"{name} must be true or false")
-
-
-def str_arg(name: str, max_len: int = 200, required: bool = False) -> str | None:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        if required:
-            raise ApiError(400, f"{name} is required")
-        return None
-    if len(raw) > max_len:
-        raise ApiError(400, f"{name} must be at most {max_len} characters")
-    if "\x00" in raw:  # no stored text holds NUL, and Postgres refuses it in a query
-        raise ApiError(400, f"{name} must not contain NUL")
-    return raw
-
-
-def namespace_arg(required: bool = False, full: bool = False) -> str | None:
-    """A full namespace, or (unless ``full``) an actor prefix like ``/actor/a/``."""
-    value = str_arg("namespace", max_len=500, required=required)
-    if value is None:
-        return None
-    ok = NAMESPACE_RE.match(value) if full else is_namespace_prefix(value)
-    if not ok:
-        want = "/actor/<actor>/project/<id>/" + ("" if full else " or a prefix /actor/<actor>/")
-        raise ApiError(400, f"namespace must look like {want}")
-    return value
+        return model.model_validate(request.args.to_dict())
+    except ValidationError as exc:
+        details = validation_details(exc)
+        first = details[0]
+        name = ".".join(str(part) for part in first["loc"])
+        raise ApiError(400, f"{name}: {first['msg']}", details) from None

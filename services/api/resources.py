@@ -7,7 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from wakemark.services.api import current
 from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import int_arg, json_object, namespace_arg, str_arg
+from wakemark.services.api.params import json_object, query
+from wakemark.services.api.schemas import EventsQuery, MemoriesQuery, StatsQuery, TimelineQuery
 from wakemark.shared.jobs import EMBED
 from wakemark.shared.models import (
     Concepts,
@@ -55,10 +56,10 @@ def _storage():
 
 @bp.get("/v1/events")
 def list_events() -> Response:
-    namespace = namespace_arg()
-    session_id = str_arg("session_id")
-    limit = int_arg("limit", 50, 1, 100)
-    events = _storage().list_events(namespace=namespace, session_id=session_id, limit=limit)
+    args = query(EventsQuery)
+    events = _storage().list_events(
+        namespace=args.namespace, session_id=args.session_id, limit=args.limit
+    )
     return jsonify(items=[e.model_dump(mode="json") for e in events])
 
 
@@ -72,10 +73,8 @@ def get_event(event_id: str) -> Response:
 
 @bp.get("/v1/memories")
 def list_memories() -> Response:
-    namespace = namespace_arg(required=True)
-    limit = int_arg("limit", 50, 1, 100)
-    offset = int_arg("offset", 0, 0, 1_000_000)
-    page = _storage().list_memory_records(namespace, limit=limit, offset=offset)
+    args = query(MemoriesQuery)
+    page = _storage().list_memory_records(args.namespace, limit=args.limit, offset=args.offset)
     return jsonify(
         items=[_record(r) for r in page.items],
         total=page.total,
@@ -124,11 +123,9 @@ def delete_memory(record_id: str) -> tuple[str, int]:
 
 @bp.get("/v1/timeline")
 def timeline() -> Response:
-    record_id = str_arg("record_id", max_len=64, required=True) or ""
-    before = int_arg("before", 5, 0, 50)
-    after = int_arg("after", 5, 0, 50)
-    _get_record(record_id)
-    items = _storage().timeline(record_id, before=before, after=after)
+    args = query(TimelineQuery)
+    _get_record(args.record_id)
+    items = _storage().timeline(args.record_id, before=args.before, after=args.after)
     return jsonify(items=[_record(r) for r in items])
 
 
@@ -139,4 +136,4 @@ def projects() -> Response:
 
 @bp.get("/v1/stats")
 def stats() -> Response:
-    return jsonify(_storage().stats(namespace_arg()))
+    return jsonify(_storage().stats(query(StatsQuery).namespace))

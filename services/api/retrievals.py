@@ -8,7 +8,8 @@ from flask import Blueprint, Response, jsonify
 
 from wakemark.services.api.current import runtime
 from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import int_arg, namespace_arg, str_arg
+from wakemark.services.api.params import query
+from wakemark.services.api.schemas import RetrievalsQuery
 from wakemark.shared.models import ULID_PATTERN
 
 bp = Blueprint("retrievals", __name__)
@@ -16,10 +17,8 @@ bp = Blueprint("retrievals", __name__)
 
 @bp.get("/v1/retrievals")
 def list_retrievals() -> Response:
-    namespace = namespace_arg()
-    session_id = str_arg("session_id")
-    limit = int_arg("limit", 50, 1, 100)
-    rows = runtime().storage.list_retrievals(namespace, session_id, limit)
+    args = query(RetrievalsQuery)
+    rows = runtime().storage.list_retrievals(args.namespace, args.session_id, args.limit)
     return jsonify(items=[r.model_dump(mode="json") for r in rows])
 
 

@@ -8,40 +8,26 @@ from flask import Blueprint, Response, current_app, jsonify
 
 from wakemark.services.api import metrics
 from wakemark.services.api.current import runtime
-from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import float_arg, int_arg, namespace_arg, str_arg
-from wakemark.shared.models import OBSERVATION_TYPES
+from wakemark.services.api.params import query
+from wakemark.services.api.schemas import ContextQuery, SearchQuery
 
 bp = Blueprint("search", __name__)
-
-MAX_CONTEXT_BYTES = 9500  # the agents' hook output limit, with headroom
-MAX_QUERY_CHARS = 4000
 
 
 @bp.get("/v1/search")
 def search() -> Response:
-    namespace = namespace_arg(required=True)
-    query = str_arg("q", max_len=MAX_QUERY_CHARS, required=True)
-    limit = int_arg("limit", 10, 1, 100)
-    observation_type = str_arg("type", max_len=50)
-    if observation_type is not None and observation_type not in OBSERVATION_TYPES:
-        raise ApiError(400, f"type must be one of {', '.join(OBSERVATION_TYPES)}")
-    days = int_arg("days", 0, 1, 36_500) or None
-    min_relevance = float_arg("min_relevance", 0.0, 1.0)
-    assert namespace is not None and query is not None  # required=True
-    result = runtime().retriever.search(namespace, query, limit, observation_type, days)
-    if min_relevance is not None:
-        result = result.at_least(min_relevance)
+    args = query(SearchQuery)
+    result = runtime().retriever.search(args.namespace, args.q, args.limit, args.type, args.days)
+    if args.min_relevance is not None:
+        result = result.at_least(args.min_relevance)
     return jsonify(result.to_json())
 
 
 @bp.get("/v1/context")
 def context() -> Response:
-    namespace = namespace_arg(required=True)
-    default = runtime().settings.context_max_bytes
-    max_bytes = int_arg("max_bytes", default, 1, MAX_CONTEXT_BYTES)
-    assert namespace is not None
-    return jsonify(runtime().retriever.session_index(namespace, max_bytes))
+    args = query(ContextQuery)
+    max_bytes = args.max_bytes or runtime().settings.context_max_bytes
+    return jsonify(runtime().retriever.session_index(args.namespace, max_bytes))
 
 
 def _prometheus_lines() -> Iterable[str]:

@@ -13,7 +13,8 @@ from flask import Flask, request
 from wakemark.services.api.errors import ApiError
 from wakemark.shared.config import Settings, prepare_home
 
-PUBLIC_PATHS = frozenset({"/health"})
+# The spec is public like /health: it holds no user content, and tools read it first.
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
 _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 

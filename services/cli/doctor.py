@@ -67,6 +67,22 @@ def check_database(settings: Settings) -> tuple[bool, str]:
 
     if settings.backend == "sqlite" and not settings.sqlite_path.exists():
         return False, f"no database at {settings.sqlite_path}: run `wakemark migrate`"
+    if settings.database_url:
+        # Before the pool, which without the vector type only retries until it times out.
+        from wakemark.shared.storage import missing_extensions
+
+        try:
+            missing, sql = missing_extensions(settings)
+        except Exception as exc:
+            return False, f"database unreachable ({exc.__class__.__name__}): is it running? " + (
+                "check WAKEMARK_DATABASE_URL"
+            )
+        if missing:
+            what = "; ".join(f"extension {name} missing" for name in missing)
+            return False, (
+                f"{what}: run `wakemark migrate` (it creates them when the role may), "
+                f"or as a superuser: {sql}"
+            )
     runtime = Runtime(settings)  # not ``build``: a check must not create the home
     try:
         storage = runtime.storage

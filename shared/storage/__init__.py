@@ -69,3 +69,14 @@ def migrate(settings: Settings) -> list[str]:
     from wakemark.shared.storage.sqlite import migrate_sqlite
 
     return migrate_sqlite(settings.sqlite_path)
+
+
+def missing_extensions(settings: Settings) -> tuple[list[str], str]:
+    """Postgres only: the extensions the database lacks, and the SQL a superuser would run
+    to create them; raises if the database cannot be reached. SQLite lacks none."""
+    if not settings.database_url:
+        return [], ""
+    from wakemark.shared.storage.postgres.migrate import missing_extensions_at, superuser_sql
+
+    missing = missing_extensions_at(settings.database_url)
+    return missing, superuser_sql(missing)

@@ -53,6 +53,10 @@ class MigrationDriftError(StorageError):
     """A migration recorded in ``_migrations`` differs from the one in the code."""
 
 
+class MissingExtensionError(StorageError):
+    """Postgres lacks an extension this role may not create; the message names the SQL."""
+
+
 class TransientStorageError(StorageError):
     """A connection-level failure worth retrying (database down, restarting)."""
 

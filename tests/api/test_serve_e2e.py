@@ -175,3 +175,23 @@ def test_doctor_flags_a_foreign_program_on_the_port(tmp_path: Path) -> None:
         env = _env(tmp_path / "home", port)
         out = _wakemark(env, "doctor").stdout
     assert "FAIL" in out and f"port 127.0.0.1:{port}" in out
+
+
+def test_serve_answers_hostile_bodies_with_400(server: tuple[int, dict[str, str]]) -> None:
+    # Through gunicorn, not just the test client: a 100k-deep body was a 500 on every POST.
+    port, env = server
+    token = (Path(env["WAKEMARK_HOME"]) / "token").read_text().strip()
+    bodies = [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000]
+    bodies += [b'{"a": NaN}', b'{"a": "\\ud800"}', '{"a": 1}'.encode("utf-16")]
+    for path in ("/v1/events", "/v1/memories", "/v1/hooks/claude-code"):
+        for raw in bodies:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+            try:
+                conn.request("POST", path, body=raw, headers=headers)
+                res = conn.getresponse()
+                status, body = res.status, json.loads(res.read())
+            finally:
+                conn.close()
+            assert (status, body["error"]) == (400, "bad_json"), (path, raw[:20], body)
+    assert _call(port, "GET", "/health", None)[0] == 200

@@ -1,0 +1,363 @@
+"""The OpenAPI 3.1 document, built from one declaration per route and the pydantic models.
+
+``ROUTES`` is the contract: method, Flask rule, request body, query model (the same one
+the view parses with ``params.query``), responses and the purpose shown in the README.
+``tests/api/test_openapi.py`` fails when a Flask rule has no declaration (or the other
+way round), and the README's route table is ``route_table()`` verbatim. Served public at
+``GET /openapi.json``: it describes the API, holds no user content, and lets tools
+(schemathesis, client generators) discover the API without a token.
+
+``python -m wakemark.services.api.openapi`` prints the document; ``--table`` the table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+from pydantic import BaseModel, TypeAdapter
+
+from wakemark.services import agents
+from wakemark.services.api import schemas as s
+from wakemark.services.api.ingest import EventBatch
+from wakemark.services.api.resources import NewMemory, PinPatch
+from wakemark.shared import __version__
+from wakemark.shared.models import (
+    MAX_BATCH,
+    MAX_REQUEST_BYTES,
+    Event,
+    MemoryRecord,
+    Retrieval,
+    StoredEvent,
+)
+
+bp = Blueprint("openapi", __name__)
+
+TEXT = "text"  # a response of Prometheus text instead of JSON
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+_REF = "#/components/schemas/{model}"
+_PARAM = re.compile(r"<(?:[^<>:]+:)?([^<>]+)>")  # <path:name> -> name
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    rule: str  # as Flask writes it: /v1/memories/<record_id>
+    purpose: str  # Markdown, for the spec's description and the README table
+    responses: dict[int, Any]  # status -> model, type, schema dict, TEXT, or None (no body)
+    body: Any = None
+    query: type[BaseModel] | None = None
+    public: bool = False
+    headers: dict[str, str] = field(default_factory=dict)  # optional request headers
+    not_found: bool = False  # a 404 besides path parameters (a record named in the query)
+
+    @property
+    def path(self) -> str:
+        return _PARAM.sub(r"{\1}", self.rule)
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST", "/v1/events",
+        f"one event, or `{{\"events\": [...]}}` (≤ {MAX_BATCH}, all or nothing) → 201 "
+        "`{event_id, stored}` (batch: `{results: [{event_id, stored}]}`); a repeated "
+        "`event_id` is stored once and answers `stored: false`. `retrieve=true` on a "
+        "`prompt` adds `retrieval: {context, records, latency_ms, retrieval_id}` (gated; "
+        "`min_relevance=` 0–1 overrides `WAKEMARK_MIN_RELEVANCE`; `retrieval_id` names its "
+        "audit row)",
+        {201: s.EventAck | s.BatchAck},
+        body=Event | EventBatch, query=s.IngestQuery,
+    ),
+    Route(
+        "POST", "/v1/hooks/<agent>",
+        f"an agent's own hook payload ({', '.join(f'`{a}`' for a in agents.names())}); answers in "
+        "that agent's hook-output format (200, or 204 with an empty body for Claude Code "
+        "when there is nothing to add). Optional headers `X-Wakemark-Project`, "
+        "`X-Wakemark-Actor`; `?event=` names the hook when the payload does not",
+        {200: ANY_OBJECT, 204: None},
+        body=ANY_OBJECT, query=s.HookQuery,
+        headers={
+            "X-Wakemark-Project": "the project directory (else the payload's `cwd`)",
+            "X-Wakemark-Actor": "who is working (else the server's user)",
+        },
+    ),
+    Route(
+        "GET", "/v1/search",
+        "hybrid search → `{items: [{record, match_source, score, relevance}], latency_ms, "
+        "degraded}`; `match_source` is `fts`, `semantic` or `hybrid`; `relevance` 0–1 is "
+        "the gate's; `namespace` may be an actor prefix `/actor/<actor>/` (all projects); "
+        "`limit` 1–100 (10); `min_relevance` 0–1 keeps only hits that reach it (unset: all, "
+        "ranked)",
+        {200: s.SearchResult}, query=s.SearchQuery,
+    ),
+    Route(
+        "GET", "/v1/context",
+        "the session-start index (pinned, then recent) within a byte budget (default "
+        f"`WAKEMARK_CONTEXT_MAX_BYTES`, at most {s.MAX_CONTEXT_BYTES}) → `{{context, used_bytes}}`",
+        {200: s.ContextResult}, query=s.ContextQuery,
+    ),
+    Route(
+        "GET", "/v1/memories",
+        "records newest first → `{items, total, limit, offset}`; `limit` 1–100 (50)",
+        {200: s.MemoryPage}, query=s.MemoriesQuery,
+    ),
+    Route(
+        "POST", "/v1/memories",
+        "write a record directly (MCP `remember`, import): `{namespace, title, summary, "
+        "facts?, concepts?, files_touched?, observation_type?, pinned?}` → 201 "
+        "`{record_id}`; embedded later like any record",
+        {201: s.Created}, body=NewMemory,
+    ),
+    Route(
+        "GET", "/v1/memories/<record_id>",
+        "one record, with `source_event_ids` (its provenance)",
+        {200: MemoryRecord},
+    ),
+    Route(
+        "PATCH", "/v1/memories/<record_id>",
+        "`{\"pinned\": true|false}` → the updated record",
+        {200: MemoryRecord}, body=PinPatch,
+    ),
+    Route(
+        "DELETE", "/v1/memories/<record_id>",
+        "deletes the record, its vector and its full-text entry → 204; 404 if unknown",
+        {204: None},
+    ),
+    Route(
+        "GET", "/v1/timeline",
+        "the records around one, in the order the work happened → `{items}`; "
+        "`before`/`after` 0–50 (5)",
+        {200: s.RecordList}, query=s.TimelineQuery, not_found=True,
+    ),
+    Route(
+        "GET", "/v1/events",
+        "events newest first → `{items}`; `limit` 1–100 (50)",
+        {200: s.EventList}, query=s.EventsQuery,
+    ),
+    Route(
+        "GET", "/v1/events/<event_id>",
+        "one stored event, with `transaction_time` and `turn_id`",
+        {200: StoredEvent},
+    ),
+    Route(
+        "GET", "/v1/projects",
+        "`[{namespace, project_id, display_name, event_count, memory_count, last_activity}]`",
+        {200: list[s.Project]},
+    ),
+    Route(
+        "GET", "/v1/retrievals",
+        "audit rows of prompt-time retrievals, newest first → `{items: [{retrieval_id, "
+        "event_id, namespace, session_id, created_at, decision, reason, mode, "
+        "min_relevance, latency_ms, bytes, injected, candidates: [{record_id, rank, "
+        "match_source, score, relevance, evidence, injected, skipped}]}]}`; `limit` "
+        "1–100 (50)",
+        {200: s.RetrievalList}, query=s.RetrievalsQuery,
+    ),
+    Route(
+        "GET", "/v1/retrievals/<retrieval_id>",
+        "one audit row; 404 if unknown",
+        {200: Retrieval},
+    ),
+    Route(
+        "GET", "/v1/stats",
+        "`{events, memories, embedded, pending_extraction, pending_embedding}`; the "
+        "pipeline has caught up when both `pending_*` are 0",
+        {200: s.Stats}, query=s.StatsQuery,
+    ),
+    Route(
+        "GET", "/health",
+        "public, no user content: `{status, version, backend, pending: {extraction, "
+        "embedding}, skipped: {<reason>: turns}, dropped: {ignored_project}, jobs: {mode, "
+        "queue_depth}, embedder: {state}, search: {p50_ms, p95_ms, degraded_rate, ..., "
+        "prompts: {prompts, injected_share, mean_records, mean_bytes}}, llm: {enabled, "
+        "tokens_used, budget, ...}}`; 503 with `status: degraded` when the database is "
+        "unreachable",
+        {200: s.Health, 503: s.Health}, public=True,
+    ),
+    Route(
+        "GET", "/metrics",
+        "Prometheus text: requests by method, route and status, search counters and "
+        "latencies, prompts seen, injected, records and bytes injected, events dropped, "
+        "`wakemark_hook_file_reads_refused_total` (per process)",
+        {200: TEXT},
+    ),
+    Route(
+        "GET", "/openapi.json",
+        "public: this API as an OpenAPI 3.1 document, generated from the route "
+        "declarations and pydantic models (`services/api/openapi.py`)",
+        {200: ANY_OBJECT}, public=True,
+    ),
+)  # fmt: skip
+
+_ERRORS = {
+    400: "a bad query parameter, or a body that is not strict JSON (`bad_json`)",
+    401: "missing or wrong bearer token",
+    403: "`Host` is not loopback, or a cross-origin state-changing request",
+    404: "no such record, event or agent",
+    413: f"a request over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB",
+    415: "a body that is not `application/json` (UTF-8)",
+    422: "a body that fails validation (nothing is stored)",
+    503: "the database is unreachable; `Retry-After: 1`",
+}
+
+
+def _error_statuses(route: Route) -> list[int]:
+    statuses = [403]
+    if not route.public:
+        statuses.append(401)
+    if route.query is not None or route.body is not None:
+        statuses.append(400)
+    if "<" in route.rule or route.not_found:
+        statuses.append(404)
+    if route.body is not None:
+        statuses += [413, 415, 422]
+    if route.rule.startswith("/v1/"):
+        statuses.append(503)
+    return sorted(statuses)
+
+
+class _Components:
+    """Collects every model's schema under ``#/components/schemas``."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, Any] = {}
+
+    def schema(self, kind: Any, mode: str) -> dict[str, Any]:
+        if isinstance(kind, dict):
+            return kind
+        found = TypeAdapter(kind).json_schema(mode=mode, ref_template=_REF)  # type: ignore[arg-type]
+        for name, sub in found.pop("$defs", {}).items():
+            self._add(name, sub)
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            self._add(kind.__name__, found)
+            return {"$ref": _REF.format(model=kind.__name__)}
+        return found
+
+    def _add(self, name: str, sub: dict[str, Any]) -> None:
+        # One model, two modes: the same schema unless a default or alias differs.
+        if self.schemas.setdefault(name, sub) != sub:
+            raise ValueError(f"model {name} has different request and response schemas")
+
+
+def _parameters(route: Route, components: _Components) -> list[dict[str, Any]]:
+    params: list[dict[str, Any]] = []
+    for name in _PARAM.findall(route.rule):
+        schema: dict[str, Any] = {"type": "string", "maxLength": 64}
+        if name == "agent":
+            schema = {"type": "string", "enum": list(agents.names())}
+        params.append({"name": name, "in": "path", "required": True, "schema": schema})
+    if route.query is not None:
+        schema = route.query.model_json_schema(ref_template=_REF)
+        for name, sub in schema.pop("$defs", {}).items():
+            components._add(name, sub)
+        for name, prop in schema["properties"].items():
+            prop = {k: v for k, v in prop.items() if k not in ("title", "description")}
+            if prop.get("default", 0) is None:
+                del prop["default"]
+            # An optional parameter is left out, never sent as null.
+            options = [o for o in prop.pop("anyOf", []) if o != {"type": "null"}]
+            if options:
+                prop.update(options[0] if len(options) == 1 else {"anyOf": options})
+            param = {"name": name, "in": "query", "required": name in schema.get("required", [])}
+            param.update(schema=prop, description=route.query.model_fields[name].description)
+            params.append(param)
+    for name, description in route.headers.items():
+        header = {"type": "string"}
+        params.append({"name": name, "in": "header", "description": description, "schema": header})
+    return params
+
+
+def _operation(route: Route, components: _Components) -> dict[str, Any]:
+    slug = re.sub(r"[^a-z0-9]+", "_", route.path).strip("_")
+    op: dict[str, Any] = {
+        "operationId": f"{route.method.lower()}_{slug}",
+        "description": route.purpose,
+    }
+    params = _parameters(route, components)
+    if params:
+        op["parameters"] = params
+    if route.body is not None:
+        body = components.schema(route.body, "validation")
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    responses: dict[str, Any] = {}
+    for status, kind in route.responses.items():
+        if kind is None:
+            responses[str(status)] = {"description": "no content"}
+        elif kind == TEXT:
+            content = {"text/plain": {"schema": {"type": "string"}}}
+            responses[str(status)] = {"description": "Prometheus text format", "content": content}
+        else:
+            schema = components.schema(kind, "serialization")
+            content = {"application/json": {"schema": schema}}
+            responses[str(status)] = {"description": "success", "content": content}
+    for status in _error_statuses(route):
+        responses.setdefault(str(status), {"$ref": f"#/components/responses/Error{status}"})
+    op["responses"] = responses
+    if route.public:
+        op["security"] = []
+    return op
+
+
+@cache
+def build_spec() -> dict[str, Any]:
+    components = _Components()
+    error_ref = components.schema(s.ErrorBody, "serialization")
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, components)
+    content = {"application/json": {"schema": error_ref}}
+    responses = {
+        f"Error{status}": {"description": why, "content": content}
+        for status, why in _ERRORS.items()
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "wakemark",
+            "version": __version__,
+            "description": "Local-first persistent memory for AI coding agents. Errors are "
+            '`{"error": code, "message": ..., "details"?: [...]}`; nothing a client '
+            "sends yields a 500.",
+        },
+        "servers": [{"url": "http://127.0.0.1:37800"}],
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "schemas": dict(sorted(components.schemas.items())),
+            "responses": responses,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def route_table(spec: dict[str, Any]) -> str:
+    """The README's route table: one row per operation, in declaration order."""
+    rows = ["| route | purpose |", "|---|---|"]
+    for path, item in spec["paths"].items():
+        flask_path = re.sub(r"\{([^}]+)\}", r"<\1>", path)
+        for method, op in item.items():
+            names = [p["name"] for p in op.get("parameters", []) if p["in"] == "query"]
+            query = ("?" + "&".join(f"{n}=" for n in names)) if names else ""
+            purpose = op["description"].replace("|", "\\|")
+            rows.append(f"| `{method.upper()} {flask_path}{query}` | {purpose} |")
+    return "\n".join(rows) + "\n"
+
+
+@bp.get("/openapi.json")
+def openapi_json() -> Response:
+    return jsonify(build_spec())
+
+
+def main(argv: list[str]) -> int:
+    spec = build_spec()
+    sys.stdout.write(route_table(spec) if "--table" in argv else json.dumps(spec, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

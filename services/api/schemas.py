@@ -1,0 +1,242 @@
+"""The API's wire shapes that are not storage models: query parameters and responses.
+
+Query models are what the views parse ``request.args`` into (``params.query``) and what
+``openapi`` documents, so a bound lives in one place. Response models only describe:
+views build their JSON directly, and the schemathesis test checks it against them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from wakemark.shared.models import (
+    NAMESPACE_MAX,
+    NAMESPACE_PATTERN,
+    NAMESPACE_PREFIX_RE,
+    MemoryRecord,
+    ObservationType,
+    Retrieval,
+    StoredEvent,
+)
+
+MAX_CONTEXT_BYTES = 9500  # the agents' hook output limit, with headroom
+MAX_QUERY_CHARS = 4000
+_DIGITS = re.compile(r"[0-9]{1,10}")
+_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+# Postgres text cannot hold U+0000, so no string parameter may carry one (``%00``).
+NO_NUL = r"^[^\x00]*$"
+NAMESPACE_OR_PREFIX = "^" + NAMESPACE_PREFIX_RE.pattern.replace("[^/]", "[^/\\x00]") + "$"
+
+
+def _whole_number(value: Any) -> Any:
+    # Plain ASCII digits only: int() would also take "+5", " 5", "1_0" and "１".
+    if isinstance(value, str) and not _DIGITS.fullmatch(value):
+        raise ValueError("must be a whole number (digits only)")
+    return value
+
+
+def _flag(value: Any) -> Any:
+    if isinstance(value, str):
+        if value.lower() not in _FLAGS:
+            raise ValueError("must be true or false")
+        return _FLAGS[value.lower()]
+    return value
+
+
+_digits = BeforeValidator(_whole_number)
+# Bounds go before the validator in an optional parameter's Annotated, or pydantic writes
+# them into its JSON schema as "ge"/"le" instead of minimum/maximum.
+QueryInt = Annotated[int, _digits]
+QueryBool = Annotated[bool, BeforeValidator(_flag)]
+NamespaceOrPrefix = Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_OR_PREFIX)]
+_NS_DOC = "a namespace `/actor/<actor>/project/<id>/`, or an actor prefix `/actor/<actor>/`"
+
+
+class Query(BaseModel):
+    """Unknown parameters are ignored (a client may add cache-busters and the like)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+Relevance = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class IngestQuery(Query):
+    retrieve: QueryBool = Field(False, description="on a `prompt`: add retrieval context")
+    min_relevance: Relevance | None = Field(
+        None,
+        description="with `retrieve`: inject only hits this relevant (default "
+        "`WAKEMARK_MIN_RELEVANCE`)",
+    )
+
+
+class HookQuery(Query):
+    event: Annotated[str, Field(max_length=100, pattern=NO_NUL)] | None = Field(
+        None, description="hook name, for agents whose payload lacks one"
+    )
+
+
+class SearchQuery(Query):
+    namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
+    q: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, pattern=NO_NUL, description="search text"
+    )
+    limit: QueryInt = Field(10, ge=1, le=100, description="most hits returned")
+    type: ObservationType | None = Field(None, description="only records of this type")
+    days: Annotated[int, Field(ge=1, le=36_500), _digits] | None = Field(
+        None, description="only the last N days"
+    )
+    min_relevance: Relevance | None = Field(
+        None, description="only hits whose relevance (0-1) reaches this"
+    )
+
+
+class ContextQuery(Query):
+    namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
+    max_bytes: Annotated[int, Field(ge=1, le=MAX_CONTEXT_BYTES), _digits] | None = Field(
+        None, description="byte budget (default `WAKEMARK_CONTEXT_MAX_BYTES`)"
+    )
+
+
+class MemoriesQuery(Query):
+    namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
+    limit: QueryInt = Field(50, ge=1, le=100, description="page size")
+    offset: QueryInt = Field(0, ge=0, le=1_000_000, description="records skipped")
+
+
+class EventsQuery(Query):
+    namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC)
+    session_id: Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)] | None = Field(
+        None, description="one session"
+    )
+    limit: QueryInt = Field(50, ge=1, le=100, description="most events returned")
+
+
+class TimelineQuery(Query):
+    record_id: str = Field(
+        min_length=1, max_length=64, pattern=NO_NUL, description="the record in the middle"
+    )
+    before: QueryInt = Field(5, ge=0, le=50, description="records before it")
+    after: QueryInt = Field(5, ge=0, le=50, description="records after it")
+
+
+class RetrievalsQuery(Query):
+    namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC)
+    session_id: Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)] | None = Field(
+        None, description="one session"
+    )
+    limit: QueryInt = Field(50, ge=1, le=100, description="most rows returned")
+
+
+class StatsQuery(Query):
+    namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC)
+
+
+# --- responses -----------------------------------------------------------------------
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="machine-readable code, e.g. `bad_json`")
+    message: str
+    details: list[dict[str, Any]] | None = Field(
+        None, description="pydantic's `{loc, msg, type}` per problem (never the input)"
+    )
+
+
+class PromptContext(BaseModel):
+    context: str
+    records: list[str]
+    latency_ms: float
+    retrieval_id: str | None = Field(None, description="its audit row: `/v1/retrievals/<id>`")
+
+
+class EventAck(BaseModel):
+    event_id: str
+    stored: bool = Field(description="false: an event with this id was already stored")
+    retrieval: PromptContext | None = Field(None, description="with `retrieve=true` on a prompt")
+
+
+class StoredAck(BaseModel):
+    event_id: str
+    stored: bool
+
+
+class BatchAck(BaseModel):
+    results: list[StoredAck]
+
+
+class EventList(BaseModel):
+    items: list[StoredEvent]
+
+
+class RecordList(BaseModel):
+    items: list[MemoryRecord]
+
+
+class MemoryPage(BaseModel):
+    items: list[MemoryRecord]
+    total: int
+    limit: int
+    offset: int
+
+
+class Created(BaseModel):
+    record_id: str
+
+
+class SearchHit(BaseModel):
+    record: MemoryRecord
+    match_source: Literal["fts", "semantic", "hybrid"]
+    score: float
+    relevance: float = Field(ge=0.0, le=1.0, description="the relevance gate's estimate")
+
+
+class SearchResult(BaseModel):
+    items: list[SearchHit]
+    latency_ms: float
+    degraded: bool = Field(description="true: lexical only (embedder off or failing)")
+
+
+class RetrievalList(BaseModel):
+    items: list[Retrieval]
+
+
+class ContextResult(BaseModel):
+    context: str
+    used_bytes: int
+
+
+class Project(BaseModel):
+    namespace: Annotated[str, Field(pattern=NAMESPACE_PATTERN)]
+    project_id: str
+    display_name: str
+    event_count: int
+    memory_count: int
+    last_activity: datetime | None
+
+
+class Stats(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    events: int
+    memories: int
+    embedded: int
+    pending_extraction: int = Field(description="events in turns not yet extracted")
+    pending_embedding: int = Field(description="records without an embedding yet")
+
+
+class Health(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: Literal["ok", "degraded"]
+    version: str
+    backend: Literal["sqlite", "postgres"]
+    pending: dict[str, int] | None
+    jobs: dict[str, Any]
+    embedder: dict[str, Any]
+    search: dict[str, Any]
+    llm: dict[str, Any]
