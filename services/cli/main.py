@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "install": ("install", "add wakemark's hooks and MCP server to an agent's config"),
     "uninstall": ("uninstall", "remove wakemark's hooks and MCP server from an agent's config"),
     "mcp": ("mcp", "run the MCP server over stdio"),
+    "export": ("export", "write memories (and events, vectors) as JSON Lines to stdout"),
+    "import": ("importer", "restore a wakemark export (idempotent, in batches)"),
 }
 
 

@@ -13,6 +13,8 @@ from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingDecodeError,
     EmbeddingMatrix,
+    ImportBatch,
+    ImportCounts,
     LexicalHit,
     MigrationDriftError,
     NotFoundError,
@@ -22,6 +24,7 @@ from wakemark.shared.storage.base import (
     StorageError,
     TransientStorageError,
     Turn,
+    TurnRow,
     Tx,
 )
 
@@ -34,6 +37,8 @@ __all__ = [
     "DuplicateRecordError",
     "EmbeddingDecodeError",
     "EmbeddingMatrix",
+    "ImportBatch",
+    "ImportCounts",
     "LexicalHit",
     "MigrationDriftError",
     "NotFoundError",
@@ -43,6 +48,7 @@ __all__ = [
     "StorageError",
     "TransientStorageError",
     "Turn",
+    "TurnRow",
     "Tx",
     "migrate",
     "open_storage",

@@ -283,3 +283,44 @@ SELECT coalesce(ev.namespace, mr.namespace), ev.project_path,
 """
 
 PING = "SELECT 1"
+
+# --- export and import --------------------------------------------------------------------
+# Keyset pages in id order (primary keys; ids are ULIDs, which sort the same in every
+# collation), so each page is one index seek however far into the table it is.
+EXPORT_RECORDS = f"""
+SELECT {RECORD_COLUMNS}, CASE WHEN %(vectors)s THEN embedding END
+  FROM memory_records
+ WHERE record_id > %(after)s AND namespace {NS}
+ ORDER BY record_id
+ LIMIT %(limit)s
+"""
+
+EXPORT_TURNS = f"""
+SELECT turn_id, namespace, session_id, opened_at, last_event_at, closed_at, extracted_at,
+       record_ids
+  FROM turns
+ WHERE turn_id > %(after)s AND namespace {NS}
+ ORDER BY turn_id
+ LIMIT %(limit)s
+"""
+
+# With its vector in the same row: an insert then an UPDATE of the embedding would write
+# every index (HNSW included) twice. The stamp is what migration 0003's trigger sets on
+# an update, so a vector cache's incremental refresh sees imported vectors too.
+IMPORT_RECORD = f"""
+INSERT INTO memory_records ({RECORD_COLUMNS}, embedding, embedded_xid)
+VALUES (%(record_id)s, %(namespace)s, %(title)s, %(summary)s, %(facts)s, %(concepts)s,
+        %(files_touched)s, %(observation_type)s, %(source_event_ids)s, %(strategy)s,
+        %(quality)s, %(pinned)s, %(created_at)s, %(embedding)s::vector,
+        CASE WHEN %(embedding)s::vector IS NULL THEN 0
+             ELSE pg_current_xact_id()::text::bigint END)
+ON CONFLICT (record_id) DO NOTHING
+RETURNING record_id
+"""
+
+IMPORT_TURN = """
+INSERT INTO turns (turn_id, namespace, session_id, opened_at, last_event_at, closed_at,
+                   extracted_at, record_ids)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (turn_id) DO NOTHING
+"""

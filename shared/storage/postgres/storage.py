@@ -15,12 +15,15 @@ from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
+    ImportBatch,
+    ImportCounts,
     LexicalHit,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
     Turn,
+    TurnRow,
     Tx,
 )
 from wakemark.shared.storage.postgres import queries as q
@@ -322,6 +325,75 @@ class PostgresStorage(Storage):
         if rows and self._on_change is not None:
             self._on_change({r[0] for r in rows})
         return len(rows)
+
+    # --- export and import ------------------------------------------------------------
+    def export_records(
+        self, namespace: str | None, after: str | None, limit: int, vectors: bool
+    ) -> list[tuple[MemoryRecord, np.ndarray | None]]:
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "after": after or "",
+            "limit": limit,
+            "vectors": vectors,
+        }
+        with self._db.connection() as conn:
+            rows = conn.execute(q.EXPORT_RECORDS, params).fetchall()
+        return [(memory_record(r[:-1]), None if r[-1] is None else r[-1].to_numpy()) for r in rows]
+
+    def export_turns(
+        self, namespace: str | None, after: str | None, limit: int
+    ) -> list[tuple[TurnRow, list[StoredEvent]]]:
+        params = {"ns": lexical.namespace_pattern(namespace), "after": after or "", "limit": limit}
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(q.REPEATABLE_READ)  # the turns and their events from one snapshot
+            rows = conn.execute(q.EXPORT_TURNS, params).fetchall()
+            events = conn.execute(q.TURNS_EVENTS, ([r[0] for r in rows],)).fetchall()
+        by_turn: dict[str, list[StoredEvent]] = {}
+        for e in events:
+            event = stored_event(e)
+            by_turn.setdefault(str(event.turn_id), []).append(event)
+        out = []
+        for tid, ns, session, opened, last, closed, extracted, record_ids in rows:
+            row = TurnRow(tid, ns, session, opened, last, closed, extracted, list(record_ids))
+            out.append((row, by_turn.get(tid, [])))
+        return out
+
+    def import_batch(self, batch: ImportBatch, commit: bool = True) -> ImportCounts:
+        changed: set[str] = set()
+        with self._db.connection() as conn, conn.transaction():
+            records = vectors = 0
+            if batch.records:
+                conn.execute(q.LOCK_RECORDS)  # as PostgresTx: records are added
+            for record, vector in batch.records:
+                embedding = None if vector is None else check_vector(vector)
+                params = {**record_params(record), "embedding": embedding}
+                if conn.execute(q.IMPORT_RECORD, params).fetchone():
+                    records += 1
+                    if embedding is not None:
+                        vectors += 1
+                        changed.add(record.namespace)
+            with conn.cursor() as cur:
+                # executemany pipelines the statements; rowcount sums their rows.
+                cur.executemany(
+                    q.IMPORT_TURN,
+                    [(t.turn_id, t.namespace, t.session_id, t.opened_at, t.last_event_at,
+                      t.closed_at, t.extracted_at, t.record_ids) for t in batch.turns],
+                )  # fmt: skip
+                turns_written = max(cur.rowcount, 0)
+                cur.executemany(
+                    q.INSERT_EVENT,
+                    [{**event_params(e, e.transaction_time), "turn_id": e.turn_id}
+                     for e in batch.events],
+                )  # fmt: skip
+                events = max(cur.rowcount, 0)
+            counts = ImportCounts(records, vectors, turns_written, events)
+            if not commit:
+                raise psycopg.Rollback()  # leaves the block, rolled back, without raising
+        if not commit:
+            return counts
+        if changed and self._on_change is not None:
+            self._on_change(changed)
+        return counts
 
     # --- stats --------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:

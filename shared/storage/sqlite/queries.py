@@ -184,3 +184,24 @@ SELECT n.namespace,
 FROM names n ORDER BY last_activity DESC, n.namespace
 """
 PING = "SELECT 1"
+
+# --- export and import ----------------------------------------------------------------
+# Keyset pages in id order: each page seeks the unique index past the last id, so an
+# export of a million rows costs the same per page from start to end.
+EXPORT_RECORDS = f"""
+SELECT {RECORD_COLUMNS}, CASE WHEN :vectors THEN embedding END AS embedding
+FROM memory_records WHERE record_id > :after AND {_NS}
+ORDER BY record_id LIMIT :limit
+"""
+EXPORT_TURNS = f"""
+SELECT * FROM turns WHERE turn_id > :after AND {_NS} ORDER BY turn_id LIMIT :limit
+"""
+# OR IGNORE: a row whose id exists is kept as it is (import is idempotent).
+IMPORT_RECORD = INSERT_RECORD.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+IMPORT_TURN = """
+INSERT OR IGNORE INTO turns (turn_id, namespace, session_id, opened_at, last_event_at,
+                             closed_at, extracted_at, record_ids)
+VALUES (:turn_id, :namespace, :session_id, :opened_at, :last_event_at, :closed_at,
+        :extracted_at, :record_ids)
+"""
+IMPORT_EVENT = INSERT_EVENT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)

@@ -19,12 +19,15 @@ from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
+    ImportBatch,
+    ImportCounts,
     LexicalHit,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
     Turn,
+    TurnRow,
     Tx,
 )
 from wakemark.shared.storage.sqlite import codec, fts
@@ -299,6 +302,76 @@ class SqliteStorage(Storage):
         self._notify({r["namespace"] for r in rows})
         return len(rows)
 
+    # --- export and import ------------------------------------------------------------
+    def export_records(
+        self, namespace: str | None, after: str | None, limit: int, vectors: bool
+    ) -> list[tuple[MemoryRecord, np.ndarray | None]]:
+        params = {
+            **lexical.namespace_range(namespace),
+            "after": after or "",
+            "limit": limit,
+            "vectors": int(vectors),
+        }
+        out: list[tuple[MemoryRecord, np.ndarray | None]] = []
+        for row in self._read(q.EXPORT_RECORDS, params):
+            blob = row["embedding"]
+            vector = None
+            if blob is not None:
+                vector = codec.decode_embeddings([blob], [row["record_id"]])[0]
+            out.append((codec.to_record(row), vector))
+        return out
+
+    def export_turns(
+        self, namespace: str | None, after: str | None, limit: int
+    ) -> list[tuple[TurnRow, list[StoredEvent]]]:
+        params = {**lexical.namespace_range(namespace), "after": after or "", "limit": limit}
+        conn = self._conns.get()
+        with _snapshot(conn):
+            rows = conn.execute(q.EXPORT_TURNS, params).fetchall()
+            ids = json.dumps([r["turn_id"] for r in rows])
+            events = conn.execute(q.TURNS_EVENTS, (ids,)).fetchall()
+        by_turn: dict[str, list[StoredEvent]] = {}
+        for e in events:
+            by_turn.setdefault(e["turn_id"], []).append(codec.to_event(e))
+        return [(codec.to_turn_row(r), by_turn.get(r["turn_id"], [])) for r in rows]
+
+    def import_batch(self, batch: ImportBatch, commit: bool = True) -> ImportCounts:
+        changed: set[str] = set()
+        try:
+            with self._conns.write() as conn:
+                records = vectors = 0
+                for record, vector in batch.records:
+                    if conn.execute(q.IMPORT_RECORD, codec.record_params(record)).rowcount:
+                        records += 1
+                        if vector is not None:
+                            conn.execute(
+                                q.SET_EMBEDDING,
+                                (codec.encode_embedding(vector), record.record_id),
+                            ).fetchall()
+                            vectors += 1
+                            changed.add(record.namespace)
+                turns_written = sum(
+                    conn.execute(q.IMPORT_TURN, codec.turn_row_params(t)).rowcount
+                    for t in batch.turns
+                )
+                events = sum(
+                    conn.execute(
+                        q.IMPORT_EVENT,
+                        {
+                            **codec.event_params(e, codec.ts(e.transaction_time)),
+                            "turn_id": e.turn_id,
+                        },
+                    ).rowcount
+                    for e in batch.events
+                )
+                counts = ImportCounts(records, vectors, turns_written, events)
+                if not commit:
+                    raise _RollBack
+        except _RollBack:
+            return counts
+        self._notify(changed)
+        return counts
+
     # --- stats ------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:
         row = self._read(q.STATS, lexical.namespace_range(namespace))[0]
@@ -312,6 +385,10 @@ class SqliteStorage(Storage):
 
     def close(self) -> None:
         self._conns.close()
+
+
+class _RollBack(Exception):
+    """Raised inside a write transaction to roll it back (a dry-run import)."""
 
 
 def _records_by_rank(

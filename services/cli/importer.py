@@ -1,0 +1,112 @@
+"""``wakemark import FILE``: restore a ``wakemark export`` file (idempotent, in batches).
+
+Each batch of ``transfer.IMPORT_BATCH`` lines commits on its own: a bad line stops the
+import with its line number, everything before its batch stays, and importing the
+fixed file again writes only what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="FILE", help="a wakemark export (.jsonl), or - for stdin")
+    parser.add_argument(
+        "--namespace-map",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="move a namespace (or actor prefix) to another; repeatable",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="read and check everything, write nothing"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from wakemark.services.cli.backfill import ProgressBar
+    from wakemark.shared.config import Settings
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
+    from wakemark.shared.transfer import ImportFormatError, import_lines, parse_namespace_map
+
+    try:
+        mapping = parse_namespace_map(args.namespace_map)
+    except ValueError as exc:
+        print(f"wakemark import: {exc}", file=sys.stderr)
+        return 2
+    try:
+        stream: Any = sys.stdin.buffer if args.path == "-" else open(args.path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        print(f"wakemark import: {exc}", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    runtime = Runtime.build(settings)
+    if not args.dry_run:
+        migrate(settings)  # an empty database is a normal target
+    elif not _has_schema(runtime):
+        print(
+            "wakemark import: the database has no wakemark tables yet; a dry run writes"
+            " nothing, so run `wakemark migrate` first",
+            file=sys.stderr,
+        )
+        stream.close()
+        runtime.close()
+        return 2
+    size = _size(stream)
+    bar = ProgressBar(label="importing bytes")
+    try:
+        report = import_lines(
+            runtime.storage,
+            stream,
+            mapping,
+            dry_run=args.dry_run,
+            progress=(lambda done: bar(done, max(size, done))) if size else None,
+        )
+    except ImportFormatError as exc:
+        bar.finish()
+        print(f"wakemark import: {args.path}: {exc}", file=sys.stderr)
+        if exc.report is not None:
+            print(_summary(exc.report, "before the error"), file=sys.stderr)
+        return 1
+    finally:
+        stream.close()
+        runtime.close()
+    bar.finish()
+    print(_summary(report, "done"), file=sys.stderr)
+    return 0
+
+
+def _has_schema(runtime: Any) -> bool:
+    try:
+        runtime.storage.stats()
+    except Exception:  # no such table (SQLite), undefined table (Postgres)
+        return False
+    return True
+
+
+def _size(stream: Any) -> int:
+    try:
+        return os.fstat(stream.fileno()).st_size
+    except (OSError, ValueError):
+        return 0
+
+
+def _summary(report: Any, when: str) -> str:
+    lines, w = report.lines, report.written
+    verb = "would write" if report.dry_run else "wrote"
+    text = (
+        f"{when}: read {lines['record']} record(s), {lines['turn']} turn(s),"
+        f" {lines['event']} event(s); {verb} {w.records} record(s) ({w.vectors} with a"
+        f" vector), {w.turns} turn(s), {w.events} event(s); the rest already existed"
+    )
+    if report.vectors_dropped:
+        text += f"; {report.vectors_dropped} vector(s) of another model dropped"
+    if not report.dry_run and w.records > w.vectors:
+        text += "\nrecords without a vector are embedded by the server's backfill"
+        text += " (or run `wakemark backfill`)"
+    return text
