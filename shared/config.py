@@ -141,6 +141,12 @@ class Settings:
         200_000, _int(0, 1_000_000_000), "Hard daily token budget of the LLM extractor."
     )
     llm_timeout_s: int = _setting(30, _int(1, 600), "Timeout of one LLM call.")
+    event_retention_days: int = _setting(
+        30,
+        _int(0, 36_500),
+        "Days an extracted turn's raw event bodies are kept before they are trimmed to"
+        " stubs (ids, kind, time, tool, files, exit code stay); 0 keeps them forever.",
+    )
     log_level: str = _setting(
         "info", _choice("debug", "info", "warning", "error"), "Log level of every process."
     )

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("mcp", "run the MCP server over stdio"),
     "export": ("export", "write memories (and events, vectors) as JSON Lines to stdout"),
     "import": ("importer", "restore a wakemark export (idempotent, in batches)"),
+    "gc": ("gc", "trim expired event bodies now and compact the database"),
+    "stats": ("stats", "counts; --disk: size by table and by project"),
 }
 
 

@@ -22,6 +22,7 @@ from wakemark.shared.jobs.names import (
     TASK_BACKFILL,
     TASK_EMBED,
     TASK_EXTRACT,
+    TASK_RETENTION,
     TASK_SWEEP,
     celery_config,
 )
@@ -65,6 +66,7 @@ def create_celery(settings: Settings) -> Celery:
     app.conf.beat_schedule = {
         "sweep": {"task": TASK_SWEEP, "schedule": every},
         "backfill": {"task": TASK_BACKFILL, "schedule": every},
+        "retention": {"task": TASK_RETENTION, "schedule": every},
     }
     runtime = _ProcessRuntime(settings)
     retry: dict[str, Any] = {
@@ -102,6 +104,12 @@ def create_celery(settings: Settings) -> Celery:
             with suppress(Exception):
                 lock.release()
             client.close()
+
+    @app.task(name=TASK_RETENTION, **retry)
+    def trim_events() -> dict[str, int]:
+        from wakemark.shared import retention
+
+        return retention.run(runtime.get())
 
     @app.task(name=TASK_SWEEP, **retry)
     def sweep() -> dict[str, int]:

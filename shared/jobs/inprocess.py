@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from wakemark.shared import retention
 from wakemark.shared.jobs import tasks
 from wakemark.shared.jobs.names import EMBED_BATCH, EXTRACT_BATCH, QUEUE_EMBEDDING, QUEUE_EXTRACTION
 
@@ -189,6 +190,10 @@ class InProcessDispatcher:
                 tasks.sweep(self._runtime)
             except Exception:
                 log.exception("sweep failed; retrying at the next interval")
+            try:
+                retention.run(self._runtime)
+            except Exception:
+                log.exception("event retention failed; retrying at the next interval")
             if self._stop_event.wait(self._sweep_interval_s):
                 return
 

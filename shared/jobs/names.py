@@ -19,11 +19,13 @@ TASK_EXTRACT = "wakemark.extract_turns"
 TASK_EMBED = "wakemark.embed_records"
 TASK_BACKFILL = "wakemark.backfill_embeddings"
 TASK_SWEEP = "wakemark.sweep"
+TASK_RETENTION = "wakemark.trim_events"
 
 TASK_ROUTES = {
     TASK_EXTRACT: {"queue": QUEUE_EXTRACTION},
     TASK_EMBED: {"queue": QUEUE_EMBEDDING},
     TASK_BACKFILL: {"queue": QUEUE_BACKFILL},
+    TASK_RETENTION: {"queue": QUEUE_BACKFILL},  # long and never urgent, like the backfill
     # The sweep is cheap and must run even where only extraction workers exist.
     TASK_SWEEP: {"queue": QUEUE_EXTRACTION},
 }

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from wakemark.shared.config import Settings
 from wakemark.shared.storage.base import (
+    DiskUsage,
     DuplicateRecordError,
     EmbeddingDecodeError,
     EmbeddingMatrix,
@@ -33,6 +34,7 @@ ChangeHook = Callable[[set[str]], None]
 touched; the cache layer bumps their epochs from it."""
 
 __all__ = [
+    "DiskUsage",
     "ChangeHook",
     "DuplicateRecordError",
     "EmbeddingDecodeError",

@@ -19,7 +19,7 @@ pending extraction until ``mark_turn_extracted`` commits together with its recor
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -140,6 +140,16 @@ class ImportCounts:
     vectors: int = 0
     turns: int = 0
     events: int = 0
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """``total``: bytes the database takes; ``tables``: bytes per table (indexes in);
+    ``projects``: per namespace, rows and the bytes of their stored text."""
+
+    total: int
+    tables: dict[str, int]
+    projects: list[dict[str, Any]]
 
 
 class Tx(abc.ABC):
@@ -306,6 +316,27 @@ class Storage(abc.ABC):
         membership and extraction marks kept). A row whose id already exists is left
         alone, so importing twice writes nothing the second time. ``commit=False`` rolls
         the transaction back: the counts say what would have been written."""
+
+    # --- retention and size ---------------------------------------------------------
+    @abc.abstractmethod
+    def trimmable_turns(self, extracted_before: datetime, limit: int) -> list[str]:
+        """Turns extracted before the time whose events are not trimmed yet, oldest
+        extraction first."""
+
+    @abc.abstractmethod
+    def trim_turns(self, bodies: Mapping[str, Mapping[str, str]]) -> int:
+        """One transaction: for each turn id, set the bodies (JSON text) of the events
+        named (events of other turns are left alone) and mark the turn trimmed, so it is
+        never listed again; returns the number of events changed."""
+
+    @abc.abstractmethod
+    def compact(self) -> list[str]:
+        """Give freed space back (SQLite: VACUUM or incremental vacuum; Postgres: VACUUM
+        (ANALYZE) of the big tables where the role may); returns what was done, one line
+        each, or advice when it could not be."""
+
+    @abc.abstractmethod
+    def disk_usage(self) -> DiskUsage: ...
 
     # --- stats --------------------------------------------------------------------------
     @abc.abstractmethod

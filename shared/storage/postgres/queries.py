@@ -324,3 +324,35 @@ INSERT INTO turns (turn_id, namespace, session_id, opened_at, last_event_at, clo
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (turn_id) DO NOTHING
 """
+
+# --- retention and size ---------------------------------------------------------------------
+TRIMMABLE_TURNS = """
+SELECT turn_id FROM turns
+ WHERE extracted_at IS NOT NULL AND trimmed_at IS NULL AND extracted_at < %s
+ ORDER BY extracted_at, turn_id
+ LIMIT %s
+"""
+
+SET_EVENT_BODY = "UPDATE events SET body = %s WHERE event_id = %s AND turn_id = %s"
+
+MARK_TRIMMED = "UPDATE turns SET trimmed_at = %s WHERE turn_id = %s"
+
+# wakemark's tables in the schema it runs in (the first of search_path), with the roles
+# allowed to vacuum them: the owner (or a member of its role) and superusers.
+TABLE_SIZES = """
+SELECT c.relname, pg_total_relation_size(c.oid), pg_has_role(c.relowner, 'USAGE')
+  FROM pg_class c
+ WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+ ORDER BY 2 DESC
+"""
+
+EVENT_BYTES = "SELECT namespace, count(*), sum(octet_length(body)) FROM events GROUP BY namespace"
+
+RECORD_BYTES = """
+SELECT namespace, count(*),
+       sum(octet_length(title) + octet_length(summary)
+           + octet_length(array_to_string(facts, '')) + octet_length(array_to_string(concepts, ''))
+           + octet_length(array_to_string(files_touched, ''))
+           + coalesce(vector_dims(embedding) * 4, 0))
+  FROM memory_records GROUP BY namespace
+"""

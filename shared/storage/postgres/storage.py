@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from wakemark.shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
+    DiskUsage,
     DuplicateRecordError,
     EmbeddingMatrix,
     ImportBatch,
@@ -38,6 +40,8 @@ from wakemark.shared.storage.postgres.rows import (
 )
 
 ChangeHook = Callable[[set[str]], None]
+# The tables that grow (``compact`` vacuums them); the others hold a few rows each.
+BIG_TABLES = ("events", "turns", "memory_records", "memory_fts", "lexeme_df")
 # A search ranks only the newest this many matches (queries.SEARCH_FTS).
 RECENT_MATCHES = 2000
 
@@ -394,6 +398,52 @@ class PostgresStorage(Storage):
         if changed and self._on_change is not None:
             self._on_change(changed)
         return counts
+
+    # --- retention and size -----------------------------------------------------------
+    def trimmable_turns(self, extracted_before: datetime, limit: int) -> list[str]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.TRIMMABLE_TURNS, (extracted_before, limit)).fetchall()
+        return [r[0] for r in rows]
+
+    def trim_turns(self, bodies: Mapping[str, Mapping[str, str]]) -> int:
+        now = utcnow()
+        updates = [(b, e, t) for t, events in bodies.items() for e, b in events.items()]
+        with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            changed = 0
+            if updates:
+                cur.executemany(q.SET_EVENT_BODY, updates)
+                changed = max(cur.rowcount, 0)
+            cur.executemany(q.MARK_TRIMMED, [(now, t) for t in bodies])
+        return changed
+
+    def compact(self) -> list[str]:
+        lines: list[str] = []
+        with self._db.connection() as conn:  # autocommit: VACUUM refuses a transaction
+            allowed = {name: ok for name, _, ok in conn.execute(q.TABLE_SIZES).fetchall()}
+            for table in BIG_TABLES:
+                if table not in allowed:
+                    continue
+                if not allowed[table]:
+                    lines.append(
+                        f"not the owner of {table}: ask its owner (or a superuser) to run"
+                        f" VACUUM (ANALYZE) {table}; autovacuum reuses the space meanwhile"
+                    )
+                    continue
+                conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
+                lines.append(f"VACUUM (ANALYZE) {table}")
+        lines.append(
+            "Postgres reuses the space VACUUM frees for new rows; VACUUM FULL returns it to"
+            " the operating system but locks the table while it rewrites it"
+        )
+        return lines
+
+    def disk_usage(self) -> DiskUsage:
+        with self._db.connection() as conn:
+            sizes = conn.execute(q.TABLE_SIZES).fetchall()
+            events = conn.execute(q.EVENT_BYTES).fetchall()
+            records = conn.execute(q.RECORD_BYTES).fetchall()
+        tables = {name: int(size) for name, size, _ in sizes}
+        return DiskUsage(sum(tables.values()), tables, columns.project_sizes(events, records))
 
     # --- stats --------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
@@ -17,6 +17,7 @@ import numpy as np
 from wakemark.shared.models import NAMESPACE_RE, Event, MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
+    DiskUsage,
     DuplicateRecordError,
     EmbeddingMatrix,
     ImportBatch,
@@ -372,6 +373,58 @@ class SqliteStorage(Storage):
         self._notify(changed)
         return counts
 
+    # --- retention and size -----------------------------------------------------------
+    def trimmable_turns(self, extracted_before: datetime, limit: int) -> list[str]:
+        return [r[0] for r in self._read(q.TRIMMABLE_TURNS, (codec.ts(extracted_before), limit))]
+
+    def trim_turns(self, bodies: Mapping[str, Mapping[str, str]]) -> int:
+        now = codec.ts(utcnow())
+        changed = 0
+        with self._conns.write() as conn:
+            for turn_id, events in bodies.items():
+                for event_id, body in events.items():
+                    key = {"event_id": event_id, "turn_id": turn_id}
+                    row = conn.execute(q.TRIM_DELETE_EVENT, key).fetchone()
+                    if row is not None:
+                        conn.execute(q.TRIM_INSERT_EVENT, {**dict(row), "body": body})
+                        changed += 1
+                conn.execute(q.MARK_TRIMMED, {"now": now, "turn_id": turn_id})
+        return changed
+
+    def compact(self) -> list[str]:
+        with self._conns.exclusive() as conn:
+            before = _file_bytes(conn)
+            # auto_vacuum=INCREMENTAL (2) can hand free pages back without a rewrite;
+            # NONE (0, the default) and FULL (1) need VACUUM, which rewrites the file.
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                conn.execute("PRAGMA incremental_vacuum").fetchall()
+                done = "incremental vacuum"
+            else:
+                conn.execute("VACUUM")
+                done = "VACUUM"
+            # The rewritten pages sit in the WAL until a checkpoint copies them back.
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            after = _file_bytes(conn)
+        lines = [f"{done}: {self.path} {before:,} -> {after:,} bytes"]
+        if busy:
+            lines.append(
+                "a reader kept the WAL from being truncated; it shrinks at the next checkpoint"
+            )
+        return lines
+
+    def disk_usage(self) -> DiskUsage:
+        conn = self._conns.get()
+        tables = {r["tbl"]: int(r["bytes"]) for r in conn.execute(q.TABLE_SIZES)}
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        tables["(free pages)"] = free * conn.execute("PRAGMA page_size").fetchone()[0]
+        return DiskUsage(
+            total=_file_bytes(conn),
+            tables=tables,
+            projects=columns.project_sizes(
+                conn.execute(q.EVENT_BYTES), conn.execute(q.RECORD_BYTES)
+            ),
+        )
+
     # --- stats ------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:
         row = self._read(q.STATS, lexical.namespace_range(namespace))[0]
@@ -385,6 +438,11 @@ class SqliteStorage(Storage):
 
     def close(self) -> None:
         self._conns.close()
+
+
+def _file_bytes(conn: sqlite3.Connection) -> int:
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    return int(pages * conn.execute("PRAGMA page_size").fetchone()[0])
 
 
 class _RollBack(Exception):
