@@ -14,7 +14,19 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", metavar="FILE", help="a wakemark export (.jsonl), or - for stdin")
+    parser.add_argument(
+        "path",
+        metavar="FILE",
+        help="a wakemark export (.jsonl), or - for stdin; with --from, that tool's files",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        choices=["claude-code"],
+        default=None,
+        help="import another tool's data instead: claude-code (a transcript .jsonl, or a"
+        " directory such as ~/.claude/projects, replayed as events)",
+    )
     parser.add_argument(
         "--namespace-map",
         action="append",
@@ -34,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from wakemark.shared.storage import migrate
     from wakemark.shared.transfer import ImportFormatError, import_lines, parse_namespace_map
 
+    if args.source is not None:
+        return _run_from(args)
     try:
         mapping = parse_namespace_map(args.namespace_map)
     except ValueError as exc:
@@ -79,6 +93,55 @@ def run(args: argparse.Namespace) -> int:
     bar.finish()
     print(_summary(report, "done"), file=sys.stderr)
     return 0
+
+
+def _run_from(args: argparse.Namespace) -> int:
+    from wakemark.services.importers import claude_code
+    from wakemark.shared import project
+    from wakemark.shared.config import Settings
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
+
+    files = claude_code.transcripts(args.path)
+    if not files:
+        print(f"wakemark import: no transcript (.jsonl) at {args.path}", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    if not args.dry_run:
+        migrate(settings)
+    runtime = Runtime.build(settings)
+    actor = project.actor()
+    seen = stored = 0
+    namespaces: set[str] = set()
+    try:
+        for path in files:
+            with open(path, "rb") as lines:
+                batch: list[Any] = []
+                for event in claude_code.session_events(lines, actor):
+                    namespaces.add(event.namespace)
+                    batch.append(event)
+                    if len(batch) == 500:
+                        stored += _put(runtime, batch, args.dry_run)
+                        seen, batch = seen + len(batch), []
+                stored += _put(runtime, batch, args.dry_run)
+                seen += len(batch)
+    finally:
+        runtime.close()
+    verb = "read" if args.dry_run else "stored"
+    print(
+        f"{len(files)} transcript(s), {seen} event(s) in {len(namespaces)} project(s);"
+        f" {verb} {stored if not args.dry_run else seen}"
+        f"{' new' if not args.dry_run else ''}. The server extracts each turn as it closes"
+        " (a session's last turn after WAKEMARK_TURN_IDLE_S).",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _put(runtime: Any, events: list[Any], dry_run: bool) -> int:
+    if dry_run or not events:
+        return 0
+    return sum(r.stored for r in runtime.storage.put_events(events))
 
 
 def _has_schema(runtime: Any) -> bool:
