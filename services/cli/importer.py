@@ -22,10 +22,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="source",
-        choices=["claude-code"],
+        choices=["claude-code", "markdown"],
         default=None,
         help="import another tool's data instead: claude-code (a transcript .jsonl, or a"
-        " directory such as ~/.claude/projects, replayed as events)",
+        " directory such as ~/.claude/projects, replayed as events); markdown (CLAUDE.md,"
+        " auto-memory, Cursor .mdc rules, Cline memory-bank files, or a directory of them:"
+        " one manual record per section)",
+    )
+    parser.add_argument(
+        "--project",
+        metavar="DIR",
+        default=None,
+        help="with --from markdown: the project the records belong to (default: each"
+        " file's own project)",
     )
     parser.add_argument(
         "--namespace-map",
@@ -46,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from wakemark.shared.storage import migrate
     from wakemark.shared.transfer import ImportFormatError, import_lines, parse_namespace_map
 
+    if args.source == "markdown":
+        return _run_markdown(args)
     if args.source is not None:
         return _run_from(args)
     try:
@@ -62,14 +73,8 @@ def run(args: argparse.Namespace) -> int:
     runtime = Runtime.build(settings)
     if not args.dry_run:
         migrate(settings)  # an empty database is a normal target
-    elif not _has_schema(runtime):
-        print(
-            "wakemark import: the database has no wakemark tables yet; a dry run writes"
-            " nothing, so run `wakemark migrate` first",
-            file=sys.stderr,
-        )
+    elif _no_schema(runtime):
         stream.close()
-        runtime.close()
         return 2
     size = _size(stream)
     bar = ProgressBar(label="importing bytes")
@@ -110,6 +115,8 @@ def _run_from(args: argparse.Namespace) -> int:
     if not args.dry_run:
         migrate(settings)
     runtime = Runtime.build(settings)
+    if args.dry_run and _no_schema(runtime):
+        return 2
     actor = project.actor()
     seen = stored = 0
     namespaces: set[str] = set()
@@ -138,18 +145,68 @@ def _run_from(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_markdown(args: argparse.Namespace) -> int:
+    from wakemark.services.importers import markdown
+    from wakemark.shared import project
+    from wakemark.shared.config import Settings
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
+
+    files = markdown.files(args.path)
+    if not files:
+        print(f"wakemark import: no markdown file at {args.path}", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    if not args.dry_run:
+        migrate(settings)
+    runtime = Runtime.build(settings)
+    if args.dry_run and _no_schema(runtime):
+        return 2
+    found = written = 0
+    try:
+        storage = runtime.storage
+        for path in files:
+            start = args.project or os.path.dirname(os.path.abspath(path))
+            namespace = project.namespace(start)
+            records = markdown.records(path, namespace)
+            found += len(records)
+            have = {r.record_id for r in storage.get_memory_records([r.record_id for r in records])}
+            new = [r for r in records if r.record_id not in have]
+            if new and not args.dry_run:
+                with storage.transaction() as tx:  # one file's sections together
+                    for record in new:
+                        tx.put_memory_record(record)
+            written += len(new)
+    finally:
+        runtime.close()
+    verb = "would write" if args.dry_run else "wrote"
+    print(
+        f"{len(files)} file(s), {found} section(s); {verb} {written} new record(s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _put(runtime: Any, events: list[Any], dry_run: bool) -> int:
     if dry_run or not events:
         return 0
     return sum(r.stored for r in runtime.storage.put_events(events))
 
 
-def _has_schema(runtime: Any) -> bool:
+def _no_schema(runtime: Any) -> bool:
+    """True (said, and the runtime closed) when a dry run meets a database without
+    wakemark's tables: it may not create them."""
     try:
         runtime.storage.stats()
     except Exception:  # no such table (SQLite), undefined table (Postgres)
-        return False
-    return True
+        print(
+            "wakemark import: the database has no wakemark tables yet; a dry run writes"
+            " nothing, so run `wakemark migrate` first",
+            file=sys.stderr,
+        )
+        runtime.close()
+        return True
+    return False
 
 
 def _size(stream: Any) -> int:
