@@ -22,19 +22,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="source",
-        choices=["claude-code", "markdown"],
+        choices=["claude-code", "markdown", "claude-mem"],
         default=None,
         help="import another tool's data instead: claude-code (a transcript .jsonl, or a"
         " directory such as ~/.claude/projects, replayed as events); markdown (CLAUDE.md,"
         " auto-memory, Cursor .mdc rules, Cline memory-bank files, or a directory of them:"
-        " one manual record per section)",
+        " one manual record per section); claude-mem (its SQLite database: observations and"
+        " session summaries)",
     )
     parser.add_argument(
         "--project",
         metavar="DIR",
         default=None,
-        help="with --from markdown: the project the records belong to (default: each"
-        " file's own project)",
+        help="with --from markdown or claude-mem: the project the records belong to"
+        " (default: each file's own project; claude-mem: each project name as a root)",
     )
     parser.add_argument(
         "--namespace-map",
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.source == "markdown":
         return _run_markdown(args)
+    if args.source == "claude-mem":
+        return _run_claude_mem(args)
     if args.source is not None:
         return _run_from(args)
     try:
@@ -164,19 +167,11 @@ def _run_markdown(args: argparse.Namespace) -> int:
         return 2
     found = written = 0
     try:
-        storage = runtime.storage
         for path in files:
             start = args.project or os.path.dirname(os.path.abspath(path))
-            namespace = project.namespace(start)
-            records = markdown.records(path, namespace)
+            records = markdown.records(path, project.namespace(start))
             found += len(records)
-            have = {r.record_id for r in storage.get_memory_records([r.record_id for r in records])}
-            new = [r for r in records if r.record_id not in have]
-            if new and not args.dry_run:
-                with storage.transaction() as tx:  # one file's sections together
-                    for record in new:
-                        tx.put_memory_record(record)
-            written += len(new)
+            written += _write_records(runtime, records, args.dry_run)
     finally:
         runtime.close()
     verb = "would write" if args.dry_run else "wrote"
@@ -185,6 +180,59 @@ def _run_markdown(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _run_claude_mem(args: argparse.Namespace) -> int:
+    import itertools
+    import sqlite3
+
+    from wakemark.services.importers import claude_mem
+    from wakemark.shared import project
+    from wakemark.shared.config import Settings
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
+
+    if not os.path.isfile(args.path):
+        print(f"wakemark import: no claude-mem database at {args.path}", file=sys.stderr)
+        return 2
+    fixed = project.namespace(args.project) if args.project else None
+    actor = project.actor()
+
+    def namespace_of(name: str) -> str:
+        return fixed or project.namespace_for(actor, project.project_id(str(name)))
+
+    settings = Settings.from_env()
+    if not args.dry_run:
+        migrate(settings)
+    runtime = Runtime.build(settings)
+    if args.dry_run and _no_schema(runtime):
+        return 2
+    found = written = 0
+    try:
+        records = claude_mem.records(args.path, namespace_of)
+        while chunk := list(itertools.islice(records, 500)):
+            found += len(chunk)
+            written += _write_records(runtime, chunk, args.dry_run)
+    except sqlite3.Error as exc:
+        print(f"wakemark import: {args.path}: not a claude-mem database ({exc})", file=sys.stderr)
+        return 1
+    finally:
+        runtime.close()
+    verb = "would write" if args.dry_run else "wrote"
+    print(f"{found} claude-mem record(s); {verb} {written} new record(s)", file=sys.stderr)
+    return 0
+
+
+def _write_records(runtime: Any, records: list[Any], dry_run: bool) -> int:
+    """Write the records not stored yet, in one transaction; returns how many are new."""
+    storage = runtime.storage
+    have = {r.record_id for r in storage.get_memory_records([r.record_id for r in records])}
+    new = [r for r in records if r.record_id not in have]
+    if new and not dry_run:
+        with storage.transaction() as tx:
+            for record in new:
+                tx.put_memory_record(record)
+    return len(new)
 
 
 def _put(runtime: Any, events: list[Any], dry_run: bool) -> int:
