@@ -234,3 +234,22 @@ def test_imported_vectors_reach_an_incremental_vector_cache(
     delta = storage.list_embeddings(NS, since=before.watermark)
     assert len(delta) == 1 and delta.total == 1
     assert np.array_equal(delta.vectors[0], vec(1))
+
+
+def test_an_open_turn_of_a_session_open_here_too_arrives_closed(
+    storage: Storage, tmp_path: Path
+) -> None:
+    source = _sqlite(tmp_path)
+    first = event("prompt", "started elsewhere", session="s9")
+    source.put_events([first])
+    data = export(source, events=True)
+    source.close()
+    storage.put_events([event("prompt", "open here", session="s9")])
+    report = import_lines(storage, lines_of(data))
+    assert report.written.turns == 1 and report.written.events == 1
+    copied = storage.get_event(first.event_id)
+    assert copied is not None and copied.turn_id is not None
+    turn = storage.get_turn(copied.turn_id)
+    assert (
+        turn is not None and turn.closed and [e.event_id for e in turn.events] == [first.event_id]
+    )

@@ -318,10 +318,18 @@ ON CONFLICT (record_id) DO NOTHING
 RETURNING record_id
 """
 
+# An open turn whose session already has another open turn here arrives closed (at its
+# last event): a session has one open turn, and its events must not be left turnless.
 IMPORT_TURN = """
 INSERT INTO turns (turn_id, namespace, session_id, opened_at, last_event_at, closed_at,
                    extracted_at, record_ids)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+SELECT %(turn_id)s, %(namespace)s, %(session_id)s, %(opened_at)s, %(last_event_at)s,
+       CASE WHEN %(closed_at)s::timestamptz IS NULL AND EXISTS (
+                SELECT 1 FROM turns WHERE namespace = %(namespace)s
+                   AND session_id = %(session_id)s AND closed_at IS NULL
+                   AND turn_id <> %(turn_id)s)
+            THEN %(last_event_at)s ELSE %(closed_at)s::timestamptz END,
+       %(extracted_at)s, %(record_ids)s
 ON CONFLICT (turn_id) DO NOTHING
 """
 

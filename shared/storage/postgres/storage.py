@@ -380,8 +380,11 @@ class PostgresStorage(Storage):
                 # executemany pipelines the statements; rowcount sums their rows.
                 cur.executemany(
                     q.IMPORT_TURN,
-                    [(t.turn_id, t.namespace, t.session_id, t.opened_at, t.last_event_at,
-                      t.closed_at, t.extracted_at, t.record_ids) for t in batch.turns],
+                    [{"turn_id": t.turn_id, "namespace": t.namespace,
+                      "session_id": t.session_id, "opened_at": t.opened_at,
+                      "last_event_at": t.last_event_at, "closed_at": t.closed_at,
+                      "extracted_at": t.extracted_at, "record_ids": t.record_ids}
+                     for t in batch.turns],
                 )  # fmt: skip
                 turns_written = max(cur.rowcount, 0)
                 cur.executemany(
