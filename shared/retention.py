@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
+import weakref
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +28,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("wakemark.retention")
 
 KEEP_BYTES = 512  # a body this small (a short prompt) is kept: its stub would save nothing
+# The window is counted in days: an hourly run is prompt enough and keeps the job off
+# the sweep's every-minute path (and off a Celery worker's queue).
+RUN_INTERVAL_S = 3600
 RUN_MAX_TURNS = 5000  # turns one periodic run trims; a backlog takes a few runs
 TURNS_PER_BATCH = 200  # turns trimmed per transaction: short holds on the write lock
 STUB_KEY = "wakemark_trimmed"
@@ -83,7 +89,19 @@ def trim_expired(
     return totals
 
 
-def run(runtime: Runtime) -> dict[str, int]:
-    """The periodic job (sweep thread in-process, a beat entry with Celery)."""
+_last_run: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+_last_run_lock = threading.Lock()
+
+
+def run(runtime: Runtime, every_s: float = RUN_INTERVAL_S) -> dict[str, int] | None:
+    """The periodic job: called on every in-process sweep, it runs at most once per
+    ``every_s`` per runtime (the first call at once); None when it did not run. Celery
+    beat schedules it every ``RUN_INTERVAL_S`` itself (``every_s=0``)."""
+    now = time.monotonic()
+    with _last_run_lock:
+        last = _last_run.get(runtime)
+        if last is not None and now - last < every_s:
+            return None
+        _last_run[runtime] = now
     days = runtime.settings.event_retention_days
     return trim_expired(runtime.storage, days, max_turns=RUN_MAX_TURNS)

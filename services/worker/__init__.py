@@ -16,7 +16,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_ready
 
-from wakemark.shared import jobs
+from wakemark.shared import jobs, retention
 from wakemark.shared.config import Settings
 from wakemark.shared.jobs.names import (
     TASK_BACKFILL,
@@ -66,7 +66,7 @@ def create_celery(settings: Settings) -> Celery:
     app.conf.beat_schedule = {
         "sweep": {"task": TASK_SWEEP, "schedule": every},
         "backfill": {"task": TASK_BACKFILL, "schedule": every},
-        "retention": {"task": TASK_RETENTION, "schedule": every},
+        "retention": {"task": TASK_RETENTION, "schedule": max(every, retention.RUN_INTERVAL_S)},
     }
     runtime = _ProcessRuntime(settings)
     retry: dict[str, Any] = {
@@ -106,10 +106,8 @@ def create_celery(settings: Settings) -> Celery:
             client.close()
 
     @app.task(name=TASK_RETENTION, **retry)
-    def trim_events() -> dict[str, int]:
-        from wakemark.shared import retention
-
-        return retention.run(runtime.get())
+    def trim_events() -> dict[str, int] | None:
+        return retention.run(runtime.get(), every_s=0)
 
     @app.task(name=TASK_SWEEP, **retry)
     def sweep() -> dict[str, int]:

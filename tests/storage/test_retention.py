@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.storage.test_conformance import event, record
+from wakemark.shared import retention
 from wakemark.shared.config import Settings
 from wakemark.shared.jobs.inprocess import InProcessDispatcher
 from wakemark.shared.models import Event, StoredEvent, new_ulid
@@ -143,6 +144,11 @@ def test_the_sweep_thread_runs_retention(backend_settings: Settings) -> None:
         assert runtime.storage.trimmable_turns(recent, 10) == []
         bodies = [json.loads(e.body_json()) for e in runtime.storage.list_events(NS)]
         assert len(bodies) == 3 and all(STUB_KEY in b["data"] for b in bodies)
+        # Further sweeps within the hour leave it alone.
+        assert retention.run(runtime) is None
+        assert retention.run(runtime, every_s=0) == {
+            "turns": 0, "events": 0, "bytes_before": 0, "bytes_after": 0,
+        }  # fmt: skip
     finally:
         runtime.close()
 
@@ -150,8 +156,9 @@ def test_the_sweep_thread_runs_retention(backend_settings: Settings) -> None:
 def test_celery_beat_schedules_the_retention_task(settings: Settings) -> None:
     from wakemark.services.worker import create_celery
     from wakemark.shared.jobs.names import QUEUE_BACKFILL, TASK_RETENTION, TASK_ROUTES
+    from wakemark.shared.retention import RUN_INTERVAL_S
 
     app = create_celery(settings.replace(redis_url="redis://127.0.0.1:6379/7"))
     entry = app.conf.beat_schedule["retention"]
-    assert entry["task"] == TASK_RETENTION and entry["schedule"] == settings.sweep_interval_s
+    assert entry["task"] == TASK_RETENTION and entry["schedule"] == RUN_INTERVAL_S
     assert TASK_RETENTION in app.tasks and TASK_ROUTES[TASK_RETENTION]["queue"] == QUEUE_BACKFILL
