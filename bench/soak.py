@@ -86,7 +86,6 @@ def _soak(root: Path, events: int, retention_days: int) -> dict[str, Any]:
     from wakemark.shared.retention import trim_expired
     from wakemark.shared.runtime import Runtime
     from wakemark.shared.storage import migrate
-    from wakemark.shared.storage.sqlite import storage as sqlite_storage
 
     settings = Settings(home=root, embedder="off", event_retention_days=retention_days)
     prepare_home(settings)
@@ -94,6 +93,9 @@ def _soak(root: Path, events: int, retention_days: int) -> dict[str, Any]:
     runtime = Runtime.build(settings)
     storage = runtime.storage
     clock = _Clock()
+    # The backend's module clock stamps transaction and extraction times; found through
+    # the instance, as nothing but the storage factory imports a backend.
+    sqlite_storage = sys.modules[type(storage).__module__]
     real = sqlite_storage.utcnow
     sqlite_storage.utcnow = clock  # type: ignore[assignment]
     rng = random.Random(1)
