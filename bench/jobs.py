@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wakemark.shared.jobs.names import EMBED_BATCH
-
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.jobs import backfill_embeddings, embed_records
+from wakemark.shared.jobs.tasks import EMBED_BATCH
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import migrate

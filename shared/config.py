@@ -176,6 +176,12 @@ class Settings:
         "Comma-separated globs of project paths never stored (like .wakemarkignore), "
         "e.g. `~/work/client-*`.",
     )
+    event_retention_days: int = _setting(
+        30,
+        _int(0, 36_500),
+        "Days an extracted turn's raw event bodies are kept before they are trimmed to"
+        " stubs (ids, kind, time, tool, files, exit code stay); 0 keeps them forever.",
+    )
     log_level: str = _setting(
         "info", _choice("debug", "info", "warning", "error"), "Log level of every process."
     )

@@ -25,6 +25,7 @@ BLUEPRINTS = (
     "wakemark.services.api.search",
     "wakemark.services.api.retrievals",
     "wakemark.services.api.openapi",
+    "wakemark.services.api.export",
 )
 
 

@@ -39,6 +39,7 @@ from wakemark.shared.models import (
 bp = Blueprint("openapi", __name__)
 
 TEXT = "text"  # a response of Prometheus text instead of JSON
+NDJSON = "ndjson"  # a stream of JSON lines
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 _REF = "#/components/schemas/{model}"
 _PARAM = re.compile(r"<(?:[^<>:]+:)?([^<>]+)>")  # <path:name> -> name
@@ -162,6 +163,13 @@ ROUTES: tuple[Route, ...] = (
         "GET", "/v1/retrievals/<retrieval_id>",
         "one audit row; 404 if unknown",
         {200: Retrieval},
+    ),
+    Route(
+        "GET", "/v1/export",
+        "the [export file](#export-format), streamed (`application/x-ndjson`); `namespace` "
+        "a namespace or actor prefix, absent for all; `events`, `vectors` `true`/`false` "
+        "(false). A failure mid-stream ends the body without its `end` line",
+        {200: NDJSON}, query=s.ExportQuery,
     ),
     Route(
         "GET", "/v1/stats",
@@ -291,6 +299,9 @@ def _operation(route: Route, components: _Components) -> dict[str, Any]:
         elif kind == TEXT:
             content = {"text/plain": {"schema": {"type": "string"}}}
             responses[str(status)] = {"description": "Prometheus text format", "content": content}
+        elif kind == NDJSON:
+            content = {"application/x-ndjson": {"schema": {"type": "string"}}}
+            responses[str(status)] = {"description": "one JSON object a line", "content": content}
         else:
             schema = components.schema(kind, "serialization")
             content = {"application/json": {"schema": schema}}

@@ -132,6 +132,12 @@ class RetrievalsQuery(Query):
     limit: QueryInt = Field(50, ge=1, le=100, description="most rows returned")
 
 
+class ExportQuery(Query):
+    namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC + "; absent: all")
+    events: QueryBool = Field(False, description="with the turns and their events")
+    vectors: QueryBool = Field(False, description="with each record's vector")
+
+
 class StatsQuery(Query):
     namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC)
 

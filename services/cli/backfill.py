@@ -17,7 +17,14 @@ from typing import Any, TextIO
 class ProgressBar:
     """``\\r``-updated bar on a TTY; a plain line every few seconds otherwise (logs, CI)."""
 
-    def __init__(self, stream: TextIO = sys.stderr, every_s: float = 5.0, width: int = 30):
+    def __init__(
+        self,
+        stream: TextIO = sys.stderr,
+        every_s: float = 5.0,
+        width: int = 30,
+        label: str = "embedding",
+    ):
+        self.label = label
         self.stream = stream
         self.tty = stream.isatty()
         self.every_s = every_s
@@ -36,10 +43,10 @@ class ProgressBar:
         if self.tty:
             bar = "#" * int(frac * self.width)
             self.stream.write(
-                f"\rembedding [{bar:<{self.width}}] {done}/{total} {frac:4.0%} {rate:6.1f}/s"
+                f"\r{self.label} [{bar:<{self.width}}] {done}/{total} {frac:4.0%} {rate:6.1f}/s"
             )
         else:
-            self.stream.write(f"embedding: {done}/{total} ({frac:.0%}, {rate:.1f}/s)\n")
+            self.stream.write(f"{self.label}: {done}/{total} ({frac:.0%}, {rate:.1f}/s)\n")
         self.stream.flush()
 
     def finish(self) -> None:

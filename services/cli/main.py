@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "install": ("install", "add wakemark's hooks and MCP server to an agent's config"),
     "uninstall": ("uninstall", "remove wakemark's hooks and MCP server from an agent's config"),
     "mcp": ("mcp", "run the MCP server over stdio"),
+    "export": ("export", "write memories (and events, vectors) as JSON Lines to stdout"),
+    "import": ("importer", "restore a wakemark export (idempotent, in batches)"),
+    "gc": ("gc", "trim expired event bodies now and compact the database"),
+    "stats": ("stats", "counts; --disk: size by table and by project"),
 }
 
 

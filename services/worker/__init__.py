@@ -42,7 +42,11 @@ def create_celery(settings: Settings) -> Celery:
     every = float(settings.sweep_interval_s)
     periodic = [job for job in JOBS if job.periodic is not None]
     app.conf.beat_schedule = {
-        job.name: {"task": job.name, "schedule": every, "kwargs": dict(job.periodic or {})}
+        job.name: {
+            "task": job.name,
+            "schedule": max(every, job.every_s or every),
+            "kwargs": dict(job.periodic or {}),
+        }
         for job in periodic
     }
     # Built lazily, so a prefork parent opens nothing; each child resets what it

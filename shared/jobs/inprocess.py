@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from wakemark.shared.jobs.job import Context, Job
-from wakemark.shared.jobs.tasks import ID_JOBS, SWEEP
+from wakemark.shared.jobs.tasks import ID_JOBS, RETENTION, SWEEP
 
 log = logging.getLogger("wakemark.jobs")
 
@@ -54,6 +54,7 @@ class InProcessDispatcher:
         self._running = 0
         self._serving = 0  # requests in flight
         self._served_at = 0.0  # when the last one finished
+        self._retention_due = 0.0  # monotonic time of the next retention run
         self._stopping = False
         self._threads: list[threading.Thread] = []
         self._stop_event = threading.Event()
@@ -169,5 +170,11 @@ class InProcessDispatcher:
                 SWEEP.run(self._context)
             except Exception:
                 log.exception("sweep failed; retrying at the next interval")
+            if time.monotonic() >= self._retention_due:
+                self._retention_due = time.monotonic() + (RETENTION.every_s or 0.0)
+                try:
+                    RETENTION.run(self._context)
+                except Exception:
+                    log.exception("event retention failed; retrying at its next run")
             if self._stop_event.wait(self._sweep_interval_s):
                 return

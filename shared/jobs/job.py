@@ -43,6 +43,8 @@ class Job:
     embeds: bool = False
     # Scheduled every sweep interval (Celery beat) with these kwargs; None: on demand only.
     periodic: Mapping[str, Any] | None = None
+    # A periodic job run less often than every sweep interval, in seconds.
+    every_s: float | None = None
     # At most one run at a time across all workers (a Redis lock in the worker).
     exclusive: bool = False
     retry: Retry = field(default_factory=Retry)

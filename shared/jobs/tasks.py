@@ -35,6 +35,7 @@ log = logging.getLogger("wakemark.jobs")
 
 EMBED_BATCH = 64  # records per embed job: one model call, one transaction
 EXTRACT_BATCH = 32  # turns per extract job: one model call, one transaction
+RETENTION_EVERY_S = 3600.0
 SWEEP_EMBED_LIMIT = 2000  # records re-enqueued per sweep; the rest wait for the next one
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -280,6 +281,18 @@ def backfill_embeddings(
     return {"embedded": done, "failures": failures, "breaker": breaker.state}
 
 
+# --- retention ----------------------------------------------------------------------------
+
+
+def trim_events(ctx: Context) -> dict[str, int]:
+    """Trim the raw bodies of turns extracted more than ``WAKEMARK_EVENT_RETENTION_DAYS``
+    ago to stubs (``shared/retention.py``), a bounded number of turns a run."""
+    from wakemark.shared import retention
+
+    days = ctx.settings.event_retention_days
+    return retention.trim_expired(ctx.storage, days, max_turns=retention.RUN_MAX_TURNS)
+
+
 # --- sweep --------------------------------------------------------------------------------
 
 
@@ -335,7 +348,13 @@ BACKFILL = Job(
 # exist. Where the backfill is scheduled too, records missing a vector are its job.
 SWEEP = Job("wakemark.sweep", QUEUE_EXTRACTION, sweep, periodic={"embeddings": False})
 
+# Raw event bodies age out in days: an hourly run is prompt enough, and keeps the trim off
+# the every-minute sweep. On the backfill queue: long and never urgent.
+RETENTION = Job(
+    "wakemark.trim_events", QUEUE_BACKFILL, trim_events, periodic={}, every_s=RETENTION_EVERY_S
+)
+
 # Jobs that take ids, in the order an in-process worker serves them: extraction first,
 # since it creates the records to embed.
 ID_JOBS = (EXTRACT, EMBED)
-JOBS = (EXTRACT, EMBED, BACKFILL, SWEEP)
+JOBS = (EXTRACT, EMBED, BACKFILL, SWEEP, RETENTION)

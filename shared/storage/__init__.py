@@ -10,9 +10,12 @@ from collections.abc import Callable
 
 from wakemark.shared.config import Settings
 from wakemark.shared.storage.base import (
+    DiskUsage,
     DuplicateRecordError,
     EmbeddingDecodeError,
     EmbeddingMatrix,
+    ImportBatch,
+    ImportCounts,
     MigrationDriftError,
     NotFoundError,
     Page,
@@ -22,6 +25,7 @@ from wakemark.shared.storage.base import (
     TermStats,
     TransientStorageError,
     Turn,
+    TurnRow,
     Tx,
 )
 
@@ -30,10 +34,13 @@ ChangeHook = Callable[[set[str]], None]
 touched; the cache layer bumps their epochs from it."""
 
 __all__ = [
+    "DiskUsage",
     "ChangeHook",
     "DuplicateRecordError",
     "EmbeddingDecodeError",
     "EmbeddingMatrix",
+    "ImportBatch",
+    "ImportCounts",
     "MigrationDriftError",
     "NotFoundError",
     "Page",
@@ -43,6 +50,7 @@ __all__ = [
     "TermStats",
     "TransientStorageError",
     "Turn",
+    "TurnRow",
     "Tx",
     "migrate",
     "open_storage",

@@ -116,6 +116,53 @@ class Page:
     offset: int
 
 
+@dataclass(frozen=True)
+class TurnRow:
+    """A turn's own columns, as export writes them and import restores them."""
+
+    turn_id: str
+    namespace: str
+    session_id: str
+    opened_at: datetime
+    last_event_at: datetime
+    closed_at: datetime | None
+    extracted_at: datetime | None
+    record_ids: list[str]
+
+
+@dataclass
+class ImportBatch:
+    """Rows restored together (``Storage.import_batch``): records with their vectors
+    (None: embedded later by the backfill), turns as they were, events in their turns."""
+
+    records: list[tuple[MemoryRecord, np.ndarray | None]] = field(default_factory=list)
+    turns: list[TurnRow] = field(default_factory=list)
+    events: list[StoredEvent] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.records) + len(self.turns) + len(self.events)
+
+
+@dataclass(frozen=True)
+class ImportCounts:
+    """Rows an import wrote; rows whose id already existed are not counted."""
+
+    records: int = 0
+    vectors: int = 0
+    turns: int = 0
+    events: int = 0
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """``total``: bytes the database takes; ``tables``: bytes per table (indexes in);
+    ``projects``: per namespace, rows and the bytes of their stored text."""
+
+    total: int
+    tables: dict[str, int]
+    projects: list[dict[str, Any]]
+
+
 class Tx(abc.ABC):
     """A write transaction: all of its calls commit together or none do."""
 
@@ -334,6 +381,50 @@ class Storage(abc.ABC):
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[Retrieval]:
         """Newest first (created_at desc, retrieval_id desc)."""
+
+    # --- export and import ------------------------------------------------------------
+    @abc.abstractmethod
+    def export_records(
+        self, namespace: str | None, after: str | None, limit: int, vectors: bool
+    ) -> list[tuple[MemoryRecord, np.ndarray | None]]:
+        """A keyset page: up to ``limit`` records under the namespace (None: all) with
+        ``record_id > after``, in record_id order; each with its vector when ``vectors``
+        (None for a record not embedded yet, and always None without ``vectors``)."""
+
+    @abc.abstractmethod
+    def export_turns(
+        self, namespace: str | None, after: str | None, limit: int
+    ) -> list[tuple[TurnRow, list[StoredEvent]]]:
+        """A keyset page of turns (``turn_id > after``, in turn_id order), each with its
+        events in (valid_time, event_id) order."""
+
+    @abc.abstractmethod
+    def import_batch(self, batch: ImportBatch, commit: bool = True) -> ImportCounts:
+        """Write the batch in one transaction, exactly as given (ids, times, turn
+        membership and extraction marks kept). A row whose id already exists is left
+        alone, so importing twice writes nothing the second time. ``commit=False`` rolls
+        the transaction back: the counts say what would have been written."""
+
+    # --- retention and size ---------------------------------------------------------
+    @abc.abstractmethod
+    def trimmable_turns(self, extracted_before: datetime, limit: int) -> list[str]:
+        """Turns extracted before the time whose events are not trimmed yet, oldest
+        extraction first."""
+
+    @abc.abstractmethod
+    def trim_turns(self, bodies: Mapping[str, Mapping[str, str]]) -> int:
+        """One transaction: for each turn id, set the bodies (JSON text) of the events
+        named (events of other turns are left alone) and mark the turn trimmed, so it is
+        never listed again; returns the number of events changed."""
+
+    @abc.abstractmethod
+    def compact(self) -> list[str]:
+        """Give freed space back (SQLite: VACUUM or incremental vacuum; Postgres: VACUUM
+        (ANALYZE) of the big tables where the role may); returns what was done, one line
+        each, or advice when it could not be."""
+
+    @abc.abstractmethod
+    def disk_usage(self) -> DiskUsage: ...
 
     # --- stats --------------------------------------------------------------------------
     @abc.abstractmethod

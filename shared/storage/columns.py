@@ -60,3 +60,18 @@ def collect(
 def fetch_batches(cursor: Any) -> Iterable[Sequence[Any]]:
     while batch := cursor.fetchmany(BATCH_ROWS):
         yield batch
+
+
+def project_sizes(events: Iterable[Any], records: Iterable[Any]) -> list[dict[str, Any]]:
+    """Rows of (namespace, count, bytes) for events and records → one dict per namespace,
+    largest first."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind, rows in (("event", events), ("record", records)):
+        for namespace, n, size in rows:
+            row = out.setdefault(
+                namespace,
+                {"namespace": namespace, "events": 0, "event_bytes": 0, "records": 0,
+                 "record_bytes": 0},
+            )  # fmt: skip
+            row[f"{kind}s"], row[f"{kind}_bytes"] = int(n), int(size or 0)
+    return sorted(out.values(), key=lambda r: -(r["event_bytes"] + r["record_bytes"]))

@@ -8,6 +8,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.jobs import BACKFILL, EMBED, EXTRACT, JOBS, SWEEP
 from wakemark.shared.jobs.celery_dispatch import celery_config
 from wakemark.shared.jobs.inprocess import InProcessDispatcher
+from wakemark.shared.jobs.tasks import RETENTION
 
 
 def test_every_job_is_one_celery_task_with_its_declared_policy(settings: Settings) -> None:
@@ -22,7 +23,11 @@ def test_every_job_is_one_celery_task_with_its_declared_policy(settings: Setting
     assert {e["task"]: e["kwargs"] for e in schedule.values()} == {
         BACKFILL.name: {},
         SWEEP.name: {"embeddings": False},  # the scheduled backfill embeds instead
+        RETENTION.name: {},
     }
+    every = settings.sweep_interval_s
+    assert schedule[RETENTION.name]["schedule"] == RETENTION.every_s  # hourly, not per sweep
+    assert schedule[SWEEP.name]["schedule"] == schedule[BACKFILL.name]["schedule"] == every
 
 
 def test_in_process_queues_are_the_id_jobs_by_name(settings: Settings, make_runtime) -> None:

@@ -317,3 +317,84 @@ SELECT coalesce(ev.namespace, mr.namespace), ev.project_path,
 """
 
 PING = "SELECT 1"
+
+# --- export and import --------------------------------------------------------------------
+# Keyset pages in id order (primary keys; ids are ULIDs, which sort the same in every
+# collation), so each page is one index seek however far into the table it is.
+EXPORT_RECORDS = f"""
+SELECT {RECORD_COLUMNS}, CASE WHEN %(vectors)s THEN embedding END
+  FROM memory_records
+ WHERE record_id > %(after)s AND namespace {NS}
+ ORDER BY record_id
+ LIMIT %(limit)s
+"""
+
+EXPORT_TURNS = f"""
+SELECT turn_id, namespace, session_id, opened_at, last_event_at, closed_at, extracted_at,
+       record_ids
+  FROM turns
+ WHERE turn_id > %(after)s AND namespace {NS}
+ ORDER BY turn_id
+ LIMIT %(limit)s
+"""
+
+# With its vector in the same row: an insert then an UPDATE of the embedding would write
+# every index (HNSW included) twice. The stamp is what migration 0003's trigger sets on
+# an update, so a vector cache's incremental refresh sees imported vectors too.
+IMPORT_RECORD = f"""
+INSERT INTO memory_records ({RECORD_COLUMNS}, embedding, embedded_xid)
+VALUES (%(record_id)s, %(namespace)s, %(title)s, %(summary)s, %(facts)s, %(concepts)s,
+        %(files_touched)s, %(observation_type)s, %(source_event_ids)s, %(strategy)s,
+        %(quality)s, %(pinned)s, %(created_at)s, %(embedding)s::vector,
+        CASE WHEN %(embedding)s::vector IS NULL THEN 0
+             ELSE pg_current_xact_id()::text::bigint END)
+ON CONFLICT (record_id) DO NOTHING
+RETURNING record_id
+"""
+
+# An open turn whose session already has another open turn here arrives closed (at its
+# last event): a session has one open turn, and its events must not be left turnless.
+IMPORT_TURN = """
+INSERT INTO turns (turn_id, namespace, session_id, opened_at, last_event_at, closed_at,
+                   extracted_at, record_ids)
+SELECT %(turn_id)s, %(namespace)s, %(session_id)s, %(opened_at)s, %(last_event_at)s,
+       CASE WHEN %(closed_at)s::timestamptz IS NULL AND EXISTS (
+                SELECT 1 FROM turns WHERE namespace = %(namespace)s
+                   AND session_id = %(session_id)s AND closed_at IS NULL
+                   AND turn_id <> %(turn_id)s)
+            THEN %(last_event_at)s ELSE %(closed_at)s::timestamptz END,
+       %(extracted_at)s, %(record_ids)s
+ON CONFLICT (turn_id) DO NOTHING
+"""
+
+# --- retention and size ---------------------------------------------------------------------
+TRIMMABLE_TURNS = """
+SELECT turn_id FROM turns
+ WHERE extracted_at IS NOT NULL AND trimmed_at IS NULL AND extracted_at < %s
+ ORDER BY extracted_at, turn_id
+ LIMIT %s
+"""
+
+TRIM_EVENT_BODY = "UPDATE events SET body = %s WHERE event_id = %s AND turn_id = %s"
+
+MARK_TRIMMED = "UPDATE turns SET trimmed_at = %s WHERE turn_id = %s"
+
+# wakemark's tables in the schema it runs in (the first of search_path), with the roles
+# allowed to vacuum them: the owner (or a member of its role) and superusers.
+TABLE_SIZES = """
+SELECT c.relname, pg_total_relation_size(c.oid), pg_has_role(c.relowner, 'USAGE')
+  FROM pg_class c
+ WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+ ORDER BY 2 DESC
+"""
+
+EVENT_BYTES = "SELECT namespace, count(*), sum(octet_length(body)) FROM events GROUP BY namespace"
+
+RECORD_BYTES = """
+SELECT namespace, count(*),
+       sum(octet_length(title) + octet_length(summary)
+           + octet_length(array_to_string(facts, '')) + octet_length(array_to_string(concepts, ''))
+           + octet_length(array_to_string(files_touched, ''))
+           + coalesce(vector_dims(embedding) * 4, 0))
+  FROM memory_records GROUP BY namespace
+"""

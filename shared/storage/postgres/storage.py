@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from wakemark.shared.models import (
     NAMESPACE_RE,
@@ -20,14 +21,18 @@ from wakemark.shared.models import (
 )
 from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
+    DiskUsage,
     DuplicateRecordError,
     EmbeddingMatrix,
+    ImportBatch,
+    ImportCounts,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
     TermStats,
     Turn,
+    TurnRow,
     Tx,
 )
 from wakemark.shared.storage.postgres import queries as q
@@ -42,6 +47,8 @@ from wakemark.shared.storage.postgres.rows import (
 )
 
 ChangeHook = Callable[[set[str]], None]
+# The tables that grow (``compact`` vacuums them); the others hold a few rows each.
+BIG_TABLES = ("events", "turns", "memory_records", "memory_fts", "lexeme_df")
 # A search ranks only the newest this many matches (queries.SEARCH_FTS).
 RECENT_MATCHES = 2000
 
@@ -391,6 +398,124 @@ class PostgresStorage(Storage):
         if rows and self._on_change is not None:
             self._on_change({r[0] for r in rows})
         return len(rows)
+
+    # --- export and import ------------------------------------------------------------
+    def export_records(
+        self, namespace: str | None, after: str | None, limit: int, vectors: bool
+    ) -> list[tuple[MemoryRecord, np.ndarray | None]]:
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "after": after or "",
+            "limit": limit,
+            "vectors": vectors,
+        }
+        with self._db.connection() as conn:
+            rows = conn.execute(q.EXPORT_RECORDS, params).fetchall()
+        return [(memory_record(r[:-1]), None if r[-1] is None else r[-1].to_numpy()) for r in rows]
+
+    def export_turns(
+        self, namespace: str | None, after: str | None, limit: int
+    ) -> list[tuple[TurnRow, list[StoredEvent]]]:
+        params = {"ns": lexical.namespace_pattern(namespace), "after": after or "", "limit": limit}
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(q.REPEATABLE_READ)  # the turns and their events from one snapshot
+            rows = conn.execute(q.EXPORT_TURNS, params).fetchall()
+            events = conn.execute(q.TURNS_EVENTS, ([r[0] for r in rows],)).fetchall()
+        by_turn: dict[str, list[StoredEvent]] = {}
+        for e in events:
+            event = stored_event(e)
+            by_turn.setdefault(str(event.turn_id), []).append(event)
+        out = []
+        for tid, ns, session, opened, last, closed, extracted, record_ids in rows:
+            row = TurnRow(tid, ns, session, opened, last, closed, extracted, list(record_ids))
+            out.append((row, by_turn.get(tid, [])))
+        return out
+
+    def import_batch(self, batch: ImportBatch, commit: bool = True) -> ImportCounts:
+        changed: set[str] = set()
+        with self._db.connection() as conn, conn.transaction():
+            records = vectors = 0
+            if batch.records:
+                conn.execute(q.LOCK_RECORDS)  # as PostgresTx: records are added
+            for record, vector in batch.records:
+                embedding = None if vector is None else check_vector(vector)
+                params = {**record_params(record), "embedding": embedding}
+                if conn.execute(q.IMPORT_RECORD, params).fetchone():
+                    records += 1
+                    if embedding is not None:
+                        vectors += 1
+                        changed.add(record.namespace)
+            with conn.cursor() as cur:
+                # executemany pipelines the statements; rowcount sums their rows.
+                cur.executemany(
+                    q.IMPORT_TURN,
+                    [{"turn_id": t.turn_id, "namespace": t.namespace,
+                      "session_id": t.session_id, "opened_at": t.opened_at,
+                      "last_event_at": t.last_event_at, "closed_at": t.closed_at,
+                      "extracted_at": t.extracted_at, "record_ids": t.record_ids}
+                     for t in batch.turns],
+                )  # fmt: skip
+                turns_written = max(cur.rowcount, 0)
+                cur.executemany(
+                    q.INSERT_EVENT,
+                    [{**event_params(e, e.transaction_time), "turn_id": e.turn_id}
+                     for e in batch.events],
+                )  # fmt: skip
+                events = max(cur.rowcount, 0)
+            counts = ImportCounts(records, vectors, turns_written, events)
+            if not commit:
+                raise psycopg.Rollback()  # leaves the block, rolled back, without raising
+        if not commit:
+            return counts
+        if changed and self._on_change is not None:
+            self._on_change(changed)
+        return counts
+
+    # --- retention and size -----------------------------------------------------------
+    def trimmable_turns(self, extracted_before: datetime, limit: int) -> list[str]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.TRIMMABLE_TURNS, (extracted_before, limit)).fetchall()
+        return [r[0] for r in rows]
+
+    def trim_turns(self, bodies: Mapping[str, Mapping[str, str]]) -> int:
+        now = utcnow()
+        updates = [(b, e, t) for t, events in bodies.items() for e, b in events.items()]
+        with self._db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            changed = 0
+            if updates:
+                cur.executemany(q.TRIM_EVENT_BODY, updates)
+                changed = max(cur.rowcount, 0)
+            cur.executemany(q.MARK_TRIMMED, [(now, t) for t in bodies])
+        return changed
+
+    def compact(self) -> list[str]:
+        lines: list[str] = []
+        with self._db.connection() as conn:  # autocommit: VACUUM refuses a transaction
+            allowed = {name: ok for name, _, ok in conn.execute(q.TABLE_SIZES).fetchall()}
+            for table in BIG_TABLES:
+                if table not in allowed:
+                    continue
+                if not allowed[table]:
+                    lines.append(
+                        f"not the owner of {table}: ask its owner (or a superuser) to run"
+                        f" VACUUM (ANALYZE) {table}; autovacuum reuses the space meanwhile"
+                    )
+                    continue
+                conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
+                lines.append(f"VACUUM (ANALYZE) {table}")
+        lines.append(
+            "Postgres reuses the space VACUUM frees for new rows; VACUUM FULL returns it to"
+            " the operating system but locks the table while it rewrites it"
+        )
+        return lines
+
+    def disk_usage(self) -> DiskUsage:
+        with self._db.connection() as conn:
+            sizes = conn.execute(q.TABLE_SIZES).fetchall()
+            events = conn.execute(q.EVENT_BYTES).fetchall()
+            records = conn.execute(q.RECORD_BYTES).fetchall()
+        tables = {name: int(size) for name, size, _ in sizes}
+        return DiskUsage(sum(tables.values()), tables, columns.project_sizes(events, records))
 
     # --- stats --------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord, StoredEvent, body_from_json
+from wakemark.shared.storage.base import TurnRow
 from wakemark.shared.storage.columns import check_sizes
 
 EMBEDDING_BYTES = EMBEDDING_DIM * 4
@@ -120,3 +121,29 @@ def to_event(row: sqlite3.Row) -> StoredEvent:
 
 def _json(values: list[str]) -> str:
     return json.dumps(values, ensure_ascii=False)
+
+
+def turn_row_params(turn: TurnRow) -> dict[str, Any]:
+    return {
+        "turn_id": turn.turn_id,
+        "namespace": turn.namespace,
+        "session_id": turn.session_id,
+        "opened_at": ts(turn.opened_at),
+        "last_event_at": ts(turn.last_event_at),
+        "closed_at": ts(turn.closed_at) if turn.closed_at else None,
+        "extracted_at": ts(turn.extracted_at) if turn.extracted_at else None,
+        "record_ids": _json(turn.record_ids),
+    }
+
+
+def to_turn_row(row: sqlite3.Row) -> TurnRow:
+    return TurnRow(
+        turn_id=row["turn_id"],
+        namespace=row["namespace"],
+        session_id=row["session_id"],
+        opened_at=from_ts(row["opened_at"]),
+        last_event_at=from_ts(row["last_event_at"]),
+        closed_at=from_ts(row["closed_at"]) if row["closed_at"] else None,
+        extracted_at=from_ts(row["extracted_at"]) if row["extracted_at"] else None,
+        record_ids=json.loads(row["record_ids"]),
+    )

@@ -233,6 +233,14 @@ class Connections:
                 yield conn
             self._checkpointer.committed()
 
+    @contextmanager
+    def exclusive(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection under the write lock, outside any transaction: for
+        statements that cannot run inside one (VACUUM)."""
+        conn = self.get()
+        with self._write_lock:
+            yield conn
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

@@ -205,3 +205,73 @@ SELECT n.namespace,
 FROM names n ORDER BY last_activity DESC, n.namespace
 """
 PING = "SELECT 1"
+
+# --- export and import ----------------------------------------------------------------
+# Keyset pages in id order: each page seeks the unique index past the last id, so an
+# export of a million rows costs the same per page from start to end. The unary + keeps
+# SQLite off the namespace index, whose rows it would have to sort again for every page.
+_PLUS_NS = "+namespace >= :ns_lo AND +namespace < :ns_hi"
+EXPORT_RECORDS = f"""
+SELECT {RECORD_COLUMNS}, CASE WHEN :vectors THEN embedding END AS embedding
+FROM memory_records WHERE record_id > :after AND {_PLUS_NS}
+ORDER BY record_id LIMIT :limit
+"""
+EXPORT_TURNS = f"""
+SELECT * FROM turns WHERE turn_id > :after AND {_PLUS_NS} ORDER BY turn_id LIMIT :limit
+"""
+# OR IGNORE: a row whose id exists is kept as it is (import is idempotent).
+IMPORT_RECORD = INSERT_RECORD.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+# An open turn whose session already has another open turn here arrives closed (at its
+# last event): a session has one open turn, and its events must not be left turnless.
+IMPORT_TURN = """
+INSERT OR IGNORE INTO turns (turn_id, namespace, session_id, opened_at, last_event_at,
+                             closed_at, extracted_at, record_ids)
+SELECT :turn_id, :namespace, :session_id, :opened_at, :last_event_at,
+       CASE WHEN :closed_at IS NULL AND EXISTS (
+                SELECT 1 FROM turns WHERE namespace = :namespace AND session_id = :session_id
+                   AND closed_at IS NULL AND turn_id <> :turn_id)
+            THEN :last_event_at ELSE :closed_at END,
+       :extracted_at, :record_ids
+"""
+IMPORT_EVENT = INSERT_EVENT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+
+# --- retention and size ---------------------------------------------------------------
+TRIMMABLE_TURNS = """
+SELECT turn_id FROM turns
+WHERE extracted_at IS NOT NULL AND trimmed_at IS NULL AND extracted_at < ?
+ORDER BY extracted_at, turn_id LIMIT ?
+"""
+# A trimmed body is a delete and a re-insert of the row under its rowid, not an UPDATE:
+# SQLite merges the pages a DELETE leaves underfull, while an UPDATE that shrinks a row
+# leaves its page mostly empty for good (new events append at the end of the table), so
+# the file kept growing at ~70% of its pace without retention (bench/soak).
+TRIM_DELETE_EVENT = """
+DELETE FROM events WHERE event_id = :event_id AND turn_id = :turn_id
+RETURNING rowid AS row_id, *
+"""
+TRIM_INSERT_EVENT = """
+INSERT INTO events (rowid, event_id, parent_event_id, session_id, actor_id, namespace, kind,
+                    body, valid_time, source, schema_version, transaction_time, turn_id)
+VALUES (:row_id, :event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind,
+        :body, :valid_time, :source, :schema_version, :transaction_time, :turn_id)
+"""
+MARK_TRIMMED = "UPDATE turns SET trimmed_at = :now WHERE turn_id = :turn_id"
+# Bytes per table, its indexes included (FTS5 shadow tables count as the index's).
+TABLE_SIZES = """
+SELECT CASE WHEN coalesce(m.tbl_name, d.name) LIKE 'memory\\_fts%' ESCAPE '\\'
+            THEN 'memory_fts' ELSE coalesce(m.tbl_name, d.name) END AS tbl,
+       sum(d.pgsize) AS bytes
+FROM dbstat d LEFT JOIN sqlite_master m ON m.name = d.name
+GROUP BY tbl ORDER BY bytes DESC
+"""
+EVENT_BYTES = """
+SELECT namespace, count(*) AS n, sum(length(CAST(body AS BLOB))) AS bytes
+FROM events GROUP BY namespace
+"""
+RECORD_BYTES = """
+SELECT namespace, count(*) AS n,
+       sum(length(CAST(title AS BLOB)) + length(CAST(summary AS BLOB))
+           + length(CAST(facts AS BLOB)) + length(CAST(concepts AS BLOB))
+           + length(CAST(files_touched AS BLOB)) + coalesce(length(embedding), 0)) AS bytes
+FROM memory_records GROUP BY namespace
+"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -23,14 +23,18 @@ from wakemark.shared.models import (
 )
 from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
+    DiskUsage,
     DuplicateRecordError,
     EmbeddingMatrix,
+    ImportBatch,
+    ImportCounts,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
     TermStats,
     Turn,
+    TurnRow,
     Tx,
 )
 from wakemark.shared.storage.sqlite import codec, fts
@@ -348,6 +352,128 @@ class SqliteStorage(Storage):
         self._notify({r["namespace"] for r in rows})
         return len(rows)
 
+    # --- export and import ------------------------------------------------------------
+    def export_records(
+        self, namespace: str | None, after: str | None, limit: int, vectors: bool
+    ) -> list[tuple[MemoryRecord, np.ndarray | None]]:
+        params = {
+            **lexical.namespace_range(namespace),
+            "after": after or "",
+            "limit": limit,
+            "vectors": int(vectors),
+        }
+        out: list[tuple[MemoryRecord, np.ndarray | None]] = []
+        for row in self._read(q.EXPORT_RECORDS, params):
+            blob = row["embedding"]
+            vector = None
+            if blob is not None:
+                vector = codec.decode_embeddings([blob], [row["record_id"]])[0]
+            out.append((codec.to_record(row), vector))
+        return out
+
+    def export_turns(
+        self, namespace: str | None, after: str | None, limit: int
+    ) -> list[tuple[TurnRow, list[StoredEvent]]]:
+        params = {**lexical.namespace_range(namespace), "after": after or "", "limit": limit}
+        conn = self._conns.get()
+        with _snapshot(conn):
+            rows = conn.execute(q.EXPORT_TURNS, params).fetchall()
+            ids = json.dumps([r["turn_id"] for r in rows])
+            events = conn.execute(q.TURNS_EVENTS, (ids,)).fetchall()
+        by_turn: dict[str, list[StoredEvent]] = {}
+        for e in events:
+            by_turn.setdefault(e["turn_id"], []).append(codec.to_event(e))
+        return [(codec.to_turn_row(r), by_turn.get(r["turn_id"], [])) for r in rows]
+
+    def import_batch(self, batch: ImportBatch, commit: bool = True) -> ImportCounts:
+        changed: set[str] = set()
+        try:
+            with self._conns.write() as conn:
+                records = vectors = 0
+                for record, vector in batch.records:
+                    if conn.execute(q.IMPORT_RECORD, codec.record_params(record)).rowcount:
+                        records += 1
+                        if vector is not None:
+                            conn.execute(
+                                q.SET_EMBEDDING,
+                                (codec.encode_embedding(vector), record.record_id),
+                            ).fetchall()
+                            vectors += 1
+                            changed.add(record.namespace)
+                turns_written = sum(
+                    conn.execute(q.IMPORT_TURN, codec.turn_row_params(t)).rowcount
+                    for t in batch.turns
+                )
+                events = sum(
+                    conn.execute(
+                        q.IMPORT_EVENT,
+                        {
+                            **codec.event_params(e, codec.ts(e.transaction_time)),
+                            "turn_id": e.turn_id,
+                        },
+                    ).rowcount
+                    for e in batch.events
+                )
+                counts = ImportCounts(records, vectors, turns_written, events)
+                if not commit:
+                    raise _RollBack
+        except _RollBack:
+            return counts
+        self._notify(changed)
+        return counts
+
+    # --- retention and size -----------------------------------------------------------
+    def trimmable_turns(self, extracted_before: datetime, limit: int) -> list[str]:
+        return [r[0] for r in self._read(q.TRIMMABLE_TURNS, (codec.ts(extracted_before), limit))]
+
+    def trim_turns(self, bodies: Mapping[str, Mapping[str, str]]) -> int:
+        now = codec.ts(utcnow())
+        changed = 0
+        with self._conns.write() as conn:
+            for turn_id, events in bodies.items():
+                for event_id, body in events.items():
+                    key = {"event_id": event_id, "turn_id": turn_id}
+                    row = conn.execute(q.TRIM_DELETE_EVENT, key).fetchone()
+                    if row is not None:
+                        conn.execute(q.TRIM_INSERT_EVENT, {**dict(row), "body": body})
+                        changed += 1
+                conn.execute(q.MARK_TRIMMED, {"now": now, "turn_id": turn_id})
+        return changed
+
+    def compact(self) -> list[str]:
+        with self._conns.exclusive() as conn:
+            before = _file_bytes(conn)
+            # auto_vacuum=INCREMENTAL (2) can hand free pages back without a rewrite;
+            # NONE (0, the default) and FULL (1) need VACUUM, which rewrites the file.
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+                conn.execute("PRAGMA incremental_vacuum").fetchall()
+                done = "incremental vacuum"
+            else:
+                conn.execute("VACUUM")
+                done = "VACUUM"
+            # The rewritten pages sit in the WAL until a checkpoint copies them back.
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            after = _file_bytes(conn)
+        lines = [f"{done}: {self.path} {before:,} -> {after:,} bytes"]
+        if busy:
+            lines.append(
+                "a reader kept the WAL from being truncated; it shrinks at the next checkpoint"
+            )
+        return lines
+
+    def disk_usage(self) -> DiskUsage:
+        conn = self._conns.get()
+        tables = {r["tbl"]: int(r["bytes"]) for r in conn.execute(q.TABLE_SIZES)}
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        tables["(free pages)"] = free * conn.execute("PRAGMA page_size").fetchone()[0]
+        return DiskUsage(
+            total=_file_bytes(conn),
+            tables=tables,
+            projects=columns.project_sizes(
+                conn.execute(q.EVENT_BYTES), conn.execute(q.RECORD_BYTES)
+            ),
+        )
+
     # --- stats ------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:
         row = self._read(q.STATS, lexical.namespace_range(namespace))[0]
@@ -375,6 +501,15 @@ def _search_params(
         "since": codec.ts(since) if since else None,
         "limit": limit,
     }
+
+
+def _file_bytes(conn: sqlite3.Connection) -> int:
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    return int(pages * conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+class _RollBack(Exception):
+    """Raised inside a write transaction to roll it back (a dry-run import)."""
 
 
 def _records_by_rank(

@@ -1,0 +1,49 @@
+"""``wakemark gc``: trim expired event bodies now, then give the freed space back.
+
+The trim is the periodic retention job run to the end (``WAKEMARK_EVENT_RETENTION_DAYS``);
+compaction is the backend's ``Storage.compact``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--days",
+        type=int,
+        default=None,
+        help="trim turns extracted more than this many days ago"
+        " (default WAKEMARK_EVENT_RETENTION_DAYS; 0 trims nothing)",
+    )
+    parser.add_argument("--no-compact", action="store_true", help="trim only")
+
+
+def run(args: argparse.Namespace) -> int:
+    from wakemark.services.cli.stats import human
+    from wakemark.shared.retention import trim_expired
+    from wakemark.shared.runtime import Runtime
+
+    runtime = Runtime.build()
+    try:
+        days = runtime.settings.event_retention_days if args.days is None else args.days
+        if days < 0:
+            print("wakemark gc: --days must be 0 or more", file=sys.stderr)
+            return 2
+        if days == 0:
+            print("retention is off (0 days): no event trimmed")
+        else:
+            done = trim_expired(runtime.storage, days)
+            print(
+                f"trimmed {done['events']:,} event bodies of {done['turns']:,} turns extracted"
+                f" over {days} days ago: {human(done['bytes_before'])} ->"
+                f" {human(done['bytes_after'])}"
+            )
+        if not args.no_compact:
+            for line in runtime.storage.compact():
+                print(line)
+    finally:
+        runtime.close()
+    return 0

@@ -1,0 +1,383 @@
+"""Export and import: wakemark's data as versioned JSON Lines (format documented in README,
+"Your data").
+
+Line 1 is a header; then every record (``record_id`` order), then with events every turn
+(``turn_id`` order), each followed by its events ((valid_time, event_id) order); the
+last line is an ``end`` trailer with the counts, so a cut-off file is detected. Every
+value is written the same way on both backends (times in UTC with microseconds,
+vectors as base64 little-endian float32), and the header holds no timestamp: export,
+import anywhere, export again gives the same bytes.
+
+Both directions stream: export reads keyset pages, import commits every
+``IMPORT_BATCH`` lines, so memory stays flat however large the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+from wakemark.shared.models import (
+    EMBEDDING_DIM,
+    MemoryRecord,
+    Namespace,
+    RecordId,
+    ShortStr,
+    StoredEvent,
+    UlidStr,
+    is_namespace_prefix,
+)
+from wakemark.shared.storage.base import ImportBatch, ImportCounts, Storage, TurnRow
+
+FORMAT = "wakemark-export"
+VERSION = 1
+MODEL = "all-MiniLM-L6-v2"
+PAGE = 500  # rows per keyset page read by export
+IMPORT_BATCH = 500  # lines per import transaction (a turn and its events never split)
+
+Progress = Callable[[int, int], None]
+_F32_LE = np.dtype("<f4")
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def _ts(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def dumps(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def header(namespace: str | None, events: bool, vectors: bool) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": MODEL,
+        "dimensions": EMBEDDING_DIM,
+        "namespace": namespace,
+        "events": events,
+        "vectors": vectors,
+    }
+
+
+def record_line(record: MemoryRecord, vector: np.ndarray | None, vectors: bool) -> dict:
+    line: dict[str, Any] = {
+        "type": "record",
+        "record_id": record.record_id,
+        "namespace": record.namespace,
+        "title": record.title,
+        "summary": record.summary,
+        "facts": list(record.facts),
+        "concepts": list(record.concepts),
+        "files_touched": list(record.files_touched),
+        "observation_type": record.observation_type,
+        "source_event_ids": list(record.source_event_ids),
+        "strategy": record.strategy,
+        "quality": record.quality,
+        "pinned": bool(record.pinned),
+        "created_at": _ts(record.created_at),
+    }
+    if vectors:
+        raw = None if vector is None else np.asarray(vector).astype(_F32_LE).tobytes()
+        line["vector"] = None if raw is None else base64.b64encode(raw).decode()
+    return line
+
+
+def turn_line(turn: TurnRow) -> dict[str, Any]:
+    return {
+        "type": "turn",
+        "turn_id": turn.turn_id,
+        "namespace": turn.namespace,
+        "session_id": turn.session_id,
+        "opened_at": _ts(turn.opened_at),
+        "last_event_at": _ts(turn.last_event_at),
+        "closed_at": _ts(turn.closed_at),
+        "extracted_at": _ts(turn.extracted_at),
+        "record_ids": list(turn.record_ids),
+    }
+
+
+def event_line(event: StoredEvent) -> dict[str, Any]:
+    return {
+        "type": "event",
+        "event_id": event.event_id,
+        "parent_event_id": event.parent_event_id,
+        "session_id": event.session_id,
+        "actor_id": event.actor_id,
+        "namespace": event.namespace,
+        "kind": event.kind,
+        "body": json.loads(event.body_json()),
+        "valid_time": _ts(event.valid_time),
+        "source": event.source.model_dump(mode="json"),
+        "schema_version": event.schema_version,
+        "transaction_time": _ts(event.transaction_time),
+        "turn_id": event.turn_id,
+    }
+
+
+def export_lines(
+    storage: Storage,
+    namespace: str | None = None,
+    events: bool = False,
+    vectors: bool = False,
+    progress: Progress | None = None,
+) -> Iterator[bytes]:
+    """The export, one encoded line at a time; ``progress(rows, total)`` after each page."""
+    stats = storage.stats(namespace)
+    total = stats["memories"] + (stats["events"] if events else 0)
+    done = 0
+    yield dumps(header(namespace, events, vectors))
+    n_records = n_turns = n_events = 0
+    after: str | None = None
+    while True:
+        page = storage.export_records(namespace, after, PAGE, vectors)
+        for record, vector in page:
+            yield dumps(record_line(record, vector, vectors))
+        n_records += len(page)
+        done += len(page)
+        if progress:
+            progress(done, max(total, done))
+        if len(page) < PAGE:
+            break
+        after = page[-1][0].record_id
+    after = None
+    while events:
+        turns = storage.export_turns(namespace, after, PAGE)
+        for turn, turn_events in turns:
+            yield dumps(turn_line(turn))
+            for event in turn_events:
+                yield dumps(event_line(event))
+            n_events += len(turn_events)
+            done += len(turn_events)
+        n_turns += len(turns)
+        if progress:
+            progress(done, max(total, done))
+        if len(turns) < PAGE:
+            break
+        after = turns[-1][0].turn_id
+    yield dumps({"type": "end", "records": n_records, "turns": n_turns, "events": n_events})
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+class ImportFormatError(ValueError):
+    """A line of the file cannot be imported; ``line`` is its 1-based number."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.report: ImportReport | None = None  # what was committed before it
+
+
+class _TurnLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn_id: UlidStr
+    namespace: Namespace
+    session_id: ShortStr
+    opened_at: AwareDatetime
+    last_event_at: AwareDatetime
+    closed_at: AwareDatetime | None
+    extracted_at: AwareDatetime | None
+    record_ids: list[RecordId] = Field(default_factory=list)
+
+
+@dataclass
+class ImportReport:
+    """What an import read (``lines`` by type) and wrote (``written``: new rows only)."""
+
+    dry_run: bool
+    lines: dict[str, int] = field(default_factory=lambda: {"record": 0, "turn": 0, "event": 0})
+    written: ImportCounts = field(default_factory=ImportCounts)
+    vectors_dropped: int = 0  # vectors of another model: left for the backfill
+
+    def add(self, counts: ImportCounts) -> None:
+        w = self.written
+        self.written = ImportCounts(
+            w.records + counts.records,
+            w.vectors + counts.vectors,
+            w.turns + counts.turns,
+            w.events + counts.events,
+        )
+
+
+def parse_namespace_map(pairs: Iterable[str]) -> list[tuple[str, str]]:
+    """``OLD=NEW`` pairs (namespaces or actor prefixes, ending in ``/``)."""
+    out = []
+    for pair in pairs:
+        old, sep, new = pair.partition("=")
+        if not sep or not is_namespace_prefix(old) or not is_namespace_prefix(new):
+            raise ValueError(
+                f"--namespace-map {pair!r}: expected OLD=NEW, each /actor/<a>/project/<p>/"
+                " or /actor/<a>/"
+            )
+        out.append((old, new))
+    return out
+
+
+def _remap(namespace: Any, mapping: list[tuple[str, str]]) -> Any:
+    if isinstance(namespace, str):
+        for old, new in mapping:
+            if namespace.startswith(old):
+                return new + namespace[len(old) :]
+    return namespace
+
+
+def _vector(raw: Any) -> np.ndarray | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ValueError("vector must be base64 text or null")
+    try:
+        data = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("vector is not valid base64") from None
+    if len(data) != EMBEDDING_DIM * 4:
+        raise ValueError(f"vector must hold {EMBEDDING_DIM} float32 values")
+    vector = np.frombuffer(data, dtype=_F32_LE).astype(np.float32)
+    if not np.isfinite(vector).all():
+        raise ValueError("vector holds NaN or infinity")
+    return vector
+
+
+def _check_header(obj: Any) -> bool:
+    """True when the header's vectors are of our model (else they are dropped)."""
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise ValueError(f'not a wakemark export (the first line must be {{"format": "{FORMAT}"')
+    version = obj.get("version")
+    if not isinstance(version, int) or version < 1:
+        raise ValueError("header: version must be a positive integer")
+    if version > VERSION:
+        raise ValueError(f"format version {version} is newer than this wakemark reads ({VERSION})")
+    return obj.get("model") == MODEL and obj.get("dimensions") == EMBEDDING_DIM
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        return f"{loc}: {first['msg']}" if loc else str(first["msg"])
+    return str(exc)
+
+
+def import_lines(
+    storage: Storage,
+    lines: Iterable[bytes],
+    namespace_map: list[tuple[str, str]] | None = None,
+    dry_run: bool = False,
+    batch_size: int = IMPORT_BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import an export. Every ``batch_size`` lines commit together (a turn is never split
+    from its events); a bad line raises ``ImportFormatError`` and nothing of its batch is
+    written, while earlier batches stay (importing the fixed file again completes it).
+    ``progress(bytes_read)`` after each batch."""
+    report = ImportReport(dry_run=dry_run)
+    try:
+        _import(storage, lines, namespace_map or [], report, batch_size, progress)
+    except ImportFormatError as exc:
+        exc.report = report
+        raise
+    return report
+
+
+def _import(
+    storage: Storage,
+    lines: Iterable[bytes],
+    mapping: list[tuple[str, str]],
+    report: ImportReport,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+) -> None:
+    dry_run = report.dry_run
+    batch = ImportBatch()
+    read = 0
+    keep_vectors = True
+    turn: str | None = None  # the turn the following events belong to
+    ended: dict[str, Any] | None = None
+    number = 0
+    headed = False
+
+    def flush() -> None:
+        nonlocal batch
+        if len(batch):
+            report.add(storage.import_batch(batch, commit=not dry_run))
+            batch = ImportBatch()
+        if progress:
+            progress(read)
+
+    for number, raw in enumerate(lines, start=1):  # noqa: B007 - used after the loop
+        read += len(raw)
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ImportFormatError(number, f"not JSON ({exc.__class__.__name__})") from None
+        try:
+            if not headed:
+                keep_vectors, headed = _check_header(obj), True
+                continue
+            if ended is not None:
+                raise ValueError("line after the end trailer")
+            if not isinstance(obj, dict):
+                raise ValueError("expected a JSON object")
+            kind = obj.pop("type", None)
+            if kind == "end":
+                ended = obj
+                continue
+            if kind not in ("record", "turn", "event"):
+                raise ValueError(f"unknown type {kind!r}")
+            if "namespace" in obj:
+                obj["namespace"] = _remap(obj["namespace"], mapping)
+            if kind == "event":
+                event = StoredEvent.model_validate(obj)
+                if turn is None or event.turn_id != turn:
+                    raise ValueError("an event must follow the line of its turn")
+                batch.events.append(event)
+            else:
+                if len(batch) >= batch_size:
+                    flush()
+                if kind == "record":
+                    raw_vector = obj.pop("vector", None)
+                    vector = _vector(raw_vector)
+                    record = MemoryRecord.model_validate(obj)
+                    if vector is not None and not keep_vectors:
+                        report.vectors_dropped += 1
+                        vector = None
+                    batch.records.append((record, vector))
+                    report.lines[kind] += 1
+                    if len(batch) >= batch_size:
+                        flush()  # a full batch of good lines commits before the next is read
+                    continue
+                else:
+                    parsed = _TurnLine.model_validate(obj)
+                    batch.turns.append(TurnRow(**parsed.model_dump()))
+                    turn = parsed.turn_id
+            report.lines[kind] += 1
+        except (ValueError, ValidationError) as exc:
+            raise ImportFormatError(number, _error_text(exc)) from None
+    if not headed:
+        raise ImportFormatError(max(number, 1), "empty file")
+    flush()
+    if ended is None:
+        raise ImportFormatError(number, "no end trailer: the file is cut off")
+    expected = {"record": ended.get("records"), "turn": ended.get("turns")}
+    expected["event"] = ended.get("events")
+    if expected != report.lines:
+        raise ImportFormatError(number, f"the trailer counts {expected}, the file {report.lines}")

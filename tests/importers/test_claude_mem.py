@@ -1,0 +1,99 @@
+"""``wakemark import --from claude-mem``: its database, on the schema claude-mem creates."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from tests.test_cli import _env
+from tests.test_cli_transfer import _wakemark
+from wakemark.services.importers.claude_mem import records
+from wakemark.shared import project
+from wakemark.shared.config import Settings
+from wakemark.shared.storage import open_storage
+
+SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "claude-mem-schema.sql"
+EPOCH = 1_767_261_600_000  # 2026-01-01T10:00:00Z in ms, as claude-mem stores it
+
+
+def make_db(path: Path) -> Path:
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA.read_text())
+    conn.execute(
+        "INSERT INTO sdk_sessions (content_session_id, memory_session_id, project, started_at,"
+        " started_at_epoch) VALUES ('c1', 'm1', 'shop', '2026-01-01T10:00:00Z', ?)",
+        (EPOCH,),
+    )
+    obs = (
+        "INSERT INTO observations (memory_session_id, project, type, title, subtitle, facts,"
+        " narrative, concepts, files_read, files_modified, created_at, created_at_epoch)"
+        " VALUES ('m1', 'shop', ?, ?, ?, ?, ?, ?, ?, ?, '2026-01-01T10:00:00Z', ?)"
+    )
+    conn.execute(obs, ("bugfix", "Coupon total fixed", "percent applied once",
+                       json.dumps(["Cart.total applied the coupon twice"]),
+                       "The coupon was applied in total() and subtotal().",
+                       json.dumps(["coupon", "cart"]), json.dumps(["src/cart.py"]),
+                       json.dumps(["src/cart.py", "tests/test_cart.py"]), EPOCH))  # fmt: skip
+    conn.execute(obs, ("how-it-works", "Checkout flow", None, None, "Checkout calls total().",
+                       None, None, None, EPOCH + 60_000))  # fmt: skip
+    conn.execute(
+        "INSERT INTO session_summaries (memory_session_id, project, request, investigated,"
+        " learned, completed, next_steps, files_read, files_edited, notes, created_at,"
+        " created_at_epoch) VALUES ('m1', 'shop', 'fix the coupon total', 'cart.py',"
+        " 'total() ran twice', 'the fix and a test', 'release', ?, ?, 'user <private>x</private>',"
+        " '2026-01-01T10:05:00Z', ?)",
+        (json.dumps(["src/cart.py"]), json.dumps(["src/cart.py"]), EPOCH + 300_000),
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_observations_and_summaries_become_records(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "claude-mem.db")
+    recs = list(records(str(db), lambda name: f"/actor/me/project/{name}/"))
+    assert [r.observation_type for r in recs] == ["bugfix", "note", "session_summary"]
+    fix, flow, summary = recs
+    assert fix.title == "Coupon total fixed" and fix.namespace == "/actor/me/project/shop/"
+    assert fix.facts == ["Cart.total applied the coupon twice"]
+    assert fix.concepts == ["coupon", "cart"]
+    assert fix.files_touched == ["src/cart.py", "tests/test_cart.py"]
+    assert fix.created_at.isoformat() == "2026-01-01T10:00:00+00:00" and fix.strategy == "llm"
+    assert flow.summary == "Checkout calls total()." and flow.facts == []
+    assert summary.title == "fix the coupon total"
+    assert summary.summary.splitlines() == [
+        "Investigated: cart.py", "Learned: total() ran twice",
+        "Completed: the fix and a test", "Next steps: release",
+    ]  # fmt: skip
+    assert summary.facts == ["user [REDACTED]"]
+    again = [r.record_id for r in records(str(db), lambda name: f"/actor/me/project/{name}/")]
+    assert again == [r.record_id for r in recs]
+
+
+def test_the_command_imports_once_into_the_named_project(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "claude-mem.db")
+    env = _env(tmp_path)
+    repo = tmp_path / "shop"
+    (repo / ".git").mkdir(parents=True)
+    done = _wakemark("import", "--from", "claude-mem", str(db), "--project", str(repo), env=env)
+    assert b"3 claude-mem record(s); wrote 3 new record(s)" in done.stderr, done.stderr
+    # The ids come from claude-mem's rows: a second import writes nothing, wherever to.
+    again = _wakemark("import", "--from", "claude-mem", str(db), env=env)
+    assert b"wrote 0 new record(s)" in again.stderr
+    other = tmp_path / "other"
+    by_name = _wakemark("import", "--from", "claude-mem", str(db), env=_env(other))
+    assert b"wrote 3 new record(s)" in by_name.stderr  # no --project: the name's namespace
+    for home, namespace in (
+        (tmp_path / "home", project.namespace(str(repo))),
+        (other / "home", project.namespace_for(project.actor(), project.project_id("shop"))),
+    ):
+        storage = open_storage(Settings(home=home))
+        try:
+            assert storage.list_memory_records(namespace).total == 3
+        finally:
+            storage.close()
+    bad = tmp_path / "not.db"
+    bad.write_text("not sqlite")
+    failed = _wakemark("import", "--from", "claude-mem", str(bad), env=env)
+    assert failed.returncode == 1 and b"not a claude-mem database" in failed.stderr
