@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from wakemark.shared.config import Settings
 from wakemark.shared.storage.base import (
+    ApiToken,
+    AuditEntry,
     DuplicateRecordError,
     EmbeddingDecodeError,
     EmbeddingMatrix,
@@ -30,6 +32,8 @@ ChangeHook = Callable[[set[str]], None]
 touched; the cache layer bumps their epochs from it."""
 
 __all__ = [
+    "ApiToken",
+    "AuditEntry",
     "ChangeHook",
     "DuplicateRecordError",
     "EmbeddingDecodeError",

@@ -105,6 +105,35 @@ class Page:
     offset: int
 
 
+@dataclass(frozen=True)
+class ApiToken:
+    """A scoped API token as stored (never its secret: only a SHA-256 of it)."""
+
+    token_id: str
+    name: str
+    actor: str
+    project: str | None  # None: every project of the actor
+    read_only: bool
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One destructive action: who (a token id and name, "bootstrap" or "cli:<user>"),
+    what (action, namespace, target ids, count) and when."""
+
+    who: str
+    action: str  # "delete", "bulk_delete", "import", "token_create", "token_revoke", ...
+    namespace: str | None
+    targets: tuple[str, ...]
+    count: int
+    at: datetime
+    id: int | None = None  # assigned by storage
+
+
 class Tx(abc.ABC):
     """A write transaction: all of its calls commit together or none do."""
 
@@ -121,6 +150,17 @@ class Tx(abc.ABC):
     @abc.abstractmethod
     def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
         """Mark the turn extracted; False (and nothing changes) if it already was."""
+
+    @abc.abstractmethod
+    def audit(self, entry: AuditEntry) -> None:
+        """Append to the audit log, committed with the action it records."""
+
+    @abc.abstractmethod
+    def put_token(self, token: ApiToken, secret_sha256: str) -> None: ...
+
+    @abc.abstractmethod
+    def revoke_token(self, token_id: str, when: datetime) -> bool:
+        """False if there is no such token or it was already revoked."""
 
 
 class Storage(abc.ABC):
@@ -246,6 +286,23 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def clear_embeddings(self, namespace: str | None = None) -> int:
         """Set embeddings to NULL (``wakemark backfill --rebuild``); returns the count."""
+
+    # --- tokens and audit ---------------------------------------------------------------
+    @abc.abstractmethod
+    def token_by_hash(self, secret_sha256: str) -> ApiToken | None:
+        """The token with that secret hash, revoked or expired ones included."""
+
+    @abc.abstractmethod
+    def list_tokens(self) -> list[ApiToken]:
+        """Oldest first."""
+
+    @abc.abstractmethod
+    def touch_token(self, token_id: str, when: datetime) -> None:
+        """Set ``last_used_at``."""
+
+    @abc.abstractmethod
+    def list_audit(self, limit: int = 100) -> list[AuditEntry]:
+        """Newest first."""
 
     # --- stats --------------------------------------------------------------------------
     @abc.abstractmethod
