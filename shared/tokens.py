@@ -88,8 +88,13 @@ def create(
 ) -> tuple[ApiToken, str]:
     """Store a new token (and its audit row, in one transaction); returns it and the
     secret, which exists nowhere else from then on."""
+    from wakemark.shared.project import sanitize_actor
+
     scope = Principal(who, actor=actor, project=project).prefix or ""
-    if not re.fullmatch(r"/actor/[^/\s]+/(project/[^/\s]+/)?", scope):
+    # The actor as hooks will compute it (sanitize_actor), or they could never match.
+    if sanitize_actor(actor) != actor or not re.fullmatch(
+        r"/actor/[^/]+/(project/[^/\s]+/)?", scope
+    ):
         raise ValueError("actor and project must be non-empty and contain no '/' or spaces")
     now = utcnow()
     token = ApiToken(

@@ -23,6 +23,7 @@ BLUEPRINTS = (
     "wakemark.services.api.resources",
     "wakemark.services.api.metrics",
     "wakemark.services.api.search",
+    "wakemark.services.api.audit",
 )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wakemark.services.api import pipeline
+from wakemark.services.api import pipeline, security
 from wakemark.services.api.errors import ApiError, validation_details
 from wakemark.services.api.params import bool_arg, parse_json
 from wakemark.shared.models import MAX_BATCH, Event
@@ -33,6 +33,8 @@ def post_events() -> tuple[Response, int]:
         data = scrub(data)
     batch = isinstance(data, dict) and "events" in data
     events = _validate_batch(data) if batch else [_validate(data)]
+    for event in events:
+        security.require_scope(event.namespace)
     results = pipeline.runtime().storage.put_events(events)
     # After commit: the rows are durable, so a lost enqueue only delays extraction.
     pipeline.enqueue_extract([t for r in results for t in r.closed_turns])

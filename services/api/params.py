@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Flask, request
 
+from wakemark.services.api import security
 from wakemark.services.api.errors import ApiError
 from wakemark.shared.models import NAMESPACE_RE, is_namespace_prefix
 
@@ -78,12 +79,21 @@ def str_arg(name: str, max_len: int = 200, required: bool = False) -> str | None
 
 
 def namespace_arg(required: bool = False, full: bool = False) -> str | None:
-    """A full namespace, or (unless ``full``) an actor prefix like ``/actor/a/``."""
-    value = str_arg("namespace", max_len=500, required=required)
+    """A full namespace, or (unless ``full``) an actor prefix like ``/actor/a/``.
+
+    For a scoped token it must lie inside the token's scope (403), and an absent one
+    means the scope itself (when that is of the kind asked for)."""
+    value = str_arg("namespace", max_len=500)
     if value is None:
+        scope = security.principal().prefix
+        if scope is not None and (not full or NAMESPACE_RE.match(scope)):
+            return scope
+        if required:
+            raise ApiError(400, "namespace is required")
         return None
     ok = NAMESPACE_RE.match(value) if full else is_namespace_prefix(value)
     if not ok:
         want = "/actor/<actor>/project/<id>/" + ("" if full else " or a prefix /actor/<actor>/")
         raise ApiError(400, f"namespace must look like {want}")
+    security.require_scope(value)
     return value

@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "install": ("install", "add wakemark's hooks and MCP server to an agent's config"),
     "uninstall": ("uninstall", "remove wakemark's hooks and MCP server from an agent's config"),
     "mcp": ("mcp", "run the MCP server over stdio"),
+    "token": ("token", "create, list or revoke scoped API tokens (team server)"),
+    "audit": ("audit", "show the audit log of destructive actions"),
 }
 
 
