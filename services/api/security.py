@@ -98,8 +98,8 @@ class TokenCache:
     """Token rows by secret hash, each kept ``ttl`` seconds. Unknown secrets are not
     cached (the cache would grow with every guess), only looked up."""
 
-    def __init__(self, ttl: float = TOKEN_CACHE_TTL_S) -> None:
-        self._ttl = ttl
+    def __init__(self, ttl: float | None = None) -> None:
+        self._ttl = TOKEN_CACHE_TTL_S if ttl is None else ttl
         self._entries: dict[str, tuple[float, ApiToken]] = {}
         self._lock = threading.Lock()
 
