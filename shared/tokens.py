@@ -52,7 +52,7 @@ BOOTSTRAP = Principal(who="bootstrap")
 
 def principal_of(token: ApiToken) -> Principal:
     return Principal(
-        who=f"{token.token_id} ({token.name})",
+        who=f"{token.token_id} ({token.name})" if token.name else token.token_id,
         token_id=token.token_id,
         actor=token.actor,
         project=token.project,

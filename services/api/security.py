@@ -19,11 +19,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hmac
+import math
 import os
 import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -33,12 +35,14 @@ from wakemark.services.api.errors import ApiError, error_response
 from wakemark.shared import tokens
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import utcnow
+from wakemark.shared.project import sanitize_actor
 from wakemark.shared.storage.base import ApiToken, AuditEntry, Storage, Tx
 from wakemark.shared.tokens import Principal
 
 PUBLIC_PATHS = frozenset({"/health"})
 TOKEN_CACHE_TTL_S = 5.0
-TOUCH_EVERY_S = 60.0  # last_used_at is precise to this, so a busy token is not a write each time
+# last_used_at is precise to this, so that a busy token is not a write on every lookup.
+TOUCH_EVERY = timedelta(minutes=1)
 _CACHE_MAX = 10_000
 _STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
@@ -110,20 +114,19 @@ class TokenCache:
         if hit is not None and now - hit[0] < self._ttl:
             return hit[1]
         token = storage.token_by_hash(secret_sha256)
-        with self._lock:
-            if token is None:
+        if token is None:
+            with self._lock:
                 self._entries.pop(secret_sha256, None)
-                return None
+            return None
+        wall = utcnow()
+        last = token.last_used_at
+        if tokens.usable(token, wall) and (last is None or wall - last >= TOUCH_EVERY):
+            storage.touch_token(token.token_id, wall)
+            token = dataclasses.replace(token, last_used_at=wall)
+        with self._lock:
             if len(self._entries) >= _CACHE_MAX:
                 self._entries.clear()
             self._entries[secret_sha256] = (now, token)
-        last = token.last_used_at
-        wall = utcnow()
-        if last is None or (wall - last).total_seconds() >= TOUCH_EVERY_S:
-            storage.touch_token(token.token_id, wall)
-            token = dataclasses.replace(token, last_used_at=wall)
-            with self._lock:
-                self._entries[secret_sha256] = (now, token)
         return token
 
 
@@ -186,7 +189,7 @@ def init_app(app: Flask, settings: Settings) -> None:
             wait = limiter.wait(who.token_id)
             if wait > 0:
                 response = error_response(429, "rate_limited", "too many requests for this token")
-                response.headers["Retry-After"] = str(max(1, int(wait + 0.999)))
+                response.headers["Retry-After"] = str(math.ceil(wait))
                 return response
         origin = request.headers.get("Origin")
         if (
@@ -251,8 +254,6 @@ def owned(row: R | None, what: str) -> R:
 def hook_actor(given: str | None) -> str | None:
     """The actor a hook request writes as: a scoped token's own (403 if the request
     names another), else the one the request names (None: the caller's default)."""
-    from wakemark.shared.project import sanitize_actor
-
     mine = principal().actor
     if mine is None:
         return given
