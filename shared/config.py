@@ -125,6 +125,11 @@ class Settings:
     token: str | None = _setting(
         None, _optional_str, "API bearer token; unset: read or create $WAKEMARK_HOME/token."
     )
+    rate_limit_per_min: int = _setting(
+        600,
+        _int(0, 1_000_000),
+        "Requests a minute per scoped token, per API process (bootstrap token exempt); 0: off.",
+    )
     workers: int = _setting(2, _int(1, 64), "gunicorn worker processes for `wakemark serve`.")
     retrieval_budget_ms: int = _setting(
         500, _int(10, 60_000), "Deadline for one search; past it the result is empty."

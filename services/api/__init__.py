@@ -26,6 +26,7 @@ BLUEPRINTS = (
     "wakemark.services.api.retrievals",
     "wakemark.services.api.openapi",
     "wakemark.services.api.export",
+    "wakemark.services.api.audit",
 )
 
 

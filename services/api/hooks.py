@@ -17,7 +17,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from wakemark.services import agents
 from wakemark.services.agents.base import PROMPT, SESSION_START, HookContext, HookPayloadError
-from wakemark.services.api import client_files, current, metrics
+from wakemark.services.api import client_files, current, metrics, security
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.schemas import HookQuery
@@ -42,6 +42,8 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
         mapped = handler.map_payload(payload, ctx)
     except HookPayloadError as exc:
         raise ApiError(422, str(exc), code="invalid_hook_payload") from None
+    for event in mapped.events:
+        security.require_scope(event.namespace)
     if mapped.events:
         current.store_events(mapped.events)
     context = ""
@@ -64,11 +66,13 @@ def _context(agent: str, payload: dict[str, Any]) -> HookContext:
         root = project.find_root(start)
     else:
         root = os.path.normpath(start) if start else None
-    actor = request.headers.get("X-Wakemark-Actor") or project.actor()
+    actor = security.hook_actor(request.headers.get("X-Wakemark-Actor")) or project.actor()
     actor = project.sanitize_actor(actor)
+    namespace = project.namespace_for(actor, project.project_id(root))
+    security.require_scope(namespace)  # a project-scoped token: that project only
     return HookContext(
         agent=agent,
-        namespace=project.namespace_for(actor, project.project_id(root)),
+        namespace=namespace,
         actor=actor,
         project_path=str(root) if root else None,
         received=utcnow(),

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wakemark.services.api import current
+from wakemark.services.api import current, security
 from wakemark.services.api.errors import ApiError, validation_details
 from wakemark.services.api.params import parse_json, query
 from wakemark.services.api.schemas import IngestQuery
@@ -34,6 +34,8 @@ def post_events() -> tuple[Response, int]:
     data = scrub(data)
     batch = isinstance(data, dict) and "events" in data
     events = _validate_batch(data) if batch else [_validate(data)]
+    for event in events:
+        security.require_scope(event.namespace)
     results = current.store_events(events)
     if batch:
         return jsonify(results=[{"event_id": r.event_id, "stored": r.stored} for r in results]), 201

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 
 from flask import Blueprint, Flask, Response, request
 
+from wakemark.services.api.security import bootstrap_only
+
 log = logging.getLogger("wakemark.api")
 
 bp = Blueprint("metrics", __name__)
@@ -89,5 +91,6 @@ def render() -> str:
 
 
 @bp.get("/metrics")
+@bootstrap_only  # the whole server's traffic, not one actor's
 def metrics() -> Response:
     return Response(render(), mimetype="text/plain; version=0.0.4")

@@ -188,10 +188,16 @@ ROUTES: tuple[Route, ...] = (
         {200: s.Health, 503: s.Health}, public=True,
     ),
     Route(
+        "GET", "/v1/audit",
+        "bootstrap token only: the audit log, newest first → `{items: [{id, at, who, "
+        "action, namespace, targets, count}]}`; `limit` 1–1000 (100)",
+        {200: ANY_OBJECT}, query=s.AuditQuery,
+    ),
+    Route(
         "GET", "/metrics",
-        "Prometheus text: requests by method, route and status, search counters and "
-        "latencies, prompts seen, injected, records and bytes injected, events dropped, "
-        "`wakemark_hook_file_reads_refused_total` (per process)",
+        "bootstrap token only; Prometheus text: requests by method, route and status, "
+        "search counters and latencies, prompts seen, injected, records and bytes "
+        "injected, events dropped, `wakemark_hook_file_reads_refused_total` (per process)",
         {200: TEXT},
     ),
     Route(

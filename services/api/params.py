@@ -11,6 +11,7 @@ import numpy as np
 from flask import Flask, request
 from pydantic import BaseModel, ValidationError
 
+from wakemark.services.api import security
 from wakemark.services.api.errors import ApiError, validation_details
 
 Q = TypeVar("Q", bound=BaseModel)
@@ -151,10 +152,21 @@ def query(model: type[Q]) -> Q:
     """The query string as ``model``: the first value of each key, an empty one included
     (``limit=`` is a bad limit, not the default); 400 ``bad_request`` naming the first bad
     parameter, every problem in details."""
+    raw = request.args.to_dict()
+    scoped = "namespace" in model.model_fields
+    if scoped and "namespace" not in raw:
+        # A scoped token's request without a namespace means the token's scope.
+        scope = security.principal().prefix
+        if scope is not None:
+            raw["namespace"] = scope
     try:
-        return model.model_validate(request.args.to_dict())
+        args = model.model_validate(raw)
     except ValidationError as exc:
         details = validation_details(exc)
         first = details[0]
         name = ".".join(str(part) for part in first["loc"])
         raise ApiError(400, f"{name}: {first['msg']}", details) from None
+    namespace = getattr(args, "namespace", None) if scoped else None
+    if namespace is not None:
+        security.require_scope(namespace)  # 403 outside a scoped token's scope
+    return args

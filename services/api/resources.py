@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from wakemark.services.api import current
+from wakemark.services.api import current, security
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.schemas import EventsQuery, MemoriesQuery, StatsQuery, TimelineQuery
@@ -66,9 +66,7 @@ def list_events() -> Response:
 @bp.get("/v1/events/<event_id>")
 def get_event(event_id: str) -> Response:
     event = _storage().get_event(event_id) if len(event_id) <= 64 else None
-    if event is None:
-        raise ApiError(404, "no such event")
-    return jsonify(event.model_dump(mode="json"))
+    return jsonify(security.owned(event, "event").model_dump(mode="json"))
 
 
 @bp.get("/v1/memories")
@@ -87,6 +85,7 @@ def list_memories() -> Response:
 def create_memory() -> tuple[Response, int]:
     # Scrubbed before validation, like events: nothing private reaches storage or logs.
     new = NewMemory.model_validate(scrub(json_object()))
+    security.require_scope(new.namespace)
     record = MemoryRecord(**new.model_dump(), strategy="manual")
     with _storage().transaction() as tx:
         tx.put_memory_record(record)
@@ -96,9 +95,7 @@ def create_memory() -> tuple[Response, int]:
 
 def _get_record(record_id: str) -> MemoryRecord:
     record = _storage().get_memory_record(record_id) if len(record_id) <= 64 else None
-    if record is None:
-        raise ApiError(404, "no such memory record")
-    return record
+    return security.owned(record, "memory record")
 
 
 @bp.get("/v1/memories/<record_id>")
@@ -115,9 +112,11 @@ def patch_memory(record_id: str) -> Response:
 
 @bp.delete("/v1/memories/<record_id>")
 def delete_memory(record_id: str) -> tuple[str, int]:
-    deleted = _storage().delete_memory_records([record_id]) if len(record_id) <= 64 else []
-    if not deleted:
-        raise ApiError(404, "no such memory record")
+    record = _get_record(record_id)
+    with _storage().transaction() as tx:
+        if not tx.delete_memory_records([record_id]):
+            raise ApiError(404, "no such memory record")  # deleted since it was read
+        security.audit(tx, "delete", record.namespace, [record_id])
     return "", 204
 
 
@@ -131,7 +130,7 @@ def timeline() -> Response:
 
 @bp.get("/v1/projects")
 def projects() -> Response:
-    return jsonify(_storage().projects())
+    return jsonify([p for p in _storage().projects() if security.visible(p["namespace"])])
 
 
 @bp.get("/v1/stats")

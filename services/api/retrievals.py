@@ -6,8 +6,8 @@ import re
 
 from flask import Blueprint, Response, jsonify
 
+from wakemark.services.api import security
 from wakemark.services.api.current import runtime
-from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import query
 from wakemark.services.api.schemas import RetrievalsQuery
 from wakemark.shared.models import ULID_PATTERN
@@ -27,6 +27,4 @@ def get_retrieval(retrieval_id: str) -> Response:
     # Ids are ULIDs: anything else (a NUL Postgres would refuse, say) is simply unknown.
     known = re.fullmatch(ULID_PATTERN[1:-1], retrieval_id) is not None
     row = runtime().storage.get_retrieval(retrieval_id) if known else None
-    if row is None:
-        raise ApiError(404, "no such retrieval")
-    return jsonify(row.model_dump(mode="json"))
+    return jsonify(security.owned(row, "retrieval").model_dump(mode="json"))

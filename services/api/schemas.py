@@ -138,6 +138,10 @@ class ExportQuery(Query):
     vectors: QueryBool = Field(False, description="with each record's vector")
 
 
+class AuditQuery(Query):
+    limit: QueryInt = Field(100, ge=1, le=1000, description="most entries returned")
+
+
 class StatsQuery(Query):
     namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC)
 

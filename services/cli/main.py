@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("importer", "restore a wakemark export (idempotent, in batches)"),
     "gc": ("gc", "trim expired event bodies now and compact the database"),
     "stats": ("stats", "counts; --disk: size by table and by project"),
+    "token": ("token", "create, list or revoke scoped API tokens (team server)"),
+    "audit": ("audit", "show the audit log of destructive actions"),
 }
 
 

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from wakemark.shared.config import Settings
 from wakemark.shared.storage.base import (
+    ApiToken,
+    AuditEntry,
     DiskUsage,
     DuplicateRecordError,
     EmbeddingDecodeError,
@@ -35,6 +37,8 @@ touched; the cache layer bumps their epochs from it."""
 
 __all__ = [
     "DiskUsage",
+    "ApiToken",
+    "AuditEntry",
     "ChangeHook",
     "DuplicateRecordError",
     "EmbeddingDecodeError",

@@ -163,6 +163,35 @@ class DiskUsage:
     projects: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class ApiToken:
+    """A scoped API token as stored (never its secret: only a SHA-256 of it)."""
+
+    token_id: str
+    name: str
+    actor: str
+    project: str | None  # None: every project of the actor
+    read_only: bool
+    created_at: datetime
+    expires_at: datetime | None = None
+    revoked_at: datetime | None = None
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One destructive action: who (a token id and name, "bootstrap" or "cli:<user>"),
+    what (action, namespace, target ids, count) and when."""
+
+    who: str
+    action: str  # "delete", "bulk_delete", "import", "token_create", "token_revoke", ...
+    namespace: str | None
+    targets: tuple[str, ...]
+    count: int
+    at: datetime
+    id: int | None = None  # assigned by storage
+
+
 class Tx(abc.ABC):
     """A write transaction: all of its calls commit together or none do."""
 
@@ -212,6 +241,17 @@ class Tx(abc.ABC):
         files_touched with ``record``'s, and clear its embedding (the text changed): the
         full-text entry follows, the namespace's epoch bumps, the record awaits
         re-embedding. Raises NotFoundError for an unknown id."""
+
+    @abc.abstractmethod
+    def audit(self, entry: AuditEntry) -> None:
+        """Append to the audit log, committed with the action it records."""
+
+    @abc.abstractmethod
+    def put_token(self, token: ApiToken, secret_sha256: str) -> None: ...
+
+    @abc.abstractmethod
+    def revoke_token(self, token_id: str, when: datetime) -> bool:
+        """False if there is no such token or it was already revoked."""
 
 
 class Storage(abc.ABC):
@@ -425,6 +465,23 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def disk_usage(self) -> DiskUsage: ...
+
+    # --- tokens and audit ---------------------------------------------------------------
+    @abc.abstractmethod
+    def token_by_hash(self, secret_sha256: str) -> ApiToken | None:
+        """The token with that secret hash, revoked or expired ones included."""
+
+    @abc.abstractmethod
+    def list_tokens(self) -> list[ApiToken]:
+        """Oldest first."""
+
+    @abc.abstractmethod
+    def touch_token(self, token_id: str, when: datetime) -> None:
+        """Set ``last_used_at``."""
+
+    @abc.abstractmethod
+    def list_audit(self, limit: int = 100) -> list[AuditEntry]:
+        """Newest first."""
 
     # --- stats --------------------------------------------------------------------------
     @abc.abstractmethod

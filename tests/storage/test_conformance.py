@@ -941,3 +941,94 @@ def test_retrievals_go_with_their_prompt_event(storage: Storage) -> None:
     _delete_event(storage, dropped.event_id)
     assert storage.get_retrieval(drop.retrieval_id) is None
     assert [r.retrieval_id for r in storage.list_retrievals(NS)] == [keep.retrieval_id]
+
+
+# --- tokens and audit -------------------------------------------------------------------
+
+
+def test_token_round_trip_revoke_and_touch(storage: Storage) -> None:
+    from wakemark.shared import tokens
+
+    token, secret = tokens.create(
+        storage, actor="bob", project="p1", read_only=True, expires=timedelta(days=1),
+        name="ci", who="cli:test",
+    )  # fmt: skip
+    found = storage.token_by_hash(tokens.hash_secret(secret))
+    assert found == token
+    assert found.expires_at - found.created_at == timedelta(days=1)
+    assert storage.token_by_hash(tokens.hash_secret(secret + "x")) is None
+    assert storage.list_tokens() == [token]
+
+    storage.touch_token(token.token_id, T0)
+    assert storage.list_tokens()[0].last_used_at == T0
+
+    assert tokens.revoke(storage, token.token_id, "cli:test") is True
+    assert tokens.revoke(storage, token.token_id, "cli:test") is False  # already revoked
+    assert tokens.revoke(storage, "tok_unknown", "cli:test") is False
+    revoked = storage.token_by_hash(tokens.hash_secret(secret))
+    assert revoked is not None and revoked.revoked_at is not None
+    assert not tokens.usable(revoked, datetime.now(UTC))
+
+    audit = storage.list_audit()
+    assert [(a.action, a.who, a.targets, a.count) for a in audit] == [
+        ("token_revoke", "cli:test", (token.token_id,), 1),
+        ("token_create", "cli:test", (token.token_id,), 1),
+    ]
+    assert audit[1].namespace == "/actor/bob/project/p1/"
+    assert storage.list_audit(limit=1) == audit[:1]
+
+
+def test_token_secret_is_not_stored(storage: Storage, backend_settings: Any) -> None:
+    from wakemark.shared import tokens
+
+    _, secret = tokens.create(
+        storage, actor="bob", project=None, read_only=False, expires=None, name="n", who="t"
+    )
+    dump = _dump(backend_settings)
+    assert tokens.hash_secret(secret) in dump
+    assert secret not in dump and secret[4:] not in dump
+
+
+def _dump(settings: Any) -> str:
+    """Every value of every table, as text."""
+    if settings.backend == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(settings.sqlite_path)
+        try:
+            tables = "SELECT name FROM sqlite_master WHERE type = 'table'"
+            names = [r[0] for r in conn.execute(tables)]
+            return "\n".join(repr(conn.execute(f'SELECT * FROM "{n}"').fetchall()) for n in names)
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(settings.database_url) as conn:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = current_schema()"
+            )
+        ]
+        return "\n".join(repr(conn.execute(f'SELECT * FROM "{n}"').fetchall()) for n in names)
+
+
+def test_audit_commits_with_the_action_or_not_at_all(storage: Storage) -> None:
+    from wakemark.shared.storage import AuditEntry
+
+    record = MemoryRecord(namespace=NS, title="doomed")
+    storage.put_memory_record(record)
+    entry = AuditEntry("bootstrap", "delete", NS, (record.record_id,), 1, T0)
+    with pytest.raises(RuntimeError), storage.transaction() as tx:
+        tx.delete_memory_records([record.record_id])
+        tx.audit(entry)
+        raise RuntimeError("abort")
+    assert storage.get_memory_record(record.record_id) is not None
+    assert storage.list_audit() == []
+    with storage.transaction() as tx:
+        tx.audit(entry)
+        tx.delete_memory_records([record.record_id])
+    assert storage.get_memory_record(record.record_id) is None
+    [row] = storage.list_audit()
+    assert row.id is not None and (row.at, row.who, row.targets) == (T0, "bootstrap", entry.targets)

@@ -398,3 +398,25 @@ SELECT namespace, count(*),
            + coalesce(vector_dims(embedding) * 4, 0))
   FROM memory_records GROUP BY namespace
 """
+
+_TOKEN_COLUMNS = """token_id, name, actor, project, read_only, created_at, expires_at,
+  revoked_at, last_used_at"""
+INSERT_TOKEN = f"""
+INSERT INTO api_tokens ({_TOKEN_COLUMNS}, secret_sha256)
+VALUES (%(token_id)s, %(name)s, %(actor)s, %(project)s, %(read_only)s, %(created_at)s,
+        %(expires_at)s, %(revoked_at)s, %(last_used_at)s, %(secret_sha256)s)
+"""
+TOKEN_BY_HASH = f"SELECT {_TOKEN_COLUMNS} FROM api_tokens WHERE secret_sha256 = %s"
+LIST_TOKENS = f"SELECT {_TOKEN_COLUMNS} FROM api_tokens ORDER BY created_at, token_id"
+REVOKE_TOKEN = """
+UPDATE api_tokens SET revoked_at = %s WHERE token_id = %s AND revoked_at IS NULL
+"""
+TOUCH_TOKEN = "UPDATE api_tokens SET last_used_at = %s WHERE token_id = %s"
+INSERT_AUDIT = """
+INSERT INTO audit_log (at, who, action, namespace, targets, count)
+VALUES (%(at)s, %(who)s, %(action)s, %(namespace)s, %(targets)s, %(count)s)
+"""
+LIST_AUDIT = """
+SELECT id, at, who, action, namespace, targets, count FROM audit_log
+ORDER BY id DESC LIMIT %s
+"""

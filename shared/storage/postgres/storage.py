@@ -21,6 +21,8 @@ from wakemark.shared.models import (
 )
 from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
+    ApiToken,
+    AuditEntry,
     DiskUsage,
     DuplicateRecordError,
     EmbeddingMatrix,
@@ -140,6 +142,23 @@ class PostgresTx(Tx):
             q.MARK_TURN_EXTRACTED, (utcnow(), list(record_ids), skip_reason, turn_id)
         ).fetchone()
         return row is not None
+
+    def audit(self, entry: AuditEntry) -> None:
+        params = {
+            "at": entry.at,
+            "who": entry.who,
+            "action": entry.action,
+            "namespace": entry.namespace,
+            "targets": list(entry.targets),
+            "count": entry.count,
+        }
+        self.conn.execute(q.INSERT_AUDIT, params)
+
+    def put_token(self, token: ApiToken, secret_sha256: str) -> None:
+        self.conn.execute(q.INSERT_TOKEN, {**vars(token), "secret_sha256": secret_sha256})
+
+    def revoke_token(self, token_id: str, when: datetime) -> bool:
+        return self.conn.execute(q.REVOKE_TOKEN, (when, token_id)).rowcount == 1
 
 
 class PostgresStorage(Storage):
@@ -516,6 +535,28 @@ class PostgresStorage(Storage):
             records = conn.execute(q.RECORD_BYTES).fetchall()
         tables = {name: int(size) for name, size, _ in sizes}
         return DiskUsage(sum(tables.values()), tables, columns.project_sizes(events, records))
+
+    # --- tokens and audit -------------------------------------------------------------
+    def token_by_hash(self, secret_sha256: str) -> ApiToken | None:
+        with self._db.connection() as conn:
+            row = conn.execute(q.TOKEN_BY_HASH, (secret_sha256,)).fetchone()
+        return ApiToken(*row) if row else None
+
+    def list_tokens(self) -> list[ApiToken]:
+        with self._db.connection() as conn:
+            return [ApiToken(*r) for r in conn.execute(q.LIST_TOKENS).fetchall()]
+
+    def touch_token(self, token_id: str, when: datetime) -> None:
+        with self._db.connection() as conn:
+            conn.execute(q.TOUCH_TOKEN, (when, token_id))
+
+    def list_audit(self, limit: int = 100) -> list[AuditEntry]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.LIST_AUDIT, (limit,)).fetchall()
+        return [
+            AuditEntry(id=i, at=at, who=who, action=action, namespace=ns, targets=tuple(t), count=n)
+            for i, at, who, action, ns, t, n in rows
+        ]
 
     # --- stats --------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:

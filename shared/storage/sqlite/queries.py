@@ -275,3 +275,23 @@ SELECT namespace, count(*) AS n,
            + length(CAST(files_touched AS BLOB)) + coalesce(length(embedding), 0)) AS bytes
 FROM memory_records GROUP BY namespace
 """
+
+_TOKEN_COLUMNS = """token_id, name, actor, project, read_only, created_at, expires_at,
+  revoked_at, last_used_at"""
+INSERT_TOKEN = f"""
+INSERT INTO api_tokens ({_TOKEN_COLUMNS}, secret_sha256)
+VALUES (:token_id, :name, :actor, :project, :read_only, :created_at, :expires_at,
+        :revoked_at, :last_used_at, :secret_sha256)
+"""
+TOKEN_BY_HASH = f"SELECT {_TOKEN_COLUMNS} FROM api_tokens WHERE secret_sha256 = ?"
+LIST_TOKENS = f"SELECT {_TOKEN_COLUMNS} FROM api_tokens ORDER BY created_at, token_id"
+REVOKE_TOKEN = "UPDATE api_tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL"
+TOUCH_TOKEN = "UPDATE api_tokens SET last_used_at = ? WHERE token_id = ?"
+INSERT_AUDIT = """
+INSERT INTO audit_log (at, who, action, namespace, targets, count)
+VALUES (:at, :who, :action, :namespace, :targets, :count)
+"""
+LIST_AUDIT = """
+SELECT id, at, who, action, namespace, targets, count FROM audit_log
+ORDER BY id DESC LIMIT ?
+"""

@@ -23,6 +23,8 @@ from wakemark.shared.models import (
 )
 from wakemark.shared.storage import columns, lexical, turns
 from wakemark.shared.storage.base import (
+    ApiToken,
+    AuditEntry,
     DiskUsage,
     DuplicateRecordError,
     EmbeddingMatrix,
@@ -108,6 +110,28 @@ class SqliteTx(Tx):
             "now": codec.ts(utcnow()),
         }
         return self.conn.execute(q.MARK_TURN_EXTRACTED, params).rowcount == 1
+
+    def audit(self, entry: AuditEntry) -> None:
+        params = {
+            "at": codec.ts(entry.at),
+            "who": entry.who,
+            "action": entry.action,
+            "namespace": entry.namespace,
+            "targets": json.dumps(list(entry.targets)),
+            "count": entry.count,
+        }
+        self.conn.execute(q.INSERT_AUDIT, params)
+
+    def put_token(self, token: ApiToken, secret_sha256: str) -> None:
+        params = {
+            **{k: _opt_ts(v) for k, v in vars(token).items()},
+            "read_only": int(token.read_only),
+            "secret_sha256": secret_sha256,
+        }
+        self.conn.execute(q.INSERT_TOKEN, params)
+
+    def revoke_token(self, token_id: str, when: datetime) -> bool:
+        return self.conn.execute(q.REVOKE_TOKEN, (codec.ts(when), token_id)).rowcount == 1
 
 
 class SqliteStorage(Storage):
@@ -474,6 +498,32 @@ class SqliteStorage(Storage):
             ),
         )
 
+    # --- tokens and audit -------------------------------------------------------------
+    def token_by_hash(self, secret_sha256: str) -> ApiToken | None:
+        rows = self._read(q.TOKEN_BY_HASH, (secret_sha256,))
+        return _token(rows[0]) if rows else None
+
+    def list_tokens(self) -> list[ApiToken]:
+        return [_token(r) for r in self._read(q.LIST_TOKENS)]
+
+    def touch_token(self, token_id: str, when: datetime) -> None:
+        with self._conns.write() as conn:
+            conn.execute(q.TOUCH_TOKEN, (codec.ts(when), token_id))
+
+    def list_audit(self, limit: int = 100) -> list[AuditEntry]:
+        return [
+            AuditEntry(
+                id=r["id"],
+                at=codec.from_ts(r["at"]),
+                who=r["who"],
+                action=r["action"],
+                namespace=r["namespace"],
+                targets=tuple(json.loads(r["targets"])),
+                count=r["count"],
+            )
+            for r in self._read(q.LIST_AUDIT, (limit,))
+        ]
+
     # --- stats ------------------------------------------------------------------------
     def stats(self, namespace: str | None = None) -> dict[str, int]:
         row = self._read(q.STATS, lexical.namespace_range(namespace))[0]
@@ -541,6 +591,17 @@ def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
         yield
     finally:
         conn.execute("COMMIT")
+
+
+def _opt_ts(value: Any) -> Any:
+    return codec.ts(value) if isinstance(value, datetime) else value
+
+
+def _token(row: sqlite3.Row) -> ApiToken:
+    times = ("created_at", "expires_at", "revoked_at", "last_used_at")
+    values = {k: row[k] for k in row.keys()}  # noqa: SIM118 - Row has no iter
+    values.update({k: codec.from_ts(values[k]) if values[k] else None for k in times})
+    return ApiToken(**{**values, "read_only": bool(values["read_only"])})
 
 
 def _project(row: sqlite3.Row) -> dict[str, Any]:
