@@ -14,6 +14,7 @@ from wakemark.shared.storage.base import (
     EmbeddingDecodeError,
     EmbeddingMatrix,
     LexicalHit,
+    MemoryFilter,
     MigrationDriftError,
     NotFoundError,
     Page,
@@ -22,6 +23,7 @@ from wakemark.shared.storage.base import (
     StorageError,
     TransientStorageError,
     Turn,
+    TurnInfo,
     Tx,
 )
 
@@ -35,6 +37,7 @@ __all__ = [
     "EmbeddingDecodeError",
     "EmbeddingMatrix",
     "LexicalHit",
+    "MemoryFilter",
     "MigrationDriftError",
     "NotFoundError",
     "Page",
@@ -43,6 +46,7 @@ __all__ = [
     "StorageError",
     "TransientStorageError",
     "Turn",
+    "TurnInfo",
     "Tx",
     "migrate",
     "open_storage",

@@ -176,7 +176,7 @@ def test_a_database_migrated_under_the_former_name_keeps_working(
             sql = m.sql.replace("wakemark_", "engram_")
             (old / f"{m.label}.sql").write_text(sql)
     assert len(migrate_postgres(pg_url, migrations_dir=old)) == 5
-    assert migrate_postgres(pg_url) == ["0006_wakemark_names"]
+    assert migrate_postgres(pg_url)[0] == "0006_wakemark_names"
     names = {r[0] for r in query(("postgres", pg_url), "SELECT proname FROM pg_proc")}
     assert not {n for n in names if n.startswith("engram_")}
     assert {"wakemark_fts_doc", "wakemark_memory_fts_sync", "wakemark_unaccent"} <= names

@@ -16,11 +16,13 @@ from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
     LexicalHit,
+    MemoryFilter,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
     Turn,
+    TurnInfo,
     Tx,
 )
 from wakemark.shared.storage.postgres import queries as q
@@ -81,6 +83,9 @@ class PostgresTx(Tx):
         self.changed.update(ns for _, ns in rows)
         gone = {rid for rid, _ in rows}
         return [rid for rid in dict.fromkeys(record_ids) if rid in gone]
+
+    def delete_events(self, event_ids: Sequence[str]) -> int:
+        return self.conn.execute(q.DELETE_EVENTS, (list(event_ids),)).rowcount
 
     def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
         # Before the turn's row lock: the records of the turn come next.
@@ -165,6 +170,14 @@ class PostgresStorage(Storage):
         }
         return [found[t] for t in dict.fromkeys(ids) if t in found]
 
+    def session_turns(self, namespace: str, session_id: str, limit: int = 200) -> list[TurnInfo]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.SESSION_TURNS, (namespace, session_id, limit)).fetchall()
+        return [
+            TurnInfo(t, opened, closed, extracted, list(ids))
+            for t, opened, closed, extracted, ids in rows
+        ]
+
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": utcnow(), "idle_before": idle_before}
         with self._db.connection() as conn:
@@ -223,6 +236,41 @@ class PostgresStorage(Storage):
         if row is None:
             raise NotFoundError(f"memory record {record_id} does not exist")
         return memory_record(row)
+
+    def edit_memory_record(
+        self,
+        record_id: str,
+        title: str | None = None,
+        summary: str | None = None,
+        facts: Sequence[str] | None = None,
+    ) -> MemoryRecord:
+        params = {
+            "record_id": record_id,
+            "title": title,
+            "summary": summary,
+            "facts": None if facts is None else list(facts),
+            "now": utcnow(),
+        }
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(q.LOCK_RECORDS)  # the edit rewrites lexeme_df rows (PostgresTx)
+            row = conn.execute(q.EDIT_RECORD, params).fetchone()
+        if row is None:
+            raise NotFoundError(f"memory record {record_id} does not exist")
+        record = memory_record(row)
+        if self._on_change is not None:  # its vector is gone: caches must drop it
+            self._on_change({record.namespace})
+        return record
+
+    def find_memory_ids(self, where: MemoryFilter) -> list[str]:
+        params = {
+            "ns": lexical.namespace_pattern(where.namespace),
+            "type": where.observation_type,
+            "before": where.before,
+            "after": where.after,
+            "session_id": where.session_id,
+        }
+        with self._db.connection() as conn:
+            return [r[0] for r in conn.execute(q.FIND_RECORDS, params).fetchall()]
 
     def timeline(self, record_id: str, before: int, after: int) -> list[MemoryRecord]:
         with self._db.connection() as conn, conn.transaction():
@@ -341,6 +389,7 @@ class PostgresStorage(Storage):
                     "namespace": ns,
                     "project_id": project_id,
                     "display_name": (_basename(path) if path else None) or project_id,
+                    "project_path": path,
                     "event_count": events,
                     "memory_count": memories,
                     "last_activity": last,

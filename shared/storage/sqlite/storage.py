@@ -20,11 +20,13 @@ from wakemark.shared.storage.base import (
     DuplicateRecordError,
     EmbeddingMatrix,
     LexicalHit,
+    MemoryFilter,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
     Turn,
+    TurnInfo,
     Tx,
 )
 from wakemark.shared.storage.sqlite import codec, fts
@@ -60,6 +62,9 @@ class SqliteTx(Tx):
         self.changed.update(r["namespace"] for r in rows)
         deleted = {r["record_id"] for r in rows}
         return [rid for rid in dict.fromkeys(record_ids) if rid in deleted]
+
+    def delete_events(self, event_ids: Sequence[str]) -> int:
+        return self.conn.execute(q.DELETE_EVENTS, (json.dumps(list(event_ids)),)).rowcount
 
     def mark_turn_extracted(self, turn_id: str, record_ids: Sequence[str]) -> bool:
         params = {
@@ -144,6 +149,19 @@ class SqliteStorage(Storage):
         }
         return [found[t] for t in dict.fromkeys(turn_ids) if t in found]
 
+    def session_turns(self, namespace: str, session_id: str, limit: int = 200) -> list[TurnInfo]:
+        rows = self._read(q.SESSION_TURNS, (namespace, session_id, limit))
+        return [
+            TurnInfo(
+                turn_id=r["turn_id"],
+                opened_at=codec.from_ts(r["opened_at"]),
+                closed=r["closed_at"] is not None,
+                extracted=r["extracted_at"] is not None,
+                record_ids=json.loads(r["record_ids"]),
+            )
+            for r in rows
+        ]
+
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": codec.ts(utcnow()), "before": codec.ts(idle_before)}
         with self._conns.write() as conn:
@@ -202,6 +220,38 @@ class SqliteStorage(Storage):
         if row is None:
             raise NotFoundError(f"no memory record {record_id}")
         return codec.to_record(row)
+
+    def edit_memory_record(
+        self,
+        record_id: str,
+        title: str | None = None,
+        summary: str | None = None,
+        facts: Sequence[str] | None = None,
+    ) -> MemoryRecord:
+        params = {
+            "record_id": record_id,
+            "title": title,
+            "summary": summary,
+            "facts": None if facts is None else json.dumps(list(facts)),
+            "facts_text": None if facts is None else "\n".join(facts),
+            "now": codec.ts(utcnow()),
+        }
+        with self._conns.write() as conn:
+            row = conn.execute(q.EDIT_RECORD, params).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory record {record_id}")
+        self._notify({row["namespace"]})  # its vector is gone: caches must drop it
+        return codec.to_record(row)
+
+    def find_memory_ids(self, where: MemoryFilter) -> list[str]:
+        params = {
+            **lexical.namespace_range(where.namespace),
+            "observation_type": where.observation_type,
+            "before": codec.ts(where.before) if where.before else None,
+            "after": codec.ts(where.after) if where.after else None,
+            "session_id": where.session_id,
+        }
+        return [r[0] for r in self._read(q.FIND_RECORDS, params)]
 
     def timeline(self, record_id: str, before: int, after: int) -> list[MemoryRecord]:
         record = self.get_memory_record(record_id)
@@ -358,6 +408,7 @@ def _project(row: sqlite3.Row) -> dict[str, Any]:
         "namespace": namespace,
         "project_id": project_id,
         "display_name": name or project_id,
+        "project_path": path,
         "event_count": row["event_count"],
         "memory_count": row["memory_count"],
         "last_activity": codec.from_ts(row["last_activity"]) if row["last_activity"] else None,
