@@ -23,6 +23,8 @@ BLUEPRINTS = (
     "wakemark.services.api.resources",
     "wakemark.services.api.metrics",
     "wakemark.services.api.search",
+    "wakemark.services.ui.pages",
+    "wakemark.services.ui.routes",
 )
 
 

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from wakemark.services.api import pipeline
 from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import int_arg, json_object, namespace_arg, str_arg
+from wakemark.services.api.params import bool_arg, int_arg, json_object, namespace_arg, str_arg
 from wakemark.shared.models import (
     Concepts,
     Facts,
@@ -38,10 +38,15 @@ class NewMemory(BaseModel):
     pinned: StrictBool = False
 
 
-class PinPatch(BaseModel):
+class RecordPatch(BaseModel):
+    """Pin or unpin, and/or correct the text (the embedding is then redone)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    pinned: StrictBool
+    pinned: StrictBool | None = None
+    title: Title | None = None
+    summary: Summary | None = None
+    facts: Facts | None = None
 
 
 def _record(record: MemoryRecord) -> dict:
@@ -74,7 +79,9 @@ def list_memories() -> Response:
     namespace = namespace_arg(required=True)
     limit = int_arg("limit", 50, 1, 100)
     offset = int_arg("offset", 0, 0, 1_000_000)
-    page = _storage().list_memory_records(namespace, limit=limit, offset=offset)
+    # count=false: no total (counting a large namespace costs more than the page).
+    count = bool_arg("count", True)
+    page = _storage().list_memory_records(namespace, limit=limit, offset=offset, count=count)
     return jsonify(
         items=[_record(r) for r in page.items],
         total=page.total,
@@ -107,9 +114,16 @@ def get_memory(record_id: str) -> Response:
 
 @bp.patch("/v1/memories/<record_id>")
 def patch_memory(record_id: str) -> Response:
-    patch = PinPatch.model_validate(json_object())
-    _get_record(record_id)
-    return jsonify(_record(_storage().set_pinned(record_id, patch.pinned)))
+    patch = RecordPatch.model_validate(scrub(json_object()))
+    if not patch.model_fields_set:
+        raise ApiError(422, "nothing to change", code="validation_error")
+    record = _get_record(record_id)
+    if patch.pinned is not None:
+        record = _storage().set_pinned(record_id, patch.pinned)
+    if {"title", "summary", "facts"} & patch.model_fields_set:
+        record = _storage().edit_memory_record(record_id, patch.title, patch.summary, patch.facts)
+        pipeline.enqueue_embed([record_id])
+    return jsonify(_record(record))
 
 
 @bp.delete("/v1/memories/<record_id>")

@@ -11,6 +11,7 @@ from pathlib import Path
 from flask import Flask, request
 
 from wakemark.services.api.errors import ApiError
+from wakemark.services.ui.pages import is_ui_path
 from wakemark.shared.config import Settings, prepare_home
 
 PUBLIC_PATHS = frozenset({"/health"})
@@ -82,7 +83,9 @@ def init_app(app: Flask, settings: Settings) -> None:
         host = (request.headers.get("Host") or "").lower()
         if host not in hosts:
             raise ApiError(403, "Host header not allowed (loopback only)", code="forbidden_host")
-        if request.path in PUBLIC_PATHS:
+        # The viewer's static files (no user data) load without the token; its data
+        # calls go to /v1 with it.
+        if request.path in PUBLIC_PATHS or is_ui_path(request.path):
             return
         auth = request.headers.get("Authorization", "")
         scheme, _, given = auth.partition(" ")

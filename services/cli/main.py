@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "install": ("install", "add wakemark's hooks and MCP server to an agent's config"),
     "uninstall": ("uninstall", "remove wakemark's hooks and MCP server from an agent's config"),
     "mcp": ("mcp", "run the MCP server over stdio"),
+    "ui": ("ui", "open the viewer in a browser (prints the address if it cannot)"),
 }
 
 
