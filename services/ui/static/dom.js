@@ -14,6 +14,11 @@ export function h(tag, attrs, ...children) {
   return el;
 }
 
+// replaceChildren would turn an array or a null into text: flatten and drop them first.
+export function render(parent, ...children) {
+  parent.replaceChildren(...children.flat(Infinity).filter((c) => c !== undefined && c !== null && c !== false));
+}
+
 // Stored text, isolated so a bidi override inside it cannot reorder the page around it.
 export const t = (value) => h("bdi", null, value ?? "");
 

@@ -1,5 +1,5 @@
 import { ApiError, get, namespace } from "../api.js";
-import { h, t } from "../dom.js";
+import { h, render, t } from "../dom.js";
 
 function list(entries) {
   return h("dl", null, entries.map(([k, v]) => [h("dt", null, k), h("dd", null, t(v === null || v === undefined ? "—" : String(v)))]));
@@ -28,7 +28,7 @@ export async function healthPage(view) {
   const health = await fetch("/health", { cache: "no-store" }).then((r) => r.json());
   const [stats, audit] = await Promise.all([get("/v1/stats"), retrievals()]);
   const search = health.search || {};
-  view.replaceChildren(
+  render(view,
     h("h1", null, "Health ", h("span", { class: "badge" }, t(health.status))),
     list([["version", health.version], ["backend", health.backend]]),
     h("h2", null, "Pending work"),

@@ -1,5 +1,5 @@
 import { call, get } from "../api.js";
-import { errorBox, h, t, table, when } from "../dom.js";
+import { errorBox, h, render, t, table, when } from "../dom.js";
 import { deleteWithConfirmation, plural } from "./common.js";
 
 function fields(record) {
@@ -71,7 +71,7 @@ export async function recordPage(view, [recordId]) {
       message.replaceChildren(errorBox(err));
     }
   };
-  view.replaceChildren(
+  render(view,
     h("h1", { id: "record-title" }, t(record.title)),
     message,
     h("div", { class: "row" },
