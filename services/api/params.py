@@ -41,6 +41,24 @@ def json_object() -> dict[str, Any]:
     return data
 
 
+def text_without_nul(value: Any) -> Any:
+    """``value`` as given; 422 if any string in it holds a NUL, which a Postgres text
+    column refuses (stored events keep theirs: their bodies are stored as escaped JSON)."""
+
+    def walk(v: Any) -> bool:
+        if isinstance(v, str):
+            return "\x00" in v
+        if isinstance(v, dict):
+            return any(walk(k) or walk(x) for k, x in v.items())
+        if isinstance(v, list):
+            return any(walk(x) for x in v)
+        return False
+
+    if walk(value):
+        raise ApiError(422, "text must not contain NUL characters", code="validation_error")
+    return value
+
+
 def int_arg(name: str, default: int, lo: int, hi: int) -> int:
     raw = request.args.get(name)
     if raw is None or raw == "":

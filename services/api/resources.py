@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from wakemark.services.api import pipeline
 from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import bool_arg, int_arg, json_object, namespace_arg, str_arg
+from wakemark.services.api.params import (
+    bool_arg,
+    int_arg,
+    json_object,
+    namespace_arg,
+    str_arg,
+    text_without_nul,
+)
 from wakemark.shared.models import (
+    RECORD_ID_PATTERN,
+    ULID_PATTERN,
     Concepts,
     Facts,
     Files,
@@ -19,6 +30,9 @@ from wakemark.shared.models import (
     Title,
 )
 from wakemark.shared.privacy import scrub
+
+RECORD_ID_RE = re.compile(RECORD_ID_PATTERN)
+ULID_RE = re.compile(ULID_PATTERN)
 
 bp = Blueprint("read", __name__)
 
@@ -68,7 +82,7 @@ def list_events() -> Response:
 
 @bp.get("/v1/events/<event_id>")
 def get_event(event_id: str) -> Response:
-    event = _storage().get_event(event_id) if len(event_id) <= 64 else None
+    event = _storage().get_event(event_id) if ULID_RE.match(event_id) else None
     if event is None:
         raise ApiError(404, "no such event")
     return jsonify(event.model_dump(mode="json"))
@@ -93,7 +107,7 @@ def list_memories() -> Response:
 @bp.post("/v1/memories")
 def create_memory() -> tuple[Response, int]:
     # Scrubbed before validation, like events: nothing private reaches storage or logs.
-    new = NewMemory.model_validate(scrub(json_object()))
+    new = NewMemory.model_validate(text_without_nul(scrub(json_object())))
     record = MemoryRecord(**new.model_dump(), strategy="manual")
     _storage().put_memory_record(record)
     pipeline.enqueue_embed([record.record_id])
@@ -101,7 +115,7 @@ def create_memory() -> tuple[Response, int]:
 
 
 def _get_record(record_id: str) -> MemoryRecord:
-    record = _storage().get_memory_record(record_id) if len(record_id) <= 64 else None
+    record = _storage().get_memory_record(record_id) if RECORD_ID_RE.match(record_id) else None
     if record is None:
         raise ApiError(404, "no such memory record")
     return record
@@ -114,7 +128,7 @@ def get_memory(record_id: str) -> Response:
 
 @bp.patch("/v1/memories/<record_id>")
 def patch_memory(record_id: str) -> Response:
-    patch = RecordPatch.model_validate(scrub(json_object()))
+    patch = RecordPatch.model_validate(text_without_nul(scrub(json_object())))
     if not patch.model_fields_set:
         raise ApiError(422, "nothing to change", code="validation_error")
     record = _get_record(record_id)
@@ -128,7 +142,7 @@ def patch_memory(record_id: str) -> Response:
 
 @bp.delete("/v1/memories/<record_id>")
 def delete_memory(record_id: str) -> tuple[str, int]:
-    deleted = _storage().delete_memory_records([record_id]) if len(record_id) <= 64 else []
+    deleted = _storage().delete_memory_records([record_id]) if RECORD_ID_RE.match(record_id) else []
     if not deleted:
         raise ApiError(404, "no such memory record")
     return "", 204

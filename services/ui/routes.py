@@ -11,7 +11,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, mo
 
 from wakemark.services.api import pipeline
 from wakemark.services.api.errors import ApiError
-from wakemark.services.api.params import json_object, namespace_arg, str_arg
+from wakemark.services.api.params import json_object, namespace_arg, str_arg, text_without_nul
+from wakemark.services.api.resources import RECORD_ID_RE
 from wakemark.services.api.search import MAX_QUERY_CHARS
 from wakemark.shared.extraction.text import body_text
 from wakemark.shared.extraction.tools import parse_tool_use
@@ -42,7 +43,7 @@ def _storage() -> Storage:
 
 
 def _get_record(record_id: str) -> MemoryRecord:
-    record = _storage().get_memory_record(record_id) if len(record_id) <= 64 else None
+    record = _storage().get_memory_record(record_id) if RECORD_ID_RE.match(record_id) else None
     if record is None:
         raise ApiError(404, "no such memory record")
     return record
@@ -157,7 +158,7 @@ def bulk_delete() -> Response:
     """Dry run: what the same call would destroy now. Otherwise the records (their
     vectors and full-text entries go with them) and, if asked, their source events, all
     in one transaction; a record selected but already gone is simply not counted."""
-    req = BulkDelete.model_validate(json_object())
+    req = BulkDelete.model_validate(text_without_nul(json_object()))
     storage = _storage()
     if req.ids is not None:
         ids = list(dict.fromkeys(req.ids))
@@ -197,7 +198,7 @@ def context_preview() -> Response:
     """What the hooks would inject now: the session-start index, and for ``prompt`` the
     prompt-time block with every candidate the search weighed. Nothing is stored."""
     namespace = namespace_arg(required=True, full=True)
-    prompt = str_arg("prompt", max_len=MAX_QUERY_CHARS)
+    prompt = text_without_nul(str_arg("prompt", max_len=MAX_QUERY_CHARS))
     assert namespace is not None
     rt = pipeline.runtime()
     budget = rt.settings.context_max_bytes

@@ -300,3 +300,22 @@ def test_feed_pages_without_counting_and_projects_name_their_path(api: Api) -> N
     assert api.get(f"/v1/memories?namespace={NS}&count=maybe").status_code == 400
     (project,) = api.get("/v1/projects").json
     assert project["project_path"] == "/home/a/p1" and project["display_name"] == "p1"
+
+
+def test_nul_characters_are_refused_not_a_500(api: Api) -> None:
+    created = api.post("/v1/memories", json={"namespace": NS, "title": "ok", "summary": ""})
+    rid = created.json["record_id"]
+    nul = "a\u0000b"
+    assert (
+        api.post("/v1/memories", json={"namespace": NS, "title": nul, "summary": ""}).status_code
+        == 422
+    )
+    assert api.patch(f"/v1/memories/{rid}", json={"facts": [nul]}).status_code == 422
+    body = {"namespace": NS, "session_id": nul, "dry_run": True}
+    assert api.post("/v1/memories/delete", json=body).status_code == 422
+    preview = {"namespace": NS, "prompt": nul}
+    assert api.get("/v1/context/preview", query_string=preview).status_code == 422
+    for path in ("/v1/memories/a%00b", "/v1/memories/a%00b/source", "/v1/events/a%00b"):
+        assert api.get(path).status_code == 404, path
+    assert api.delete("/v1/memories/a%00b").status_code == 404
+    assert api.get(f"/v1/memories/{rid}").json["title"] == "ok"
