@@ -50,6 +50,8 @@ def test_pages_load_without_the_token_and_carry_the_csp(sqlite_api: Api) -> None
         assert res.headers["Content-Security-Policy"] == CSP
         assert res.headers["X-Content-Type-Options"] == "nosniff"
         assert res.headers["Referrer-Policy"] == "no-referrer"
+        assert res.headers["X-Frame-Options"] == "DENY"
+        assert res.headers["Cross-Origin-Resource-Policy"] == "same-origin"
     assert sqlite_api.get("/ui/static/app.js", token=None).mimetype == "text/javascript"
     page = sqlite_api.get("/ui", token=None).get_data(as_text=True)
     assert '<script type="module" src="/ui/static/app.js">' in page
