@@ -25,15 +25,17 @@ export function plural(n, word) {
 
 // Dry run, a dialog listing exactly what goes, then the delete. Resolves to the result
 // of the real call, or null when nothing matched or the user cancelled.
-export async function deleteWithConfirmation(selection, withEvents) {
+export async function deleteWithConfirmation(selection, withEvents, what) {
   const dry = await call("POST", "/v1/memories/delete", null, { ...selection, dry_run: true, with_events: withEvents });
   if (dry.records === 0) {
     await confirmDialog("Nothing to delete", ["No record matches."], "OK");
     return null;
   }
   const lines = [
-    `${plural(dry.records, "memory record")} (title, summary, facts and provenance links)`,
-    `${plural(dry.embeddings, "vector")} (the embeddings of those records)`,
+    what && dry.records === 1
+      ? `1 memory record: ${what} (title, summary, facts and provenance links)`
+      : `${plural(dry.records, "memory record")} (title, summary, facts and provenance links)`,
+    `${plural(dry.embeddings, "vector")} (their embeddings)`,
     `${plural(dry.records, "full-text entry")} (search stops finding them at once)`,
   ];
   lines.push(withEvents

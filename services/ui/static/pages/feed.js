@@ -100,7 +100,7 @@ export async function feedPage(view) {
         h("button", { type: "button", class: "danger", onclick: () => remove(filter()) }, "Count and delete…"))),
     h("div", { class: "cols" },
       h("section", null, h("h2", null, "Records, newest first"), records, pager),
-      h("section", null, h("h2", null, "Latest turns"), turns)));
+      h("section", null, h("h2", null, "Latest turn events"), turns)));
   await load();
   const tick = () => {
     // Poll only while visible; a hidden tab costs the server nothing.

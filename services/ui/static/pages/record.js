@@ -65,7 +65,7 @@ export async function recordPage(view, [recordId]) {
   };
   const remove = async () => {
     try {
-      const done = await deleteWithConfirmation({ ids: [record.record_id] }, withEvents.checked);
+      const done = await deleteWithConfirmation({ ids: [record.record_id] }, withEvents.checked, `${record.record_id} “${record.title}”`);
       if (done) location.hash = "#/feed";
     } catch (err) {
       message.replaceChildren(errorBox(err));
