@@ -160,20 +160,19 @@ def bulk_delete() -> Response:
     in one transaction; a record selected but already gone is simply not counted."""
     req = BulkDelete.model_validate(text_without_nul(json_object()))
     storage = _storage()
+    records: list[MemoryRecord] | None = None  # fetched only when they are needed
     if req.ids is not None:
-        ids = list(dict.fromkeys(req.ids))
+        records = storage.get_memory_records(list(dict.fromkeys(req.ids)))  # unknown: dropped
+        ids = [r.record_id for r in records]
     else:
         assert req.namespace is not None  # the validator saw to it
         where = MemoryFilter(req.namespace, req.type, req.before, req.after, req.session_id)
         ids = storage.find_memory_ids(where)
-    records = storage.get_memory_records(ids) if (req.with_events or req.ids) else None
-    if records is not None:
-        ids = [r.record_id for r in records]  # unknown ids are not "would be deleted"
-    event_ids = (
-        list(dict.fromkeys(e for r in records for e in r.source_event_ids))
-        if req.with_events and records is not None
-        else []
-    )
+        if req.with_events:
+            records = storage.get_memory_records(ids)
+    event_ids: list[str] = []
+    if req.with_events and records is not None:
+        event_ids = list(dict.fromkeys(e for r in records for e in r.source_event_ids))
     if req.dry_run:
         namespaces = {r.namespace for r in records} if records is not None else {req.namespace}
         embedded = set().union(*(storage.embedded_ids(ns) for ns in namespaces if ns))
@@ -181,7 +180,7 @@ def bulk_delete() -> Response:
             dry_run=True,
             records=len(ids),
             embeddings=sum(1 for i in ids if i in embedded),
-            events=sum(1 for e in event_ids if storage.get_event(e) is not None),
+            events=storage.count_events(event_ids) if event_ids else 0,
             record_ids=ids[:100],
         )
     with storage.transaction() as tx:

@@ -167,6 +167,10 @@ class Storage(abc.ABC):
     def get_event(self, event_id: str) -> StoredEvent | None: ...
 
     @abc.abstractmethod
+    def count_events(self, event_ids: Sequence[str]) -> int:
+        """How many of ``event_ids`` are stored."""
+
+    @abc.abstractmethod
     def list_events(
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[StoredEvent]:

@@ -107,3 +107,9 @@ def test_session_turns_say_what_became_of_each_turn(storage: Storage) -> None:
     )
     assert (turns[1].closed, turns[1].extracted, turns[1].record_ids) == (False, False, [])
     assert storage.session_turns(OTHER, "s1") == []
+
+
+def test_count_events_counts_the_stored_ones(storage: Storage) -> None:
+    stored = [r.event_id for r in storage.put_events([event("prompt"), event("tool_use")])]
+    assert storage.count_events([*stored, stored[0], "01K94FZ4H00000000000000000"]) == 2
+    assert storage.count_events([]) == 0

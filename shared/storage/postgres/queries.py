@@ -68,6 +68,8 @@ SELECT turn_id, opened_at, closed_at IS NOT NULL, extracted_at IS NOT NULL, reco
   FROM turns WHERE namespace = %s AND session_id = %s ORDER BY opened_at, turn_id LIMIT %s
 """
 
+COUNT_EVENTS = "SELECT count(*) FROM events WHERE event_id = ANY(%s::text[])"
+
 DELETE_EVENTS = "DELETE FROM events WHERE event_id = ANY(%s::text[])"
 
 CLOSE_IDLE_TURNS = """

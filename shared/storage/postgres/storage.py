@@ -144,6 +144,11 @@ class PostgresStorage(Storage):
             row = conn.execute(q.GET_EVENT, (event_id,)).fetchone()
         return stored_event(row) if row else None
 
+    def count_events(self, event_ids: Sequence[str]) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(q.COUNT_EVENTS, (list(event_ids),)).fetchone()
+        return int(row[0]) if row else 0
+
     def list_events(
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[StoredEvent]:

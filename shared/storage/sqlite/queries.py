@@ -39,6 +39,7 @@ SESSION_TURNS = """
 SELECT turn_id, opened_at, closed_at, extracted_at, record_ids FROM turns
 WHERE namespace = ? AND session_id = ? ORDER BY opened_at, turn_id LIMIT ?
 """
+COUNT_EVENTS = "SELECT count(*) FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
 DELETE_EVENTS = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
 CLOSE_IDLE_TURNS = """
 UPDATE turns SET closed_at = :now WHERE closed_at IS NULL AND last_event_at < :before

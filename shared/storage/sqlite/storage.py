@@ -117,6 +117,9 @@ class SqliteStorage(Storage):
         rows = self._read(q.GET_EVENT, (event_id,))
         return codec.to_event(rows[0]) if rows else None
 
+    def count_events(self, event_ids: Sequence[str]) -> int:
+        return int(self._read(q.COUNT_EVENTS, (json.dumps(list(event_ids)),))[0][0])
+
     def list_events(
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[StoredEvent]:
