@@ -113,3 +113,13 @@ def test_count_events_counts_the_stored_ones(storage: Storage) -> None:
     stored = [r.event_id for r in storage.put_events([event("prompt"), event("tool_use")])]
     assert storage.count_events([*stored, stored[0], "01K94FZ4H00000000000000000"]) == 2
     assert storage.count_events([]) == 0
+
+
+def test_sqlite_lists_one_namespace_s_events_off_the_index(sqlite_store: Storage) -> None:
+    from wakemark.shared.storage import lexical
+    from wakemark.shared.storage.sqlite import queries as q
+
+    params = {**lexical.namespace_range(NS), "session_id": None, "limit": 30}
+    conn = sqlite_store._conns.get()  # type: ignore[attr-defined]
+    plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + q.LIST_EVENTS[True], params)]
+    assert plan == ["SEARCH events USING INDEX events_by_namespace (namespace=?)"], plan

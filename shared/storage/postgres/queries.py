@@ -46,13 +46,18 @@ CLOSE_TURN = "UPDATE turns SET closed_at = %s WHERE turn_id = %s AND closed_at I
 
 GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = %s"
 
-LIST_EVENTS = f"""
+# Keyed by "one full namespace": then the order comes straight off
+# events_namespace_recent (a LIKE would sort every event of the namespace first).
+LIST_EVENTS = {
+    exact: f"""
 SELECT {EVENT_COLUMNS} FROM events
- WHERE namespace {NS}
+ WHERE {"namespace = %(exact)s" if exact else "namespace " + NS}
    AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
  ORDER BY transaction_time DESC, event_id DESC
  LIMIT %(limit)s
 """
+    for exact in (False, True)
+}
 
 GET_TURNS = """
 SELECT turn_id, namespace, session_id, closed_at IS NOT NULL, extracted_at IS NOT NULL

@@ -152,9 +152,15 @@ class PostgresStorage(Storage):
     def list_events(
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[StoredEvent]:
-        params = {"ns": lexical.namespace_pattern(namespace), "session_id": session_id}
+        exact = namespace is not None and NAMESPACE_RE.fullmatch(namespace) is not None
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "exact": namespace,
+            "session_id": session_id,
+            "limit": limit,
+        }
         with self._db.connection() as conn:
-            rows = conn.execute(q.LIST_EVENTS, {**params, "limit": limit}).fetchall()
+            rows = conn.execute(q.LIST_EVENTS[exact], params).fetchall()
         return [stored_event(r) for r in rows]
 
     def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:

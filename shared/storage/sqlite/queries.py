@@ -18,11 +18,17 @@ VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, 
         :valid_time, :source, :schema_version, :transaction_time, :turn_id)
 """
 GET_EVENT = "SELECT * FROM events WHERE event_id = ?"
-LIST_EVENTS = f"""
+# Keyed by "one full namespace": then the order comes straight off events_by_namespace
+# (a range would sort every event of the namespace first: ~100 ms at 150k events).
+LIST_EVENTS = {
+    exact: f"""
 SELECT * FROM events
-WHERE {_NS} AND (:session_id IS NULL OR session_id = :session_id)
+WHERE {"namespace = :ns_lo" if exact else _NS}
+  AND (:session_id IS NULL OR session_id = :session_id)
 ORDER BY transaction_time DESC, event_id DESC LIMIT :limit
 """
+    for exact in (False, True)
+}
 OPEN_TURN = "SELECT turn_id FROM turns WHERE namespace = ? AND session_id = ? AND closed_at IS NULL"
 INSERT_TURN = """
 INSERT INTO turns (turn_id, namespace, session_id, opened_at, last_event_at, closed_at)

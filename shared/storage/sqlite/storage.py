@@ -128,7 +128,9 @@ class SqliteStorage(Storage):
             "session_id": session_id,
             "limit": limit,
         }
-        return [codec.to_event(r) for r in self._read(q.LIST_EVENTS, params)]
+        exact = namespace is not None and NAMESPACE_RE.fullmatch(namespace) is not None
+        sql = q.LIST_EVENTS[exact]
+        return [codec.to_event(r) for r in self._read(sql, params)]
 
     def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
         ids = json.dumps(list(turn_ids))
