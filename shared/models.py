@@ -172,6 +172,7 @@ class MemoryRecord(_Strict):
     quality: Quality = "full"
     pinned: bool = False
     created_at: AwareDatetime = Field(default_factory=utcnow)
+    edited_at: AwareDatetime | None = None  # set when a person corrected the text
 
     def embedding_text(self, cap: int = 10_000) -> str:
         """What gets embedded: title, summary, facts, concepts — capped."""

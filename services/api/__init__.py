@@ -27,6 +27,8 @@ BLUEPRINTS = (
     "wakemark.services.api.openapi",
     "wakemark.services.api.export",
     "wakemark.services.api.audit",
+    "wakemark.services.ui.pages",
+    "wakemark.services.ui.routes",
 )
 
 

@@ -62,23 +62,25 @@ def store_events(events: Sequence[Event]) -> list[PutEventResult]:
     return optout.answers(events, results)
 
 
-def enqueue_on_commit(tx: Tx, job: Job, ids: Sequence[str]) -> None:
-    """Enqueue once ``tx`` commits. Never fails the request: the database remembers the
-    work, and the sweep enqueues it again."""
+def enqueue(job: Job, ids: Sequence[str], rt: Runtime | None = None) -> None:
+    """Enqueue committed work. Never fails the request: the database remembers the work,
+    and the sweep enqueues it again."""
     if not ids:
         return
-    rt = runtime()
     kind = f"enqueue {job.name}"
+    try:
+        (rt or runtime()).jobs.enqueue(job, list(ids))
+    except Exception as exc:
+        _once.failed(kind, exc)
+    else:
+        _once.ok(kind)
 
-    def enqueue() -> None:
-        try:
-            rt.jobs.enqueue(job, list(ids))
-        except Exception as exc:
-            _once.failed(kind, exc)
-        else:
-            _once.ok(kind)
 
-    tx.on_commit(enqueue)
+def enqueue_on_commit(tx: Tx, job: Job, ids: Sequence[str]) -> None:
+    """``enqueue`` once ``tx`` commits (the runtime is read now, inside the request)."""
+    if ids:
+        rt = runtime()
+        tx.on_commit(lambda: enqueue(job, ids, rt))
 
 
 def retrieve_for(event: Event, min_relevance: float | None = None) -> dict[str, Any]:

@@ -25,7 +25,8 @@ from pydantic import BaseModel, TypeAdapter
 from wakemark.services import agents
 from wakemark.services.api import schemas as s
 from wakemark.services.api.ingest import EventBatch
-from wakemark.services.api.resources import NewMemory, PinPatch
+from wakemark.services.api.resources import NewMemory, RecordPatch
+from wakemark.services.ui.routes import BulkDelete
 from wakemark.shared import __version__
 from wakemark.shared.models import (
     MAX_BATCH,
@@ -40,6 +41,7 @@ bp = Blueprint("openapi", __name__)
 
 TEXT = "text"  # a response of Prometheus text instead of JSON
 NDJSON = "ndjson"  # a stream of JSON lines
+HTML = "html"  # the viewer's page and its static files
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 _REF = "#/components/schemas/{model}"
 _PARAM = re.compile(r"<(?:[^<>:]+:)?([^<>]+)>")  # <path:name> -> name
@@ -121,8 +123,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "PATCH", "/v1/memories/<record_id>",
-        "`{\"pinned\": true|false}` → the updated record",
-        {200: MemoryRecord}, body=PinPatch,
+        "`{pinned?, title?, summary?, facts?}` → the updated record; a corrected text is "
+        "re-indexed at once, marked `edited_at` and embedded again",
+        {200: MemoryRecord}, body=RecordPatch,
     ),
     Route(
         "DELETE", "/v1/memories/<record_id>",
@@ -149,6 +152,42 @@ ROUTES: tuple[Route, ...] = (
         "GET", "/v1/projects",
         "`[{namespace, project_id, display_name, event_count, memory_count, last_activity}]`",
         {200: list[s.Project]},
+    ),
+    Route(
+        "GET", "/v1/memories/<record_id>/source",
+        "a record's provenance: the turns it came from (prompt, tool uses with command, "
+        "exit code and files, final answer) and the session's turns that kept no record, "
+        "with the reason → `{record_id, source_event_ids, missing_event_ids, turns, "
+        "skipped_turns}`",
+        {200: ANY_OBJECT},
+    ),
+    Route(
+        "POST", "/v1/memories/delete",
+        "bulk delete of `ids`, or of a filter (`namespace` with `type`, `before`, "
+        "`after`, `session_id`); `dry_run: true` answers what it would destroy "
+        "(`records`, `embeddings`, `events`) and deletes nothing; `with_events` also "
+        "deletes the records' source events; one transaction → `{dry_run, records, "
+        "events, record_ids}`",
+        {200: ANY_OBJECT}, body=BulkDelete,
+    ),
+    Route(
+        "GET", "/v1/context/preview",
+        "what the hooks would inject now: the session-start index with its bytes and "
+        "budget, and for `prompt` the gated block with every candidate, its relevance and "
+        "why it was or was not injected; stores nothing",
+        {200: ANY_OBJECT}, query=s.ContextPreviewQuery,
+    ),
+    Route(
+        "GET", "/ui",
+        "the [viewer](#viewer)'s page: no token needed (it holds no data; it reads the "
+        "token from the URL fragment), loopback `Host` still required",
+        {200: HTML}, public=True,
+    ),
+    Route("GET", "/ui/", "the same page", {200: HTML}, public=True),
+    Route(
+        "GET", "/ui/static/<path:name>",
+        "the viewer's scripts and styles (shipped in the wheel; no CDN)",
+        {200: HTML}, public=True,
     ),
     Route(
         "GET", "/v1/retrievals",
@@ -305,6 +344,9 @@ def _operation(route: Route, components: _Components) -> dict[str, Any]:
         elif kind == TEXT:
             content = {"text/plain": {"schema": {"type": "string"}}}
             responses[str(status)] = {"description": "Prometheus text format", "content": content}
+        elif kind == HTML:
+            content = {"text/html": {"schema": {"type": "string"}}}
+            responses[str(status)] = {"description": "the viewer", "content": content}
         elif kind == NDJSON:
             content = {"application/x-ndjson": {"schema": {"type": "string"}}}
             responses[str(status)] = {"description": "one JSON object a line", "content": content}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
@@ -11,6 +13,8 @@ from wakemark.services.api.params import json_object, query
 from wakemark.services.api.schemas import EventsQuery, MemoriesQuery, StatsQuery, TimelineQuery
 from wakemark.shared.jobs import EMBED
 from wakemark.shared.models import (
+    RECORD_ID_PATTERN,
+    ULID_PATTERN,
     Concepts,
     Facts,
     Files,
@@ -21,6 +25,9 @@ from wakemark.shared.models import (
     Title,
 )
 from wakemark.shared.privacy import scrub
+
+RECORD_ID_RE = re.compile(RECORD_ID_PATTERN)
+ULID_RE = re.compile(ULID_PATTERN)
 
 bp = Blueprint("read", __name__)
 
@@ -40,10 +47,15 @@ class NewMemory(BaseModel):
     pinned: StrictBool = False
 
 
-class PinPatch(BaseModel):
+class RecordPatch(BaseModel):
+    """Pin or unpin, and/or correct the text (the embedding is then redone)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    pinned: StrictBool
+    pinned: StrictBool | None = None
+    title: Title | None = None
+    summary: Summary | None = None
+    facts: Facts | None = None
 
 
 def _record(record: MemoryRecord) -> dict:
@@ -65,14 +77,17 @@ def list_events() -> Response:
 
 @bp.get("/v1/events/<event_id>")
 def get_event(event_id: str) -> Response:
-    event = _storage().get_event(event_id) if len(event_id) <= 64 else None
+    event = _storage().get_event(event_id) if ULID_RE.match(event_id) else None
     return jsonify(security.owned(event, "event").model_dump(mode="json"))
 
 
 @bp.get("/v1/memories")
 def list_memories() -> Response:
     args = query(MemoriesQuery)
-    page = _storage().list_memory_records(args.namespace, limit=args.limit, offset=args.offset)
+    # count=false: no total (counting a large namespace costs more than the page).
+    page = _storage().list_memory_records(
+        args.namespace, limit=args.limit, offset=args.offset, count=args.count
+    )
     return jsonify(
         items=[_record(r) for r in page.items],
         total=page.total,
@@ -94,7 +109,7 @@ def create_memory() -> tuple[Response, int]:
 
 
 def _get_record(record_id: str) -> MemoryRecord:
-    record = _storage().get_memory_record(record_id) if len(record_id) <= 64 else None
+    record = _storage().get_memory_record(record_id) if RECORD_ID_RE.match(record_id) else None
     return security.owned(record, "memory record")
 
 
@@ -105,9 +120,16 @@ def get_memory(record_id: str) -> Response:
 
 @bp.patch("/v1/memories/<record_id>")
 def patch_memory(record_id: str) -> Response:
-    patch = PinPatch.model_validate(json_object())
-    _get_record(record_id)
-    return jsonify(_record(_storage().set_pinned(record_id, patch.pinned)))
+    patch = RecordPatch.model_validate(scrub(json_object()))
+    if not patch.model_fields_set:
+        raise ApiError(422, "nothing to change", code="validation_error")
+    record = _get_record(record_id)
+    if patch.pinned is not None:
+        record = _storage().set_pinned(record_id, patch.pinned)
+    if {"title", "summary", "facts"} & patch.model_fields_set:
+        record = _storage().edit_memory_record(record_id, patch.title, patch.summary, patch.facts)
+        current.enqueue(EMBED, [record_id])  # the edited text gets a new vector
+    return jsonify(_record(record))
 
 
 @bp.delete("/v1/memories/<record_id>")

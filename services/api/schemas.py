@@ -106,6 +106,7 @@ class MemoriesQuery(Query):
     namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
     limit: QueryInt = Field(50, ge=1, le=100, description="page size")
     offset: QueryInt = Field(0, ge=0, le=1_000_000, description="records skipped")
+    count: QueryBool = Field(True, description="false: no `total` (cheaper on a large project)")
 
 
 class EventsQuery(Query):
@@ -136,6 +137,15 @@ class ExportQuery(Query):
     namespace: NamespaceOrPrefix | None = Field(None, description=_NS_DOC + "; absent: all")
     events: QueryBool = Field(False, description="with the turns and their events")
     vectors: QueryBool = Field(False, description="with each record's vector")
+
+
+class ContextPreviewQuery(Query):
+    namespace: Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_PATTERN)] = Field(
+        description="a namespace `/actor/<actor>/project/<id>/`"
+    )
+    prompt: str | None = Field(
+        None, max_length=MAX_QUERY_CHARS, pattern=NO_NUL, description="a prompt to preview"
+    )
 
 
 class AuditQuery(Query):

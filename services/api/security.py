@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypeVar
 from flask import Flask, Response, current_app, g, request
 
 from wakemark.services.api.errors import ApiError, error_response
+from wakemark.services.ui.pages import is_ui_path
 from wakemark.shared import tokens
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import utcnow
@@ -183,7 +184,9 @@ def init_app(app: Flask, settings: Settings) -> None:
         host = (request.headers.get("Host") or "").lower()
         if host not in hosts:
             raise ApiError(403, "Host header not allowed (loopback only)", code="forbidden_host")
-        if request.path in PUBLIC_PATHS:
+        # The viewer's static files (no user data) load without the token; its data
+        # calls go to /v1 with it.
+        if request.path in PUBLIC_PATHS or is_ui_path(request.path):
             return None
         who = g.wakemark_principal = authenticate()
         if limiter is not None and who.token_id is not None:

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stats": ("stats", "counts; --disk: size by table and by project"),
     "token": ("token", "create, list or revoke scoped API tokens (team server)"),
     "audit": ("audit", "show the audit log of destructive actions"),
+    "ui": ("ui", "open the viewer in a browser (prints the address if it cannot)"),
 }
 
 

@@ -108,10 +108,12 @@ class Retriever:
         return SearchResult(outcome.items, latency, outcome.degraded)
 
     def for_prompt(
-        self, namespace: str, event: Any, min_relevance: float | None = None
+        self, namespace: str, event: Any, min_relevance: float | None = None, audit: bool = True
     ) -> dict[str, Any]:
         """The gated context block for a prompt: ``{context, records, latency_ms}``, plus
-        ``retrieval_id`` when ``event`` is a stored prompt event (its audit row)."""
+        ``retrieval_id`` when ``event`` is a stored prompt event (its audit row). With
+        ``audit=False`` (a preview) nothing is written or counted, and the audit row's
+        ``candidates`` (relevance, injected, why not) come back instead."""
         start = time.perf_counter()
         try:
             threshold = self._settings.min_relevance if min_relevance is None else min_relevance
@@ -121,7 +123,6 @@ class Retriever:
             selection = inject.select(
                 result.items, threshold, seen, self._settings.prompt_max_bytes, PROMPT_LIMIT
             )
-            self._audit.count(selection)
             out: dict[str, Any] = {
                 "context": selection.context,
                 "records": [h.record.record_id for h in selection.injected],
@@ -129,8 +130,14 @@ class Retriever:
             }
             if stored and event.namespace == namespace:
                 row = build_row(event, result, selection, threshold, _ms(start))
-                self._audit.write(row)
-                out["retrieval_id"] = row.retrieval_id
+                if audit:
+                    self._audit.count(selection)
+                    self._audit.write(row)
+                    out["retrieval_id"] = row.retrieval_id
+                else:
+                    out["candidates"] = [c.model_dump(mode="json") for c in row.candidates]
+            elif audit:
+                self._audit.count(selection)
             return out
         except Exception:
             log.exception("prompt retrieval failed; returning no context")

@@ -109,6 +109,29 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class TurnInfo:
+    """A turn without its events: what became of it (``record_ids`` empty once extracted
+    means extraction kept nothing of it)."""
+
+    turn_id: str
+    opened_at: datetime
+    closed: bool
+    extracted: bool
+    record_ids: list[str]
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Records under ``namespace`` (a full namespace or a prefix); each set field narrows."""
+
+    namespace: str
+    observation_type: str | None = None
+    before: datetime | None = None  # created_at < before
+    after: datetime | None = None  # created_at >= after
+    session_id: str | None = None  # a source event of the record is of this session
+
+
+@dataclass(frozen=True)
 class Page:
     items: list[Any]
     total: int | None  # None: not counted (``list_memory_records(count=False)``)
@@ -253,6 +276,11 @@ class Tx(abc.ABC):
     def revoke_token(self, token_id: str, when: datetime) -> bool:
         """False if there is no such token or it was already revoked."""
 
+    @abc.abstractmethod
+    def delete_events(self, event_ids: Sequence[str]) -> int:
+        """Delete the events that exist among ``event_ids``; returns how many. Their turns
+        stay (with the ids of the records made from them)."""
+
 
 class Storage(abc.ABC):
     backend: str  # "sqlite" | "postgres"
@@ -271,6 +299,10 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def get_event(self, event_id: str) -> StoredEvent | None: ...
+
+    @abc.abstractmethod
+    def count_events(self, event_ids: Sequence[str]) -> int:
+        """How many of ``event_ids`` are stored."""
 
     @abc.abstractmethod
     def list_events(
@@ -295,6 +327,10 @@ class Storage(abc.ABC):
     def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
         """The turns that exist among ``turn_ids``, in that order, each with its events
         (read in one snapshot)."""
+
+    @abc.abstractmethod
+    def session_turns(self, namespace: str, session_id: str, limit: int = 200) -> list[TurnInfo]:
+        """The session's turns in that namespace, oldest first, at most ``limit``."""
 
     @abc.abstractmethod
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
@@ -344,6 +380,22 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
         """Raises NotFoundError for an unknown id."""
+
+    @abc.abstractmethod
+    def edit_memory_record(
+        self,
+        record_id: str,
+        title: str | None = None,
+        summary: str | None = None,
+        facts: Sequence[str] | None = None,
+    ) -> MemoryRecord:
+        """Store a correction of the given fields (None: unchanged), stamp ``edited_at``
+        and clear the embedding so the embed job redoes it; the full-text entry follows in
+        the same statement. Raises NotFoundError for an unknown id."""
+
+    @abc.abstractmethod
+    def find_memory_ids(self, where: MemoryFilter) -> list[str]:
+        """Ids of the records ``where`` selects, oldest first (what a bulk delete takes)."""
 
     @abc.abstractmethod
     def timeline(self, record_id: str, before: int, after: int) -> list[MemoryRecord]:
@@ -495,8 +547,9 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def projects(self) -> list[dict[str, Any]]:
-        """``[{namespace, project_id, display_name, event_count, memory_count,
-        last_activity}]``; display_name is the basename of the last project_path seen."""
+        """``[{namespace, project_id, display_name, project_path, event_count,
+        memory_count, last_activity}]``; project_path is the last one an event carried
+        (None if none did), display_name its basename."""
 
     @abc.abstractmethod
     def ping(self) -> None:

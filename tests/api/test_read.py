@@ -39,7 +39,8 @@ def test_memory_create_read_pin_delete(api: Api) -> None:
     assert res.status_code == 200 and res.json["pinned"] is False
     assert api.get(f"/v1/memories/{rid}").json["pinned"] is False
     assert api.patch(f"/v1/memories/{rid}", json={"pinned": "yes"}).status_code == 422
-    assert api.patch(f"/v1/memories/{rid}", json={"title": "x"}).status_code == 422
+    assert api.patch(f"/v1/memories/{rid}", json={"colour": "x"}).status_code == 422
+    assert api.patch(f"/v1/memories/{rid}", json={}).status_code == 422
     assert api.delete(f"/v1/memories/{rid}").status_code == 204
     assert api.get(f"/v1/memories/{rid}").status_code == 404
     assert api.delete(f"/v1/memories/{rid}").status_code == 404

@@ -257,7 +257,42 @@ def _openapi(w: World, bob: Api) -> list[Any]:
     return [res]
 
 
+def _memory_source(w: World, bob: Api) -> list[Any]:
+    other = bob.get(f"/v1/memories/{w.records[ALICE]}/source")
+    mine = bob.get(f"/v1/memories/{w.records[BOB]}/source")
+    assert (other.status_code, mine.status_code) == (404, 200)
+    return [other, mine]
+
+
+def _bulk_delete(w: World, bob: Api) -> list[Any]:
+    by_filter = bob.post("/v1/memories/delete", json={"namespace": ALICE, "dry_run": True})
+    by_ids = bob.post("/v1/memories/delete", json={"ids": [w.records[ALICE]]})
+    assert by_filter.status_code == 403
+    assert by_ids.status_code == 200 and by_ids.json["records"] == 0  # not selectable
+    assert w.storage.get_memory_record(w.records[ALICE]) is not None
+    return [by_filter, by_ids]
+
+
+def _context_preview(w: World, bob: Api) -> list[Any]:
+    other = bob.get("/v1/context/preview", query_string={"namespace": ALICE, "prompt": WORD})
+    mine = bob.get("/v1/context/preview", query_string={"namespace": BOB, "prompt": WORD})
+    assert (other.status_code, mine.status_code) == (403, 200)
+    return [other, mine]
+
+
+def _ui(w: World, bob: Api) -> list[Any]:
+    page = bob.get("/ui")  # the page holds no data: it loads without asking
+    assert page.status_code == 200
+    return [page]
+
+
 CASES: dict[tuple[str, str], Case] = {
+    ("GET", "/v1/memories/<record_id>/source"): _memory_source,
+    ("POST", "/v1/memories/delete"): _bulk_delete,
+    ("GET", "/v1/context/preview"): _context_preview,
+    ("GET", "/ui"): _ui,
+    ("GET", "/ui/"): _ui,
+    ("GET", "/ui/static/<path:name>"): lambda w, bob: [bob.get("/ui/static/nope.js")],
     ("GET", "/openapi.json"): _openapi,
     ("GET", "/v1/retrievals"): _retrievals,
     ("GET", "/v1/retrievals/<retrieval_id>"): _get_retrieval,

@@ -484,6 +484,8 @@ def test_projects(storage: Storage) -> None:
     rows = {p["namespace"]: p for p in storage.projects()}
     assert set(rows) == {NS, "/actor/a/project/b/"}
     assert rows[NS]["project_id"] == "a" and rows[NS]["display_name"] == "wakemark"
+    assert rows[NS]["project_path"] == "/home/u/wakemark"
+    assert rows["/actor/a/project/b/"]["project_path"] is None
     assert (rows[NS]["event_count"], rows[NS]["memory_count"]) == (2, 1)
     assert isinstance(rows[NS]["last_activity"], datetime)
 

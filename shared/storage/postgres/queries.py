@@ -48,13 +48,18 @@ GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = %s"
 EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id > %s ORDER BY event_id LIMIT %s"
 SET_EVENT_BODY = "UPDATE events SET body = %s WHERE event_id = %s"
 
-LIST_EVENTS = f"""
+# Keyed by "one full namespace": then the order comes straight off
+# events_namespace_recent (a LIKE would sort every event of the namespace first).
+LIST_EVENTS = {
+    exact: f"""
 SELECT {EVENT_COLUMNS} FROM events
- WHERE namespace {NS}
+ WHERE {"namespace = %(exact)s" if exact else "namespace " + NS}
    AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
  ORDER BY transaction_time DESC, event_id DESC
  LIMIT %(limit)s
 """
+    for exact in (False, True)
+}
 
 INSERT_RETRIEVAL = """
 INSERT INTO retrievals (retrieval_id, event_id, namespace, session_id, created_at, body)
@@ -80,6 +85,15 @@ TURNS_EVENTS = f"""
 SELECT {EVENT_COLUMNS} FROM events WHERE turn_id = ANY(%s) ORDER BY turn_id, valid_time, event_id
 """
 
+SESSION_TURNS = """
+SELECT turn_id, opened_at, closed_at IS NOT NULL, extracted_at IS NOT NULL, record_ids
+  FROM turns WHERE namespace = %s AND session_id = %s ORDER BY opened_at, turn_id LIMIT %s
+"""
+
+COUNT_EVENTS = "SELECT count(*) FROM events WHERE event_id = ANY(%s::text[])"
+
+DELETE_EVENTS = "DELETE FROM events WHERE event_id = ANY(%s::text[])"
+
 CLOSE_IDLE_TURNS = """
 UPDATE turns SET closed_at = %(now)s
  WHERE closed_at IS NULL AND last_event_at < %(idle_before)s
@@ -100,13 +114,15 @@ RETURNING turn_id
 """
 
 # --- memory records -----------------------------------------------------------------------
-RECORD_COLUMNS = (
+_WRITTEN_COLUMNS = (
     "record_id, namespace, title, summary, facts, concepts, files_touched, observation_type,"
     " source_event_ids, strategy, quality, pinned, created_at"
 )
+RECORD_COLUMNS = _WRITTEN_COLUMNS + ", edited_at"
 
+# No edited_at: a record is written unedited; only EDIT_RECORD sets it.
 INSERT_RECORD = f"""
-INSERT INTO memory_records ({RECORD_COLUMNS})
+INSERT INTO memory_records ({_WRITTEN_COLUMNS})
 VALUES (%(record_id)s, %(namespace)s, %(title)s, %(summary)s, %(facts)s, %(concepts)s,
         %(files_touched)s, %(observation_type)s, %(source_event_ids)s, %(strategy)s,
         %(quality)s, %(pinned)s, %(created_at)s)
@@ -155,6 +171,30 @@ SELECT {RECORD_COLUMNS} FROM memory_records
 
 SET_PINNED = f"""
 UPDATE memory_records SET pinned = %s WHERE record_id = %s RETURNING {RECORD_COLUMNS}
+"""
+
+# A None field is left as it is; the trigger re-indexes the full-text entry.
+EDIT_RECORD = f"""
+UPDATE memory_records
+   SET title = coalesce(%(title)s, title),
+       summary = coalesce(%(summary)s, summary),
+       facts = coalesce(%(facts)s::text[], facts),
+       edited_at = %(now)s,
+       embedding = NULL
+ WHERE record_id = %(record_id)s
+RETURNING {RECORD_COLUMNS}
+"""
+
+FIND_RECORDS = f"""
+SELECT r.record_id FROM memory_records r
+ WHERE r.namespace {NS}
+   AND (%(type)s::text IS NULL OR r.observation_type = %(type)s)
+   AND (%(before)s::timestamptz IS NULL OR r.created_at < %(before)s)
+   AND (%(after)s::timestamptz IS NULL OR r.created_at >= %(after)s)
+   AND (%(session_id)s::text IS NULL OR EXISTS (
+         SELECT 1 FROM events e
+          WHERE e.event_id = ANY(r.source_event_ids) AND e.session_id = %(session_id)s))
+ ORDER BY r.created_at, r.record_id
 """
 
 TIMELINE_BEFORE = f"""
@@ -345,7 +385,7 @@ IMPORT_RECORD = f"""
 INSERT INTO memory_records ({RECORD_COLUMNS}, embedding, embedded_xid)
 VALUES (%(record_id)s, %(namespace)s, %(title)s, %(summary)s, %(facts)s, %(concepts)s,
         %(files_touched)s, %(observation_type)s, %(source_event_ids)s, %(strategy)s,
-        %(quality)s, %(pinned)s, %(created_at)s, %(embedding)s::vector,
+        %(quality)s, %(pinned)s, %(created_at)s, %(edited_at)s, %(embedding)s::vector,
         CASE WHEN %(embedding)s::vector IS NULL THEN 0
              ELSE pg_current_xact_id()::text::bigint END)
 ON CONFLICT (record_id) DO NOTHING

@@ -75,7 +75,7 @@ def record_params(record: MemoryRecord) -> dict[str, Any]:
 
 def memory_record(row: tuple[Any, ...]) -> MemoryRecord:
     (record_id, namespace, title, summary, facts, concepts, files_touched, observation_type,
-     source_event_ids, strategy, quality, pinned, created_at) = row  # fmt: skip
+     source_event_ids, strategy, quality, pinned, created_at, edited_at) = row  # fmt: skip
     # Rows were validated on the way in; skip re-validating every read.
     return MemoryRecord.model_construct(
         record_id=record_id,
@@ -91,6 +91,7 @@ def memory_record(row: tuple[Any, ...]) -> MemoryRecord:
         quality=quality,
         pinned=pinned,
         created_at=created_at,
+        edited_at=edited_at,
     )
 
 

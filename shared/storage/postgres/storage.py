@@ -28,12 +28,14 @@ from wakemark.shared.storage.base import (
     EmbeddingMatrix,
     ImportBatch,
     ImportCounts,
+    MemoryFilter,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
     TermStats,
     Turn,
+    TurnInfo,
     TurnRow,
     Tx,
 )
@@ -133,6 +135,9 @@ class PostgresTx(Tx):
             raise NotFoundError(f"memory record {record.record_id} does not exist")
         self.changed.add(row[0])
 
+    def delete_events(self, event_ids: Sequence[str]) -> int:
+        return self.conn.execute(q.DELETE_EVENTS, (list(event_ids),)).rowcount
+
     def mark_turn_extracted(
         self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
     ) -> bool:
@@ -188,12 +193,23 @@ class PostgresStorage(Storage):
             row = conn.execute(q.GET_EVENT, (event_id,)).fetchone()
         return stored_event(row) if row else None
 
+    def count_events(self, event_ids: Sequence[str]) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(q.COUNT_EVENTS, (list(event_ids),)).fetchone()
+        return int(row[0]) if row else 0
+
     def list_events(
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[StoredEvent]:
-        params = {"ns": lexical.namespace_pattern(namespace), "session_id": session_id}
+        exact = namespace is not None and NAMESPACE_RE.fullmatch(namespace) is not None
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "exact": namespace,
+            "session_id": session_id,
+            "limit": limit,
+        }
         with self._db.connection() as conn:
-            rows = conn.execute(q.LIST_EVENTS, {**params, "limit": limit}).fetchall()
+            rows = conn.execute(q.LIST_EVENTS[exact], params).fetchall()
         return [stored_event(r) for r in rows]
 
     # --- retrieval audit ------------------------------------------------------------------
@@ -246,6 +262,14 @@ class PostgresStorage(Storage):
             for turn_id, namespace, session_id, closed, extracted in rows
         }
         return [found[t] for t in dict.fromkeys(ids) if t in found]
+
+    def session_turns(self, namespace: str, session_id: str, limit: int = 200) -> list[TurnInfo]:
+        with self._db.connection() as conn:
+            rows = conn.execute(q.SESSION_TURNS, (namespace, session_id, limit)).fetchall()
+        return [
+            TurnInfo(t, opened, closed, extracted, list(ids))
+            for t, opened, closed, extracted, ids in rows
+        ]
 
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": utcnow(), "idle_before": idle_before}
@@ -306,6 +330,41 @@ class PostgresStorage(Storage):
         if row is None:
             raise NotFoundError(f"memory record {record_id} does not exist")
         return memory_record(row)
+
+    def edit_memory_record(
+        self,
+        record_id: str,
+        title: str | None = None,
+        summary: str | None = None,
+        facts: Sequence[str] | None = None,
+    ) -> MemoryRecord:
+        params = {
+            "record_id": record_id,
+            "title": title,
+            "summary": summary,
+            "facts": None if facts is None else list(facts),
+            "now": utcnow(),
+        }
+        with self._db.connection() as conn, conn.transaction():
+            conn.execute(q.LOCK_RECORDS)  # the edit rewrites lexeme_df rows (PostgresTx)
+            row = conn.execute(q.EDIT_RECORD, params).fetchone()
+        if row is None:
+            raise NotFoundError(f"memory record {record_id} does not exist")
+        record = memory_record(row)
+        if self._on_change is not None:  # its vector is gone: caches must drop it
+            self._on_change({record.namespace})
+        return record
+
+    def find_memory_ids(self, where: MemoryFilter) -> list[str]:
+        params = {
+            "ns": lexical.namespace_pattern(where.namespace),
+            "type": where.observation_type,
+            "before": where.before,
+            "after": where.after,
+            "session_id": where.session_id,
+        }
+        with self._db.connection() as conn:
+            return [r[0] for r in conn.execute(q.FIND_RECORDS, params).fetchall()]
 
     def timeline(self, record_id: str, before: int, after: int) -> list[MemoryRecord]:
         with self._db.connection() as conn, conn.transaction():
@@ -458,7 +517,11 @@ class PostgresStorage(Storage):
                 conn.execute(q.LOCK_RECORDS)  # as PostgresTx: records are added
             for record, vector in batch.records:
                 embedding = None if vector is None else check_vector(vector)
-                params = {**record_params(record), "embedding": embedding}
+                params = {
+                    **record_params(record),
+                    "edited_at": record.edited_at,
+                    "embedding": embedding,
+                }
                 if conn.execute(q.IMPORT_RECORD, params).fetchone():
                     records += 1
                     if embedding is not None:
@@ -580,6 +643,7 @@ class PostgresStorage(Storage):
                     "namespace": ns,
                     "project_id": project_id,
                     "display_name": (_basename(path) if path else None) or project_id,
+                    "project_path": path,
                     "event_count": events,
                     "memory_count": memories,
                     "last_activity": last,

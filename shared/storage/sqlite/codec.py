@@ -80,6 +80,7 @@ def to_record(row: sqlite3.Row) -> MemoryRecord:
         quality=row["quality"],
         pinned=bool(row["pinned"]),
         created_at=from_ts(row["created_at"]),
+        edited_at=from_ts(row["edited_at"]) if row["edited_at"] else None,
     )
 
 

@@ -30,12 +30,14 @@ from wakemark.shared.storage.base import (
     EmbeddingMatrix,
     ImportBatch,
     ImportCounts,
+    MemoryFilter,
     NotFoundError,
     Page,
     PutEventResult,
     Storage,
     TermStats,
     Turn,
+    TurnInfo,
     TurnRow,
     Tx,
 )
@@ -100,6 +102,9 @@ class SqliteTx(Tx):
             raise NotFoundError(f"no memory record {record.record_id}")
         self.changed.add(row["namespace"])
 
+    def delete_events(self, event_ids: Sequence[str]) -> int:
+        return self.conn.execute(q.DELETE_EVENTS, (json.dumps(list(event_ids)),)).rowcount
+
     def mark_turn_extracted(
         self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
     ) -> bool:
@@ -161,6 +166,9 @@ class SqliteStorage(Storage):
             rows = [(e.body_json(), e.event_id) for e in events]
             return sum(conn.execute(q.SET_EVENT_BODY, row).rowcount for row in rows)
 
+    def count_events(self, event_ids: Sequence[str]) -> int:
+        return int(self._read(q.COUNT_EVENTS, (json.dumps(list(event_ids)),))[0][0])
+
     def list_events(
         self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[StoredEvent]:
@@ -169,7 +177,9 @@ class SqliteStorage(Storage):
             "session_id": session_id,
             "limit": limit,
         }
-        return [codec.to_event(r) for r in self._read(q.LIST_EVENTS, params)]
+        exact = namespace is not None and NAMESPACE_RE.fullmatch(namespace) is not None
+        sql = q.LIST_EVENTS[exact]
+        return [codec.to_event(r) for r in self._read(sql, params)]
 
     # --- retrieval audit ------------------------------------------------------------------
     def put_retrieval(self, retrieval: Retrieval) -> None:
@@ -218,6 +228,19 @@ class SqliteStorage(Storage):
             for r in rows
         }
         return [found[t] for t in dict.fromkeys(turn_ids) if t in found]
+
+    def session_turns(self, namespace: str, session_id: str, limit: int = 200) -> list[TurnInfo]:
+        rows = self._read(q.SESSION_TURNS, (namespace, session_id, limit))
+        return [
+            TurnInfo(
+                turn_id=r["turn_id"],
+                opened_at=codec.from_ts(r["opened_at"]),
+                closed=r["closed_at"] is not None,
+                extracted=r["extracted_at"] is not None,
+                record_ids=json.loads(r["record_ids"]),
+            )
+            for r in rows
+        ]
 
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": codec.ts(utcnow()), "before": codec.ts(idle_before)}
@@ -278,6 +301,38 @@ class SqliteStorage(Storage):
         if row is None:
             raise NotFoundError(f"no memory record {record_id}")
         return codec.to_record(row)
+
+    def edit_memory_record(
+        self,
+        record_id: str,
+        title: str | None = None,
+        summary: str | None = None,
+        facts: Sequence[str] | None = None,
+    ) -> MemoryRecord:
+        params = {
+            "record_id": record_id,
+            "title": title,
+            "summary": summary,
+            "facts": None if facts is None else json.dumps(list(facts)),
+            "facts_text": None if facts is None else "\n".join(facts),
+            "now": codec.ts(utcnow()),
+        }
+        with self._conns.write() as conn:
+            row = conn.execute(q.EDIT_RECORD, params).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory record {record_id}")
+        self._notify({row["namespace"]})  # its vector is gone: caches must drop it
+        return codec.to_record(row)
+
+    def find_memory_ids(self, where: MemoryFilter) -> list[str]:
+        params = {
+            **lexical.namespace_range(where.namespace),
+            "observation_type": where.observation_type,
+            "before": codec.ts(where.before) if where.before else None,
+            "after": codec.ts(where.after) if where.after else None,
+            "session_id": where.session_id,
+        }
+        return [r[0] for r in self._read(q.FIND_RECORDS, params)]
 
     def timeline(self, record_id: str, before: int, after: int) -> list[MemoryRecord]:
         record = self.get_memory_record(record_id)
@@ -617,6 +672,7 @@ def _project(row: sqlite3.Row) -> dict[str, Any]:
         "namespace": namespace,
         "project_id": project_id,
         "display_name": name or project_id,
+        "project_path": path,
         "event_count": row["event_count"],
         "memory_count": row["memory_count"],
         "last_activity": codec.from_ts(row["last_activity"]) if row["last_activity"] else None,

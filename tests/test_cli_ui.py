@@ -1,0 +1,38 @@
+"""``wakemark ui``: the viewer's address with the token in the fragment, opened or printed."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from pathlib import Path
+
+from tests.test_cli import _env, _wakemark
+
+
+def _free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def test_ui_hands_the_browser_the_token_in_the_fragment(tmp_path: Path) -> None:
+    seen = tmp_path / "browser-argv"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {seen}\n')
+    browser.chmod(browser.stat().st_mode | stat.S_IEXEC)
+    port = _free_port()
+    done = _wakemark("ui", env=_env(tmp_path, BROWSER=str(browser), WAKEMARK_PORT=port))
+    assert done.returncode == 0, done.stderr
+    token = (tmp_path / "home" / "token").read_text().strip()
+    assert seen.read_text() == f"http://127.0.0.1:{port}/ui#token={token}"
+    assert token not in done.stdout  # opened: the address is not printed with the token
+    assert "not running" in done.stdout  # nothing listens on that port
+
+
+def test_ui_prints_the_address_when_no_browser_opens(tmp_path: Path) -> None:
+    port = _free_port()
+    for args, extra in ((("ui",), {"BROWSER": "false"}), (("ui", "--print"), {})):
+        done = _wakemark(*args, env=_env(tmp_path, WAKEMARK_PORT=port, **extra))
+        token = (tmp_path / "home" / "token").read_text().strip()
+        assert done.returncode == 0, done.stderr
+        assert f"http://127.0.0.1:{port}/ui#token={token}" in done.stdout, args

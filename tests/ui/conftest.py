@@ -1,0 +1,87 @@
+"""A real server (the API app on a loopback port, in a thread) and Debian's Chromium."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wakemark.services.api import create_app
+from wakemark.services.api.security import ensure_token
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+# Set to a folder (docs/screenshots) to refresh the README's screenshots.
+SHOTS = os.environ.get("WAKEMARK_SCREENSHOTS")
+
+
+@dataclass
+class Server:
+    base: str
+    token: str
+    runtime: Runtime
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    from werkzeug.serving import make_server
+
+    port = _free_port()
+    # Text evidence only (embedder off): a lower bar, so the walk's prompt is injected.
+    settings = Settings(home=tmp_path / "home", embedder="off", port=port, min_relevance=0.05)
+    prepare_home(settings)
+    migrate(settings)
+    runtime = Runtime.build(settings)
+    httpd = make_server("127.0.0.1", port, create_app(runtime=runtime), threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield Server(f"http://127.0.0.1:{port}", ensure_token(settings), runtime)
+    httpd.shutdown()
+    thread.join(5)
+    runtime.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not os.path.exists(CHROMIUM):
+        reason = f"{CHROMIUM} missing: apt-get install chromium (.ci/run does)"
+        if os.environ.get("CI") == "true" or os.environ.get("WAKEMARK_REQUIRE_SERVICES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+def shot(page: Any, name: str, tmp_path: Path) -> None:
+    """A screenshot of the page as it is; into SHOTS too when set."""
+    folder = Path(SHOTS) if SHOTS else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"))
