@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,8 +40,23 @@ def _time(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
     return elapsed
 
 
+def _installed_forwarder(forwarder: list[str], where: Path) -> list[str]:
+    """The same command with the forwarder of a wheel built from this tree and installed
+    by pip into ``where`` (as after ``pipx install``): it runs from site-packages."""
+    root = Path(__file__).resolve().parents[1]
+    dist, site = where / "dist", where / "site"
+    build = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist)]
+    subprocess.run([*build, str(root)], check=True, capture_output=True)
+    (wheel,) = dist.glob("wakemark-*.whl")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site)]
+    subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
+    hook = site / "wakemark" / "services" / "cli" / "hook.py"
+    return [str(hook) if arg.endswith("hook.py") else arg for arg in forwarder]
+
+
 def run(runs: int = RUNS) -> dict[str, Any]:
     server = Server(workers=1)  # wakemark serve's own threads
+    wheel_dir = Path(tempfile.mkdtemp(prefix="wakemark-wheel-"))
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
         env.update(WAKEMARK_PORT=str(server.port), WAKEMARK_TOKEN=server.token)
@@ -49,12 +65,14 @@ def run(runs: int = RUNS) -> dict[str, Any]:
         default = Where(home=os.path.expanduser("~"), project=None, port=37800, token=None)
         forwarder = shlex.split(hook_command(default, "claude-code"))
         venv_forwarder = [sys.executable, *forwarder[1:]]
+        installed = _installed_forwarder(forwarder, wheel_dir)
         script = [str(Path(sys.executable).with_name("wakemark")), "hook", "claude-code"]
         # Same forwarder, nothing listening: its own cost without the server's work.
         down = {**env, "WAKEMARK_PORT": "9", "WAKEMARK_HOME": tempfile.mkdtemp(prefix="wakemark-")}
         times: dict[str, list[float]] = {
             "bare": [],
             "forwarder": [],
+            "forwarder_installed_wheel": [],
             "forwarder_server_down": [],
             "forwarder_venv_python": [],
             "console_script": [],
@@ -63,6 +81,8 @@ def run(runs: int = RUNS) -> dict[str, Any]:
             payload = json.dumps({**base, "tool_use_id": f"toolu_bench_{i}"}).encode()
             times["bare"].append(_time(["/usr/bin/python3", "-S", "-c", "pass"], b"", env))
             times["forwarder"].append(_time(forwarder, payload, env))
+            wheel_payload = json.dumps({**base, "tool_use_id": f"toolu_w_{i}"}).encode()
+            times["forwarder_installed_wheel"].append(_time(installed, wheel_payload, env))
             times["forwarder_server_down"].append(_time(forwarder, payload, down))
             venv_payload = json.dumps({**base, "tool_use_id": f"toolu_v_{i}"}).encode()
             times["forwarder_venv_python"].append(_time(venv_forwarder, venv_payload, env))
@@ -72,6 +92,7 @@ def run(runs: int = RUNS) -> dict[str, Any]:
         status, body = _stats(server)
     finally:
         server.stop()
+        shutil.rmtree(wheel_dir, ignore_errors=True)
     result: dict[str, Any] = {
         "name": "hook",
         "config": {
@@ -88,6 +109,8 @@ def run(runs: int = RUNS) -> dict[str, Any]:
     result["forwarder_over_bare_p95_ms"] = round(
         result["forwarder"]["p95_ms"] - result["bare"]["p95_ms"], 2
     )
+    wheel_over = result["forwarder_installed_wheel"]["p50_ms"] - result["bare"]["p50_ms"]
+    result["installed_wheel_over_bare_p50_ms"] = round(wheel_over, 2)
     result["venv_python_over_bare_p50_ms"] = round(
         result["forwarder_venv_python"]["p50_ms"] - result["bare"]["p50_ms"], 2
     )
@@ -98,6 +121,7 @@ def run(runs: int = RUNS) -> dict[str, Any]:
     result["targets"] = {
         "forwarder_p50_over_bare_ms<=15": over <= 15,
         "forwarder_p95_over_bare_ms<=15": result["forwarder_over_bare_p95_ms"] <= 15,
+        "installed_wheel_p50_over_bare_ms<=10": wheel_over <= 10,
     }
     return result
 
@@ -109,6 +133,7 @@ def markdown(result: dict[str, Any]) -> str:
         for name in (
             "bare",
             "forwarder",
+            "forwarder_installed_wheel",
             "forwarder_server_down",
             "forwarder_venv_python",
             "console_script",
@@ -130,7 +155,8 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             f"Forwarder over the bare interpreter: p50 +{result['forwarder_over_bare_p50_ms']} "
             f"ms, p95 +{result['forwarder_over_bare_p95_ms']} ms (client alone, server down: "
-            f"p50 +{result['client_only_over_bare_p50_ms']} ms; with the venv's python: p50 "
+            f"p50 +{result['client_only_over_bare_p50_ms']} ms; from a wheel installed by pip: "
+            f"p50 +{result['installed_wheel_over_bare_p50_ms']} ms; with the venv's python: p50 "
             f"+{result['venv_python_over_bare_p50_ms']} ms). Events stored: "
             f"{result['events_stored']}.",
             "",

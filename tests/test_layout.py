@@ -195,3 +195,33 @@ def test_the_builder_guard_sees_plain_and_attribute_calls(tmp_path: Path) -> Non
         "bench/y.py:2 InProcessDispatcher",
         "services/cli/x.py:2 open_storage",
     ]
+
+
+def test_the_former_name_appears_only_where_it_is_handled() -> None:
+    """wakemark was engram: the old name stays only in the README's two passages, the
+    modules that recognise what old installs left, the migration that renames the
+    database functions, and the tests and fixtures of those."""
+    root = Path(__file__).resolve().parents[1]
+    allowed = {
+        "README.md",
+        "shared/legacy.py",
+        "services/agents/legacy.py",
+        "migrations/postgres/0006_wakemark_names.sql",
+        "tests/test_layout.py",
+        "tests/test_config.py",
+        "tests/hooks/test_install.py",
+        "tests/storage/test_migrations.py",
+    }
+    found = []
+    for folder in ("shared", "services", "migrations", "tests", "bench", "docker", "scripts"):
+        for path in (root / folder).rglob("*"):
+            rel = str(path.relative_to(root))
+            if not path.is_file() or "__pycache__" in rel or rel.startswith("tests/fixtures/"):
+                continue
+            if rel not in allowed and "engram" in path.read_text(errors="ignore").lower():
+                found.append(rel)
+    top = ("Makefile", "Dockerfile", "compose.yaml", "pyproject.toml", ".ci/run")
+    found += [n for n in top if "engram" in (root / n).read_text().lower()]
+    assert found == []
+    readme = (root / "README.md").read_text().lower()
+    assert readme.count("engram") <= 20  # the "formerly" line and the upgrade note

@@ -35,18 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def open_database() -> Iterator[Storage]:
-    from wakemark.shared.config import Settings, prepare_home
-    from wakemark.shared.storage import migrate, open_storage
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
 
-    settings = Settings.from_env()
-    if settings.backend == "sqlite":
-        prepare_home(settings)
-    migrate(settings)
-    storage = open_storage(settings)
+    runtime = Runtime.build()  # creates the data directory on SQLite
+    migrate(runtime.settings)
     try:
-        yield storage
+        yield runtime.storage
     finally:
-        storage.close()
+        runtime.close()
 
 
 def operator() -> str:
