@@ -9,10 +9,11 @@ from typing import Any
 
 from flask import Flask
 from flask.json.provider import DefaultJSONProvider
+from werkzeug.routing import BaseConverter
 
 from wakemark.services.api import errors, metrics, params, security
 from wakemark.shared.config import Settings
-from wakemark.shared.models import MAX_REQUEST_BYTES
+from wakemark.shared.models import MAX_REQUEST_BYTES, RECORD_ID_PATTERN
 from wakemark.shared.runtime import Runtime
 
 # Each module defines a Blueprint named ``bp``; add a line to register a new one.
@@ -45,10 +46,19 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     security.init_app(app, runtime.settings)
     params.init_app(app)
     metrics.init_app(app)
+    app.url_map.converters["record"] = RecordIdConverter
     for name in BLUEPRINTS:
         app.register_blueprint(importlib.import_module(name).bp)
     app.wsgi_app = _Serving(app.wsgi_app, runtime)  # type: ignore[method-assign]
     return app
+
+
+class RecordIdConverter(BaseConverter):
+    """``<record:record_id>``: only a record id (``mr_`` + ULID) matches, so a sibling
+    route such as ``/v1/memories/delete`` is never taken for a record, and a malformed id
+    is a plain 404 before any view runs."""
+
+    regex = RECORD_ID_PATTERN[1:-1]
 
 
 class _Serving:

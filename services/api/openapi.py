@@ -117,18 +117,18 @@ ROUTES: tuple[Route, ...] = (
         {201: s.Created}, body=NewMemory,
     ),
     Route(
-        "GET", "/v1/memories/<record_id>",
+        "GET", "/v1/memories/<record:record_id>",
         "one record, with `source_event_ids` (its provenance)",
         {200: MemoryRecord},
     ),
     Route(
-        "PATCH", "/v1/memories/<record_id>",
+        "PATCH", "/v1/memories/<record:record_id>",
         "`{pinned?, title?, summary?, facts?}` → the updated record; a corrected text is "
         "re-indexed at once, marked `edited_at` and embedded again",
         {200: MemoryRecord}, body=RecordPatch,
     ),
     Route(
-        "DELETE", "/v1/memories/<record_id>",
+        "DELETE", "/v1/memories/<record:record_id>",
         "deletes the record, its vector and its full-text entry → 204; 404 if unknown",
         {204: None},
     ),
@@ -154,7 +154,7 @@ ROUTES: tuple[Route, ...] = (
         {200: list[s.Project]},
     ),
     Route(
-        "GET", "/v1/memories/<record_id>/source",
+        "GET", "/v1/memories/<record:record_id>/source",
         "a record's provenance: the turns it came from (prompt, tool uses with command, "
         "exit code and files, final answer) and the session's turns that kept no record, "
         "with the reason → `{record_id, source_event_ids, missing_event_ids, turns, "

@@ -50,7 +50,7 @@ class NewMemory(BaseModel):
 class RecordPatch(BaseModel):
     """Pin or unpin, and/or correct the text (the embedding is then redone)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
 
     pinned: StrictBool | None = None
     title: Title | None = None
@@ -113,12 +113,12 @@ def _get_record(record_id: str) -> MemoryRecord:
     return security.owned(record, "memory record")
 
 
-@bp.get("/v1/memories/<record_id>")
+@bp.get("/v1/memories/<record:record_id>")
 def get_memory(record_id: str) -> Response:
     return jsonify(_record(_get_record(record_id)))
 
 
-@bp.patch("/v1/memories/<record_id>")
+@bp.patch("/v1/memories/<record:record_id>")
 def patch_memory(record_id: str) -> Response:
     patch = RecordPatch.model_validate(scrub(json_object()))
     if not patch.model_fields_set:
@@ -132,7 +132,7 @@ def patch_memory(record_id: str) -> Response:
     return jsonify(_record(record))
 
 
-@bp.delete("/v1/memories/<record_id>")
+@bp.delete("/v1/memories/<record:record_id>")
 def delete_memory(record_id: str) -> tuple[str, int]:
     record = _get_record(record_id)
     with _storage().transaction() as tx:

@@ -199,7 +199,7 @@ class RecordList(BaseModel):
 
 class MemoryPage(BaseModel):
     items: list[MemoryRecord]
-    total: int
+    total: int | None = Field(description="null with `count=false`")
     limit: int
     offset: int
 

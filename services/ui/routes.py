@@ -12,7 +12,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, mo
 from wakemark.services.api import current, security
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.resources import RECORD_ID_RE
-from wakemark.services.api.schemas import ContextPreviewQuery
+from wakemark.services.api.schemas import ContextPreviewQuery, NamespaceOrPrefix
 from wakemark.shared.extraction.text import body_text
 from wakemark.shared.extraction.tools import parse_tool_use
 from wakemark.shared.models import (
@@ -49,7 +49,7 @@ def _get_record(record_id: str) -> MemoryRecord:
 # --- provenance -------------------------------------------------------------------------
 
 
-@bp.get("/v1/memories/<record_id>/source")
+@bp.get("/v1/memories/<record:record_id>/source")
 def memory_source(record_id: str) -> Response:
     """The turns the record came from (prompt, tool uses, final answer) and the turns of
     the same session that extraction kept nothing of."""
@@ -121,13 +121,34 @@ def _tool_json(event: StoredEvent) -> dict[str, Any]:
 # --- bulk delete --------------------------------------------------------------------------
 
 
+_FILTER_FIELDS = ("namespace", "type", "before", "after", "session_id")
+
+
 class BulkDelete(BaseModel):
     """``POST /v1/memories/delete``: ``ids``, or a filter that names a ``namespace``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # The published schema says what the validator below enforces: ids, or a namespace.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "required": ["ids"],
+                    "properties": {
+                        "ids": {"type": "array"},
+                        **{k: {"type": "null"} for k in _FILTER_FIELDS},
+                    },
+                },
+                {
+                    "required": ["namespace"],
+                    "properties": {"namespace": {"type": "string"}, "ids": {"type": "null"}},
+                },
+            ]
+        },
+    )
 
     ids: list[RecordId] | None = Field(default=None, max_length=MAX_IDS)
-    namespace: str | None = Field(default=None, max_length=500)
+    namespace: NamespaceOrPrefix | None = None
     type: ObservationType | None = None
     before: AwareDatetime | None = None
     after: AwareDatetime | None = None

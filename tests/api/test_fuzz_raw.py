@@ -203,7 +203,7 @@ def targets(draw: st.DrawFn, operations: list[tuple[str, str]]) -> tuple[str, st
         ["mr_" + "0" * 26, "0" * 26, "x", "%00", "%2F", "..", "a" * 5000, "%ff", "🙂"]
     ) | st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="/?#"))
     path = rule.replace("<agent>", draw(st.sampled_from([*agents.names(), "nope", "%00"])))
-    for name in ("<record_id>", "<event_id>"):
+    for name in ("<record:record_id>", "<event_id>"):
         if name in path:
             path = path.replace(name, draw(ids) or "x")
     return method, path

@@ -16,7 +16,12 @@ from wakemark.services.api.params import MAX_JSON_DEPTH, _too_deep
 
 from .conftest import NS, Api, make_event
 
-BODY_ROUTES = ["/v1/events", "/v1/memories", "/v1/hooks/claude-code", "/v1/memories/mr_x"]
+BODY_ROUTES = [
+    "/v1/events",
+    "/v1/memories",
+    "/v1/hooks/claude-code",
+    "/v1/memories/mr_00000000000000000000000000",
+]
 
 
 def _nested(depth: int, leaf: object = 1) -> object:

@@ -287,7 +287,7 @@ def _ui(w: World, bob: Api) -> list[Any]:
 
 
 CASES: dict[tuple[str, str], Case] = {
-    ("GET", "/v1/memories/<record_id>/source"): _memory_source,
+    ("GET", "/v1/memories/<record:record_id>/source"): _memory_source,
     ("POST", "/v1/memories/delete"): _bulk_delete,
     ("GET", "/v1/context/preview"): _context_preview,
     ("GET", "/ui"): _ui,
@@ -307,9 +307,9 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/v1/context"): _context,
     ("GET", "/v1/memories"): _list_memories,
     ("POST", "/v1/memories"): _create_memory,
-    ("GET", "/v1/memories/<record_id>"): _get_memory,
-    ("PATCH", "/v1/memories/<record_id>"): _patch_memory,
-    ("DELETE", "/v1/memories/<record_id>"): _delete_memory,
+    ("GET", "/v1/memories/<record:record_id>"): _get_memory,
+    ("PATCH", "/v1/memories/<record:record_id>"): _patch_memory,
+    ("DELETE", "/v1/memories/<record:record_id>"): _delete_memory,
     ("GET", "/v1/timeline"): _timeline,
     ("GET", "/v1/events"): _list_events,
     ("GET", "/v1/events/<event_id>"): _get_event,
