@@ -92,8 +92,9 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/search",
         "hybrid search → `{items: [{record, match_source, score, relevance}], latency_ms, "
-        "degraded}`; `match_source` is `fts`, `semantic` or `hybrid`; `relevance` 0–1 is "
-        "the gate's; `namespace` may be an actor prefix `/actor/<actor>/` (all projects); "
+        "degraded}`; `match_source` is `fts`, `semantic`, `trigram` or `hybrid`; "
+        "`relevance` 0–1 is the gate's; `namespace` may be an actor prefix `/actor/<actor>/` "
+        "(all projects); "
         "`limit` 1–100 (10); `min_relevance` 0–1 keeps only hits that reach it (unset: all, "
         "ranked)",
         {200: s.SearchResult}, query=s.SearchQuery,

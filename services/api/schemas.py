@@ -210,7 +210,7 @@ class Created(BaseModel):
 
 class SearchHit(BaseModel):
     record: MemoryRecord
-    match_source: Literal["fts", "semantic", "hybrid"]
+    match_source: Literal["fts", "semantic", "trigram", "hybrid"]
     score: float
     relevance: float = Field(ge=0.0, le=1.0, description="the relevance gate's estimate")
 

@@ -28,7 +28,7 @@ class Candidate:
 class Fused:
     record_id: str
     score: float
-    match_source: str  # the one leg that found it ("fts", "semantic"), or "hybrid"
+    match_source: str  # the one leg that found it ("fts", "semantic", "trigram"), or "hybrid"
     created_ts: float
 
 

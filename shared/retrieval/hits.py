@@ -12,7 +12,7 @@ from wakemark.shared.retrieval import gate
 @dataclass(frozen=True)
 class SearchHit:
     record: MemoryRecord
-    match_source: str  # "fts" | "semantic" | "hybrid"
+    match_source: str  # "fts" | "semantic" | "trigram" | "hybrid"
     score: float
     relevance: float = 0.0  # the gate's calibrated estimate, 0-1
     evidence: gate.Evidence | None = None

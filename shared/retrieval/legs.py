@@ -9,6 +9,7 @@ now raises ``Unavailable``, and the search goes on without it, marked degraded.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -23,11 +24,13 @@ if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
+    from wakemark.shared.models import MemoryRecord
     from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
 LEXICAL = "fts"
+TRIGRAM = "trigram"
 RECENT_QUERIES = 32  # query vectors kept for the gate's second look
 VECTOR = "semantic"
 # A search waits this long for a namespace's vectors to load (or, after many writes, to
@@ -76,6 +79,101 @@ class LexicalLeg:
             Candidate(h.record.record_id, h.record.created_at.timestamp(), record=h.record)
             for h in hits
         ]
+
+
+# Han, Hiragana, Katakana (with the prolonged sound mark) and Hangul: scripts written
+# without spaces, where a word index sees a whole sentence as one token.
+_CJK_RUN = re.compile(
+    "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\u31f0-\u31ff"
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+"
+)
+_TOKEN = re.compile(r"[A-Za-z0-9][\w.\-]*\w")
+_INNER_CAPITAL = re.compile(r"[a-z0-9][A-Z]|[A-Z][A-Z][a-z]")
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+IDENTIFIER_CHARS = 8  # a shorter token is a word, which the lexical leg matches whole
+PART_CHARS = 3
+MAX_FRAGMENTS = 16  # each costs a query: a long CJK paragraph is cut here
+
+
+def _cjk_bigrams(query: str) -> list[str]:
+    # Two characters is the common length of a Chinese word and the shortest that says
+    # something; a run of one is itself.
+    out: dict[str, None] = {}
+    for run in _CJK_RUN.findall(query):
+        for i in range(max(len(run) - 1, 1)):
+            out.setdefault(run[i : i + 2], None)
+    return list(out)
+
+
+def _identifiers(query: str) -> list[tuple[str, list[str]]]:
+    """Each long identifier (snake_case, dotted.name, kebab-case, camelCase) with its
+    ``_``/``.``/camel parts of ``PART_CHARS`` or more (kebab-case stays whole: it is as
+    often a hyphenated word)."""
+    out = []
+    for token in dict.fromkeys(_TOKEN.findall(query)):
+        if len(token) < IDENTIFIER_CHARS:
+            continue
+        if not (any(c in token for c in "_.-") or _INNER_CAPITAL.search(token)):
+            continue
+        pieces = [p for piece in re.split(r"[_.]", token) for p in _camel(piece)]
+        parts = [p for p in dict.fromkeys(pieces) if len(p) >= PART_CHARS and p != token]
+        out.append((token, parts))
+    return out
+
+
+def _camel(piece: str) -> list[str]:
+    return _CAMEL.findall(piece) if "-" not in piece else [piece]
+
+
+def fragments(query: str) -> list[str]:
+    """What the trigram leg looks for: CJK bigrams, then each long identifier whole and
+    its parts. Empty for ordinary prose."""
+    out = dict.fromkeys(_cjk_bigrams(query))
+    for whole, parts in _identifiers(query):
+        out.update(dict.fromkeys([whole, *parts]))
+    return list(out)[:MAX_FRAGMENTS]
+
+
+class TrigramLeg:
+    """Substrings a word index cannot see: CJK words and parts of identifiers, through the
+    trigram indexes (FTS5 ``trigram``, ``pg_trgm``). Nothing to do for other queries."""
+
+    name = TRIGRAM
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def search(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[Candidate]:
+        wanted = fragments(query)
+        if not wanted:
+            return []
+        bigrams, idents = _cjk_bigrams(query), _identifiers(query)
+        records = self._storage.search_fragments(namespace, wanted, k, observation_type, since)
+        return [
+            Candidate(r.record_id, r.created_at.timestamp(), record=r)
+            for r in records
+            if _holds(r, bigrams, idents)
+        ]
+
+
+def _holds(record: MemoryRecord, bigrams: list[str], idents: list[tuple[str, list[str]]]) -> bool:
+    """Any CJK bigram, or an identifier whole or all its parts (two or more). One part
+    alone ("error" of RuntimeError) is a common word the lexical leg already ranks: such
+    hits cost recall on the labelled set (tests/retrieval/test_relevance.py)."""
+    text = " ".join([record.title, record.summary, *record.facts]).lower()
+    if any(b.lower() in text for b in bigrams):
+        return True
+    return any(
+        whole.lower() in text or (len(parts) > 1 and all(p.lower() in text for p in parts))
+        for whole, parts in idents
+    )
 
 
 class VectorLeg:

@@ -18,7 +18,14 @@ from wakemark.shared.retrieval.audit import Audit, build_row
 from wakemark.shared.retrieval.formatting import format_index
 from wakemark.shared.retrieval.fusion import Candidate, Fused, fuse, params_for
 from wakemark.shared.retrieval.hits import SearchHit, SearchResult
-from wakemark.shared.retrieval.legs import LEXICAL, Leg, LexicalLeg, Unavailable, VectorLeg
+from wakemark.shared.retrieval.legs import (
+    LEXICAL,
+    Leg,
+    LexicalLeg,
+    TrigramLeg,
+    Unavailable,
+    VectorLeg,
+)
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import query_text
 
@@ -55,7 +62,7 @@ class Retriever:
         self._storage = storage
         self._fusion = params_for(settings.fusion)
         self._vector = VectorLeg(settings, storage, embedder, epochs)
-        self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector)
+        self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector, TrigramLeg(storage))
         self._metrics = SearchMetrics()
         self._audit = Audit(lambda: storage)
         self._start_pools()

@@ -436,6 +436,20 @@ class Storage(abc.ABC):
         """Records containing ``text`` (escaped, case-insensitive), newest first."""
 
     @abc.abstractmethod
+    def search_fragments(
+        self,
+        namespace: str,
+        fragments: Sequence[str],
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """Records whose title, summary or facts contain any of the fragments (taken
+        literally, case-insensitive), most fragments first, then newest. Fragments of
+        ``lexical.TRIGRAM_CHARS`` or more go through the trigram index; shorter ones scan
+        the namespace's rows. Each fragment counts its newest ``FRAGMENT_WINDOW`` matches."""
+
+    @abc.abstractmethod
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
         """Embedded records under the namespace (prefix), oldest first.
 

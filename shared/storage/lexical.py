@@ -5,13 +5,23 @@ retrieval's (``wakemark.shared.retrieval.lexical``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wakemark.shared.models import MemoryRecord
 
 # \w keeps identifiers whole (foo_bar, parse_args); dots, slashes and dashes split file
 # names and paths into their parts (src/app/config.py -> src, app, config, py).
 _WORD = re.compile(r"\w+")
 # A token needs at least one letter or digit: "___" would be an empty phrase.
 _ALNUM = re.compile(r"[^\W_]")
+# A trigram index serves a substring of three characters or more; a shorter fragment
+# scans the namespace's rows instead (a CJK bigram is the common case).
+TRIGRAM_CHARS = 3
+# Per fragment, only its newest matches are counted: a fragment in every record would
+# otherwise read them all.
+FRAGMENT_WINDOW = 200
 
 
 def encodable(text: str) -> str:
@@ -68,3 +78,19 @@ def namespace_range(namespace: str | None) -> dict[str, str]:
     if not prefix.endswith("/"):
         raise ValueError(f"namespace prefix must end in '/': {namespace!r}")
     return {"ns_lo": prefix, "ns_hi": prefix[:-1] + "0"}
+
+
+def rank_fragments(found: Iterable[Sequence[MemoryRecord]], limit: int) -> list[MemoryRecord]:
+    """Each fragment's matches merged: records holding more fragments first, then newest
+    (then by id, so the order is stable)."""
+    counts: dict[str, int] = {}
+    records: dict[str, MemoryRecord] = {}
+    for matches in found:
+        for record in {r.record_id: r for r in matches}.values():
+            counts[record.record_id] = counts.get(record.record_id, 0) + 1
+            records[record.record_id] = record
+    order = sorted(
+        records.values(),
+        key=lambda r: (-counts[r.record_id], -r.created_at.timestamp(), r.record_id),
+    )
+    return order[: max(limit, 0)]

@@ -863,6 +863,34 @@ def test_lexical_primitives(storage: Storage) -> None:
     assert storage.search_substring(NS, "  ", 10) == []
 
 
+def test_search_fragments_ranks_by_fragments_held_then_newest(storage: Storage) -> None:
+    pool = record("数据库连接池的配置", summary="连接池大小设为二十", minutes=0)
+    timeout = record("连接超时", minutes=1, observation_type="bugfix")
+    loader = record("cold start", facts=["warm_vector_cache_loader reads 50% of rows"], minutes=2)
+    elsewhere = record("连接池", ns="/actor/b/project/b/", minutes=3)
+    for rec in (pool, timeout, loader, elsewhere):
+        storage.put_memory_record(rec)
+
+    def ids(*args: Any, **kwargs: Any) -> list[str]:
+        return [r.record_id for r in storage.search_fragments(*args, **kwargs)]
+
+    # Two-character fragments scan the rows; the record holding both comes first.
+    assert ids(NS, ["连接", "接池"], 10) == [pool.record_id, timeout.record_id]
+    assert ids(NS, ["连接"], 10) == [timeout.record_id, pool.record_id]  # newest first
+    assert ids(NS, ["连接"], 1) == [timeout.record_id]
+    assert ids(NS, ["连接"], 10, observation_type="bugfix") == [timeout.record_id]
+    assert ids(NS, ["连接"], 10, since=T0 + timedelta(seconds=30)) == [timeout.record_id]
+    # Three or more go through the trigram index, case-insensitive, facts included.
+    assert ids(NS, ["连接池的", "VECTOR_CACHE"], 10) == [loader.record_id, pool.record_id]
+    # An actor prefix reaches its other projects; another actor's records never show.
+    assert ids("/actor/a/", ["接池"], 10) == [pool.record_id]
+    assert ids("/actor/b/", ["接池"], 10) == [elsewhere.record_id]
+    # Taken literally: LIKE wildcards and FTS5 syntax match only themselves.
+    assert ids(NS, ["0%"], 10) == [loader.record_id]
+    assert ids(NS, ["%_%", '"OR'], 10) == []
+    assert ids(NS, [], 10) == [] and ids(NS, ["  "], 10) == []
+
+
 # --- retrieval audit ------------------------------------------------------------------
 
 

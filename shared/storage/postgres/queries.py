@@ -274,6 +274,18 @@ SELECT {RECORD_COLUMNS} FROM memory_records
  LIMIT %(limit)s
 """
 
+# One fragment of three characters or more, through the trigram index of migration 0009
+# (the expression must be the indexed one), newest matches first.
+SEARCH_TRIGRAM = f"""
+SELECT {RECORD_COLUMNS} FROM memory_records
+ WHERE wakemark_trgm_text(title, summary, facts) ILIKE %(pattern)s ESCAPE '\\'
+   AND namespace {NS}
+   AND (%(type)s::text IS NULL OR observation_type = %(type)s)
+   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+ ORDER BY created_at DESC, record_id DESC
+ LIMIT %(limit)s
+"""
+
 # vector_send: the raw binary form, decoded in one numpy call for the whole namespace.
 # No ORDER BY: sorting rows this wide spills to disk; the caller sorts the narrow keys.
 REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"

@@ -428,6 +428,31 @@ class PostgresStorage(Storage):
             rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
         return [memory_record(r) for r in rows]
 
+    def search_fragments(
+        self,
+        namespace: str,
+        fragments: Sequence[str],
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        window = max(lexical.FRAGMENT_WINDOW, limit)
+        params = _search_params(namespace, window, observation_type, since)
+        found = []
+        for fragment in dict.fromkeys(fragments):
+            pattern = lexical.substring_pattern(lexical.encodable(fragment))
+            if pattern is None:
+                continue
+            if len(fragment) >= lexical.TRIGRAM_CHARS:
+                with self._db.connection() as conn:
+                    rows = conn.execute(q.SEARCH_TRIGRAM, {**params, "pattern": pattern})
+                    found.append([memory_record(r) for r in rows.fetchall()])
+            else:
+                found.append(
+                    self.search_substring(namespace, fragment, window, observation_type, since)
+                )
+        return lexical.rank_fragments(found, limit)
+
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
         params = {
             "ns": lexical.namespace_pattern(namespace),

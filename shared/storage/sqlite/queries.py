@@ -205,6 +205,14 @@ WHERE {_R_NS} {_FILTERS}
 ORDER BY r.created_at DESC, r.record_id ASC
 LIMIT :limit
 """
+# One fragment of three characters or more, as a phrase of the trigram index (migration
+# 0007; its tokenizer folds case), newest matches first.
+SEARCH_TRIGRAM = f"""
+SELECT r.* FROM memory_trgm JOIN memory_records r ON r.id = memory_trgm.rowid
+WHERE memory_trgm MATCH :match AND {_R_NS} {_FILTERS}
+ORDER BY r.created_at DESC, r.record_id ASC
+LIMIT :limit
+"""
 
 # --- stats ----------------------------------------------------------------------------
 STATS = f"""

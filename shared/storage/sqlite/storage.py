@@ -398,6 +398,28 @@ class SqliteStorage(Storage):
         rows = self._read(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}) if pattern else []
         return [codec.to_record(r) for r in rows]
 
+    def search_fragments(
+        self,
+        namespace: str,
+        fragments: Sequence[str],
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        window = max(lexical.FRAGMENT_WINDOW, limit)
+        params = _search_params(namespace, window, observation_type, since)
+        found = []
+        for fragment in dict.fromkeys(lexical.encodable(f) for f in fragments):
+            if len(fragment) >= lexical.TRIGRAM_CHARS:
+                match = lexical.quote_term(fragment)
+                rows = self._read(q.SEARCH_TRIGRAM, {**params, "match": match})
+                found.append([codec.to_record(r) for r in rows])
+            elif fragment.strip():
+                found.append(
+                    self.search_substring(namespace, fragment, window, observation_type, since)
+                )
+        return lexical.rank_fragments(found, limit)
+
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
         params = {
             **lexical.namespace_range(namespace),

@@ -1,0 +1,70 @@
+"""The trigram leg: CJK words and identifier parts the word index cannot see, on each
+backend, through the whole search (fusion, hydration, the relevance gate)."""
+
+from __future__ import annotations
+
+from tests.retrieval.conftest import NS, make_record, put
+from wakemark.shared.retrieval.legs import TrigramLeg, fragments
+from wakemark.shared.retrieval.lexical import search_lexical
+from wakemark.shared.runtime import Runtime
+
+CHINESE = make_record(NS, "数据库连接池的配置", 0, summary="连接池大小设为二十")
+JAPANESE = make_record(NS, "記憶の管理について", 1, summary="セッションごとに記憶を保存する")
+LOADER = make_record(
+    NS, "Slow first search after restart", 2,
+    facts=["warm_vector_cache_loader reads every embedding before the first query"],
+)  # fmt: skip
+ENGLISH = make_record(NS, "Redis timeout in the webhook worker", 3, summary="raised to 5 s")
+
+
+def _hits(runtime: Runtime, query: str) -> list[tuple[str, str]]:
+    return [(h.record.record_id, h.match_source) for h in runtime.retriever.search(NS, query).items]
+
+
+def test_fragments_of_cjk_runs_and_long_identifiers() -> None:
+    assert fragments("连接池") == ["连接", "接池"]
+    assert fragments("記憶の管理") == ["記憶", "憶の", "の管", "管理"]
+    assert fragments("把 池 配好") == ["把", "池", "配好"]  # a one-character run is itself
+    assert fragments("VectorCache misses") == ["VectorCache", "Vector", "Cache"]
+    assert fragments("see warm_vector_cache_loader") == [
+        "warm_vector_cache_loader", "warm", "vector", "cache", "loader",
+    ]  # fmt: skip
+    # Ordinary prose and short identifiers are the lexical leg's alone.
+    assert fragments("why does the webhook worker time out") == []
+    assert fragments("fix os.path and getId") == []
+
+
+def test_a_two_character_query_finds_chinese_and_japanese_notes(runtime: Runtime) -> None:
+    put(runtime, [CHINESE, JAPANESE, LOADER, ENGLISH])
+    assert _hits(runtime, "连接") == [(CHINESE.record_id, "trigram")]
+    assert _hits(runtime, "記憶") == [(JAPANESE.record_id, "trigram")]
+    # The word index alone never matched them: a CJK run is one token to it.
+    assert search_lexical(runtime.storage, NS, "连接", 10) == []
+
+
+def test_a_part_of_a_long_identifier_is_found(runtime: Runtime) -> None:
+    headers = make_record(NS, "Cache headers on the static files", 4)
+    put(runtime, [CHINESE, LOADER, ENGLISH, headers])
+    # Every part, or the whole: "cache" alone is a common word, not the identifier.
+    assert _hits(runtime, "VectorCache") == [(LOADER.record_id, "trigram")]
+    # Found by both legs when the query names the whole identifier.
+    assert _hits(runtime, "warm_vector_cache_loader") == [(LOADER.record_id, "hybrid")]
+
+
+def test_an_english_query_is_left_to_the_other_legs(runtime: Runtime) -> None:
+    put(runtime, [CHINESE, JAPANESE, LOADER, ENGLISH])
+    query = "redis timeout webhook"
+    assert TrigramLeg(runtime.storage).search(NS, query, 20) == []
+    lexical = search_lexical(runtime.storage, NS, query, 20)
+    assert _hits(runtime, query) == [(h.record.record_id, "fts") for h in lexical]
+    assert _hits(runtime, query) == [(ENGLISH.record_id, "fts")]
+
+
+def test_trigram_only_hits_pass_through_the_relevance_gate(runtime: Runtime) -> None:
+    put(runtime, [CHINESE, JAPANESE])
+    [hit] = runtime.retriever.search(NS, "连接池").items
+    assert hit.evidence is not None and hit.evidence.lexical_rank is None
+    assert 0.0 <= hit.relevance <= 1.0
+    block = runtime.retriever.for_prompt(NS, "连接池", min_relevance=0.0)
+    assert block["records"] == [CHINESE.record_id] and "数据库连接池的配置" in block["context"]
+    assert runtime.retriever.metrics()["errors"] == 0
