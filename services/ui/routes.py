@@ -64,13 +64,13 @@ def memory_source(record_id: str) -> Response:
     sessions = list(dict.fromkeys((t.namespace, t.session_id) for t in turns))
     for namespace, session_id in sessions:
         infos = storage.session_turns(namespace, session_id)
-        empty = [t.turn_id for t in infos if t.extracted and not t.record_ids]
-        for turn in storage.get_turns(empty[:MAX_SKIPPED]):
+        reasons = {t.turn_id: t.skip_reason for t in infos if t.extracted and not t.record_ids}
+        for turn in storage.get_turns(list(reasons)[:MAX_SKIPPED]):
             skipped.append(
                 {
                     **_turn_json(turn),
-                    # Extraction stores no reason for keeping nothing; say so, not guess.
-                    "reason": None,
+                    # command, meta, trivial, error or empty (shared/extraction/capture.py)
+                    "reason": reasons[turn.turn_id],
                 }
             )
     return jsonify(

@@ -118,6 +118,7 @@ class TurnInfo:
     closed: bool
     extracted: bool
     record_ids: list[str]
+    skip_reason: str | None = None  # why extraction kept nothing: command, meta, trivial...
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def test_source_shows_the_turn_and_the_skipped_turns_of_its_session(
     with storage.transaction() as tx:
         tx.put_memory_record(record)
         tx.mark_turn_extracted(turn or "", [record.record_id])
-        tx.mark_turn_extracted(skipped_turn or "", [])
+        tx.mark_turn_extracted(skipped_turn or "", [], skip_reason="trivial")
     res = api.get(f"/v1/memories/{record.record_id}/source")
     assert res.status_code == 200, res.json
     (source_turn,) = res.json["turns"]
@@ -136,7 +136,7 @@ def test_source_shows_the_turn_and_the_skipped_turns_of_its_session(
     assert res.json["missing_event_ids"] == []
     (gap,) = res.json["skipped_turns"]
     assert gap["turn_id"] == skipped_turn and gap["prompt"] == "just saying thanks"
-    assert gap["reason"] is None
+    assert gap["reason"] == "trivial"  # as extraction recorded it
     assert api.get("/v1/memories/mr_00000000000000000000000000/source").status_code == 404
     assert api.get(f"/v1/memories/{'x' * 100}/source").status_code == 404
 

@@ -86,7 +86,8 @@ SELECT {EVENT_COLUMNS} FROM events WHERE turn_id = ANY(%s) ORDER BY turn_id, val
 """
 
 SESSION_TURNS = """
-SELECT turn_id, opened_at, closed_at IS NOT NULL, extracted_at IS NOT NULL, record_ids
+SELECT turn_id, opened_at, closed_at IS NOT NULL, extracted_at IS NOT NULL, record_ids,
+       skip_reason
   FROM turns WHERE namespace = %s AND session_id = %s ORDER BY opened_at, turn_id LIMIT %s
 """
 

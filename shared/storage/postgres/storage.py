@@ -267,8 +267,8 @@ class PostgresStorage(Storage):
         with self._db.connection() as conn:
             rows = conn.execute(q.SESSION_TURNS, (namespace, session_id, limit)).fetchall()
         return [
-            TurnInfo(t, opened, closed, extracted, list(ids))
-            for t, opened, closed, extracted, ids in rows
+            TurnInfo(t, opened, closed, extracted, list(ids), reason)
+            for t, opened, closed, extracted, ids, reason in rows
         ]
 
     def close_idle_turns(self, idle_before: datetime) -> list[str]:

@@ -54,7 +54,7 @@ SELECT * FROM events WHERE turn_id IN (SELECT value FROM json_each(?))
 ORDER BY turn_id, valid_time, event_id
 """
 SESSION_TURNS = """
-SELECT turn_id, opened_at, closed_at, extracted_at, record_ids FROM turns
+SELECT turn_id, opened_at, closed_at, extracted_at, record_ids, skip_reason FROM turns
 WHERE namespace = ? AND session_id = ? ORDER BY opened_at, turn_id LIMIT ?
 """
 COUNT_EVENTS = "SELECT count(*) FROM events WHERE event_id IN (SELECT value FROM json_each(?))"

@@ -238,6 +238,7 @@ class SqliteStorage(Storage):
                 closed=r["closed_at"] is not None,
                 extracted=r["extracted_at"] is not None,
                 record_ids=json.loads(r["record_ids"]),
+                skip_reason=r["skip_reason"],
             )
             for r in rows
         ]
