@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "backfill": ("backfill", "embed records missing a vector, in the foreground"),
     "status": ("status", "is the server up, backend, pending work"),
     "search": ("search", "search this project's memories (or --all-projects)"),
+    "forget": ("forget", "delete memories by id, filter or search (a dry run unless --yes)"),
     "pause": ("pause", "store nothing from this project (creates .wakemarkignore)"),
     "resume": ("pause", "store this project again (removes .wakemarkignore)"),
     "doctor": ("doctor", "check data dir, token, port, database, Redis and model"),
