@@ -109,7 +109,26 @@ REMEMBER = _object(
     ["title", "summary"],
 )
 
-FORGET = _object({"record_id": RECORD_ID}, ["record_id"])
+FORGET = {
+    **_object(
+        {
+            "record_id": RECORD_ID,
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 4000,
+                "description": "forget this project's best matches of a search instead",
+            },
+            "confirm": {
+                "type": "boolean",
+                "description": "with query: false (default) lists the matches and deletes "
+                "nothing; true deletes those same matches",
+            },
+        },
+        [],
+    ),
+    "oneOf": [{"required": ["record_id"]}, {"required": ["query"]}],
+}
 
 PIN = _object(
     {
@@ -154,7 +173,9 @@ TOOLS: dict[str, tuple[str, dict[str, Any], bool]] = {
         False,
     ),
     "forget": (
-        "Permanently delete one memory record (and its search index entries). Use when a "
+        "Permanently delete a memory record (and its vector and search index entries) by "
+        "record_id, or the memories matching a query: a query first only lists its "
+        "matches, and deletes them when called again with confirm=true. Use when a "
         "memory is wrong or obsolete.",
         FORGET,
         False,

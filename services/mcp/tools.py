@@ -112,10 +112,28 @@ def remember(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
     return Output(text, {"record_id": record_id, "namespace": scope.namespace})
 
 
+FORGET_MATCHES = 20  # a query forgets at most its best 20 hits
+
+
 def forget(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
-    record_id = args["record_id"]
-    _or_missing(record_id, lambda: api.request("DELETE", record_path(record_id)))
-    return Output(f"Forgot {record_id}.", {"record_id": record_id, "deleted": True})
+    if "query" not in args:
+        record_id = args["record_id"]
+        _or_missing(record_id, lambda: api.request("DELETE", record_path(record_id)))
+        return Output(f"Forgot {record_id}.", {"record_id": record_id, "deleted": True})
+    found = api.get("/v1/search", namespace=scope.namespace, q=args["query"], limit=FORGET_MATCHES)
+    hits = [_compact(item["record"]) for item in found["items"]]
+    ids = [h["id"] for h in hits]
+    if not args.get("confirm"):
+        if not hits:
+            return Output(f"No memories match {args['query']!r}.", {"matches": [], "deleted": 0})
+        lines = [f"{len(hits)} memories match {args['query']!r}; nothing was deleted:"]
+        lines += [f"- {_line(h)}" for h in hits]
+        lines.append("Call forget again with the same query and confirm=true to delete them.")
+        return Output("\n".join(lines), {"matches": hits, "deleted": 0})
+    done = api.request("POST", "/v1/memories/delete", {"ids": ids}) if ids else {"records": 0}
+    deleted = int(done.get("records") or 0)
+    return Output(f"Forgot {deleted} memories matching {args['query']!r}.",
+                  {"matches": hits, "deleted": deleted})  # fmt: skip
 
 
 def pin(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:

@@ -207,6 +207,15 @@ def test_remember_search_get_timeline_pin_forget(
             found = await ok(s, "search", {"query": "retention fix"})
             assert ids[1] not in [h["id"] for h in found["items"]]
 
+            # By query: the matches first, deleted only when confirmed.
+            listed = await ok(s, "forget", {"query": "queue"})
+            matched = [m["id"] for m in listed["matches"]]
+            assert listed["deleted"] == 0 and matched == [ids[0]]
+            assert served.runtime.storage.get_memory_record(ids[0]) is not None
+            gone = await ok(s, "forget", {"query": "queue", "confirm": True})
+            assert gone["deleted"] == len(matched)
+            assert all(served.runtime.storage.get_memory_record(i) is None for i in matched)
+
             # Unknown ids: an actionable error, and the session carries on.
             message = await failed(s, "forget", {"record_id": ids[1]})
             assert f"no memory record {ids[1]}" in message and "search" in message
