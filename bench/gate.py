@@ -26,7 +26,6 @@ from bench.fit_gate import FIT, warm
 from wakemark.shared.models import Event, new_ulid
 from wakemark.shared.retrieval import retriever as retrieval
 from wakemark.shared.retrieval.formatting import format_context
-from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.retriever import PROMPT_CANDIDATES, PROMPT_LIMIT
 
 DEPTH = 10
@@ -139,12 +138,10 @@ def gate_cost_us(project: _codemem.Project) -> float:
     total = 0.0
     queries = (project.queries + project.negatives)[:COST_QUERIES]
     for q in queries:
-        lexical = search_lexical(rt.storage, project.namespace, q.text, k)
-        leg = r._vector_leg(project.namespace, q.text, k, None, None)
-        assert not isinstance(leg, str), leg
+        ranked = {leg.name: leg.search(project.namespace, q.text, k) for leg in r._legs}
         items = r.search(project.namespace, q.text, PROMPT_CANDIDATES).items
         start = time.perf_counter()
-        retrieval._with_relevance(q.text, items, lexical, leg)
+        r._with_relevance(project.namespace, q.text, items, ranked)
         total += time.perf_counter() - start
     return round(total / len(queries) * 1e6, 1)
 
