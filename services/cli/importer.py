@@ -51,9 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.backfill import ProgressBar
-    from wakemark.shared.config import Settings
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import migrate
     from wakemark.shared.transfer import ImportFormatError, import_lines, parse_namespace_map
 
     if args.source == "markdown":
@@ -72,11 +69,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"wakemark import: {exc}", file=sys.stderr)
         return 2
-    settings = Settings.from_env()
-    runtime = Runtime.build(settings)
-    if not args.dry_run:
-        migrate(settings)  # an empty database is a normal target
-    elif _no_schema(runtime):
+    runtime = _open(args.dry_run)
+    if runtime is None:
         stream.close()
         return 2
     size = _size(stream)
@@ -106,19 +100,13 @@ def run(args: argparse.Namespace) -> int:
 def _run_from(args: argparse.Namespace) -> int:
     from wakemark.services.importers import claude_code
     from wakemark.shared import project
-    from wakemark.shared.config import Settings
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import migrate
 
     files = claude_code.transcripts(args.path)
     if not files:
         print(f"wakemark import: no transcript (.jsonl) at {args.path}", file=sys.stderr)
         return 2
-    settings = Settings.from_env()
-    if not args.dry_run:
-        migrate(settings)
-    runtime = Runtime.build(settings)
-    if args.dry_run and _no_schema(runtime):
+    runtime = _open(args.dry_run)
+    if runtime is None:
         return 2
     actor = project.actor()
     seen = stored = 0
@@ -151,19 +139,13 @@ def _run_from(args: argparse.Namespace) -> int:
 def _run_markdown(args: argparse.Namespace) -> int:
     from wakemark.services.importers import markdown
     from wakemark.shared import project
-    from wakemark.shared.config import Settings
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import migrate
 
     files = markdown.files(args.path)
     if not files:
         print(f"wakemark import: no markdown file at {args.path}", file=sys.stderr)
         return 2
-    settings = Settings.from_env()
-    if not args.dry_run:
-        migrate(settings)
-    runtime = Runtime.build(settings)
-    if args.dry_run and _no_schema(runtime):
+    runtime = _open(args.dry_run)
+    if runtime is None:
         return 2
     found = written = 0
     try:
@@ -188,9 +170,6 @@ def _run_claude_mem(args: argparse.Namespace) -> int:
 
     from wakemark.services.importers import claude_mem
     from wakemark.shared import project
-    from wakemark.shared.config import Settings
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import migrate
 
     if not os.path.isfile(args.path):
         print(f"wakemark import: no claude-mem database at {args.path}", file=sys.stderr)
@@ -201,11 +180,8 @@ def _run_claude_mem(args: argparse.Namespace) -> int:
     def namespace_of(name: str) -> str:
         return fixed or project.namespace_for(actor, project.project_id(str(name)))
 
-    settings = Settings.from_env()
-    if not args.dry_run:
-        migrate(settings)
-    runtime = Runtime.build(settings)
-    if args.dry_run and _no_schema(runtime):
+    runtime = _open(args.dry_run)
+    if runtime is None:
         return 2
     found = written = 0
     try:
@@ -241,9 +217,17 @@ def _put(runtime: Any, events: list[Any], dry_run: bool) -> int:
     return sum(r.stored for r in runtime.storage.put_events(events))
 
 
-def _no_schema(runtime: Any) -> bool:
-    """True (said, and the runtime closed) when a dry run meets a database without
-    wakemark's tables: it may not create them."""
+def _open(dry_run: bool) -> Any:
+    """The configured database, migrated (an empty one is a normal target); a dry run
+    may create nothing, so on a database without wakemark's tables it says so and
+    gives None."""
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
+
+    runtime = Runtime.build()
+    if not dry_run:
+        migrate(runtime.settings)
+        return runtime
     try:
         runtime.storage.stats()
     except Exception:  # no such table (SQLite), undefined table (Postgres)
@@ -253,8 +237,8 @@ def _no_schema(runtime: Any) -> bool:
             file=sys.stderr,
         )
         runtime.close()
-        return True
-    return False
+        return None
+    return runtime
 
 
 def _size(stream: Any) -> int:
