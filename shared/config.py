@@ -117,6 +117,12 @@ class Settings:
         _database_url,
         "Unset: SQLite at $WAKEMARK_HOME/wakemark.db. postgresql://... : Postgres.",
     )
+    db_timeout_s: float = _setting(
+        1.0,
+        _float(0.1, 60.0),
+        "Postgres: seconds a call waits for a connection before it fails as unavailable"
+        " (the API answers 503 + Retry-After); keep it under the hooks' 2 s timeout.",
+    )
     redis_url: str | None = _setting(
         None, _redis_url, "Unset: in-process jobs. redis://... : Celery jobs and cache epochs."
     )

@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 from wakemark.shared.storage.base import (
     DuplicateRecordError,
     NotFoundError,
+    StorageFullError,
     TransientStorageError,
 )
 
@@ -29,7 +30,11 @@ _CODES = {
     415: "unsupported_media_type",
     422: "validation_error",
     503: "unavailable",
+    507: "insufficient_storage",
 }
+# Seconds a client should wait before retrying a write refused for a full disk: freeing
+# space takes a person, not a reconnect.
+FULL_RETRY_AFTER_S = 30
 _MAX_DETAILS = 50
 
 
@@ -87,6 +92,13 @@ def init_app(app: Flask) -> None:
         log.warning("database unavailable: %s", exc)
         response = error_response(503, "unavailable", "database unavailable, retry shortly")
         response.headers["Retry-After"] = "1"
+        return response
+
+    @app.errorhandler(StorageFullError)
+    def _full(exc: StorageFullError) -> Response:
+        log.error("disk full, write refused: %s", exc)
+        response = error_response(507, "insufficient_storage", "disk full, nothing stored")
+        response.headers["Retry-After"] = str(FULL_RETRY_AFTER_S)
         return response
 
     @app.errorhandler(HTTPException)

@@ -257,6 +257,7 @@ _ERRORS = {
     415: "a body that is not `application/json` (UTF-8)",
     422: "a body that fails validation (nothing is stored)",
     503: "the database is unreachable; `Retry-After: 1`",
+    507: "SQLite: the disk is full, nothing was written; `Retry-After: 30`",
 }
 
 
@@ -272,6 +273,8 @@ def _error_statuses(route: Route) -> list[int]:
         statuses += [413, 415, 422]
     if route.rule.startswith("/v1/"):
         statuses.append(503)
+        if route.method != "GET":
+            statuses.append(507)
     return sorted(statuses)
 
 

@@ -25,6 +25,7 @@ from wakemark.shared.storage.base import (
     PutEventResult,
     Storage,
     StorageError,
+    StorageFullError,
     TermStats,
     TransientStorageError,
     Turn,
@@ -55,6 +56,7 @@ __all__ = [
     "Storage",
     "StorageError",
     "TermStats",
+    "StorageFullError",
     "TransientStorageError",
     "Turn",
     "TurnRow",
@@ -70,7 +72,9 @@ def open_storage(settings: Settings, on_change: ChangeHook | None = None) -> Sto
     if settings.database_url:
         from wakemark.shared.storage.postgres import PostgresStorage
 
-        return PostgresStorage(settings.database_url, on_change=on_change)
+        return PostgresStorage(
+            settings.database_url, on_change=on_change, timeout=settings.db_timeout_s
+        )
     from wakemark.shared.storage.sqlite import SqliteStorage
 
     return SqliteStorage(settings.sqlite_path, on_change=on_change)

@@ -61,6 +61,10 @@ class TransientStorageError(StorageError):
     """A connection-level failure worth retrying (database down, restarting)."""
 
 
+class StorageFullError(StorageError):
+    """The disk holding the database is full: the write was rolled back whole."""
+
+
 @dataclass(frozen=True)
 class PutEventResult:
     event_id: str

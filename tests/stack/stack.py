@@ -145,6 +145,128 @@ class RedisServer(Proc):
         raise StackError(f"redis-server did not start on {self.port}:\n{self.tail()}")
 
 
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Any:
+    """A small tmpfs mounted on ``path`` (a real full disk: writes fail with ENOSPC);
+    needs CAP_SYS_ADMIN. Raises ``PermissionError`` when this process may not mount."""
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+    )
+    if done.returncode != 0:
+        raise PermissionError(f"cannot mount a tmpfs: {done.stderr.decode(errors='replace')}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(path: Path, leave: int) -> Path:
+    """Fill the file system of ``path`` up to ``leave`` free bytes; returns the filler."""
+    stat = os.statvfs(path)
+    filler = path / "filler"
+    with open(filler, "wb") as fh:
+        fh.write(b"\0" * max(0, stat.f_bavail * stat.f_frsize - leave))
+    return filler
+
+
+PG_BIN = Path(os.environ.get("WAKEMARK_PG_BIN", "/usr/lib/postgresql/15/bin"))
+PG_EXTENSIONS = ("vector", "unaccent", "pg_trgm")
+
+
+def _pg_user() -> dict[str, Any]:
+    """Postgres refuses to run as root: as root, run it as the ``postgres`` account."""
+    if os.geteuid() != 0:
+        return {}
+    import pwd
+
+    entry = pwd.getpwnam("postgres")
+    return {"user": entry.pw_uid, "group": entry.pw_gid}
+
+
+class PostgresServer(Proc):
+    """A private Postgres cluster (initdb into ``workdir``) on a free port, with the
+    ``wakemark`` role and database and the extensions created as its superuser: stopping
+    and restarting it disturbs nobody else."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        # Its own directory under the system temp dir: the ``postgres`` account (as root)
+        # cannot enter a pytest tmp_path (0700, root's).
+        self.root = Path(tempfile.mkdtemp(prefix="wakemark-pg-"))
+        self.data = self.root / "data"
+        self.socket_dir = self.root / "sock"
+        argv = [
+            str(PG_BIN / "postgres"), "-D", str(self.data), "-p", str(self.port),
+            "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.socket_dir}",
+            "-c", "fsync=off", "-c", "max_connections=200",
+        ]  # fmt: skip
+        super().__init__("postgres", argv, workdir)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://wakemark@127.0.0.1:{self.port}/wakemark"
+
+    def init(self) -> None:
+        """initdb (trust auth on loopback), then start and create role, database and
+        extensions; leaves the server running."""
+        as_user = _pg_user()
+        os.chmod(self.root, 0o711)
+        for path in (self.data, self.socket_dir):
+            path.mkdir(mode=0o700, exist_ok=True)
+            if as_user:
+                os.chown(path, as_user["user"], as_user["group"])
+        initdb = [str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust"]
+        done = subprocess.run(initdb, capture_output=True, **as_user)
+        if done.returncode != 0:
+            raise StackError(f"initdb failed:\n{done.stderr.decode(errors='replace')}")
+        self.start()
+        self.psql("postgres", "CREATE ROLE wakemark LOGIN")
+        self.psql("postgres", "CREATE DATABASE wakemark OWNER wakemark")
+        self.psql("wakemark", *(f"CREATE EXTENSION IF NOT EXISTS {e}" for e in PG_EXTENSIONS))
+
+    def psql(self, database: str, *statements: str) -> None:
+        import psycopg
+
+        url = f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            for sql in statements:
+                conn.execute(sql)  # trusted, fixed statements
+
+    def start(self, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        as_user = _pg_user()
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.data, start_new_session=True, **as_user,
+            )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            ready = subprocess.run(
+                [str(PG_BIN / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-q"],
+                check=False,
+            )
+            if ready.returncode == 0:
+                return
+            if not self.alive:
+                break
+            time.sleep(0.1)
+        raise StackError(f"postgres did not start on {self.port}:\n{self.tail()}")
+
+    def close(self) -> None:
+        """Stop for good and delete the cluster."""
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def terminate(self) -> None:
+        """Fast shutdown (SIGINT): sessions are cut off, as `docker stop` does to them."""
+        if self.popen is not None and self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.popen.pid, signal.SIGINT)
+
+
 class Stack:
     """The deployment's processes (or embedded ``wakemark serve`` when no database URL)."""
 
@@ -257,6 +379,13 @@ class Stack:
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, Any]:
+        status, reply, _ = self.exchange(method, path, body, headers)
+        return status, reply
+
+    def exchange(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any, Any]:
+        """(status, decoded body, response headers)."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
@@ -267,13 +396,13 @@ class Stack:
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 raw = resp.read()
-                return resp.status, json.loads(raw) if raw else None
+                return resp.status, json.loads(raw) if raw else None, resp.headers
         except urllib.error.HTTPError as err:
             raw = err.read()
             try:
-                return err.code, json.loads(raw)
+                return err.code, json.loads(raw), err.headers
             except ValueError:
-                return err.code, raw.decode(errors="replace")
+                return err.code, raw.decode(errors="replace"), err.headers
 
     def logs(self, lines: int = 40) -> str:
         parts = [f"--- {p.name} ({p.log_path})\n{p.tail(lines)}" for p in self.procs.values()]

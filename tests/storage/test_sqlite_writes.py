@@ -204,3 +204,25 @@ def test_stats_and_counts_come_off_indexes(sqlite_store: Any) -> None:
 def _plan(sqlite_store: Any, sql: str, params: dict[str, Any]) -> str:
     rows = sqlite_store._conns.get().execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
     return "\n".join(str(r[3]) for r in rows)
+
+
+def test_a_full_database_rolls_the_write_back_whole_and_the_connection_stays_usable(
+    tmp_path: Any,
+) -> None:
+    from wakemark.shared.storage.base import StorageFullError
+
+    conn = connection.connect(tmp_path / "full.db")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    # SQLite's own cap on the file: past it a write fails with SQLITE_FULL, as on a full disk.
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+    with pytest.raises(StorageFullError), connection.immediate(conn):
+        conn.execute("INSERT INTO t VALUES (x'00')")
+        conn.execute("INSERT INTO t VALUES (zeroblob(1000000))")
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    conn.execute("PRAGMA max_page_count = 1000000")
+    with connection.immediate(conn):
+        conn.execute("INSERT INTO t VALUES (x'00')")
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    conn.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -13,9 +14,14 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from wakemark.shared.storage.base import TransientStorageError
 
+log = logging.getLogger(__name__)
+
 POOL_MIN = 1
 POOL_MAX = 8
-POOL_TIMEOUT_S = 10.0
+# Seconds a call waits for a pooled connection (and for a new one to connect): short, so
+# an API request answers 503 well inside an agent hook's 2 s timeout while Postgres is
+# down (``WAKEMARK_DB_TIMEOUT_S``).
+POOL_TIMEOUT_S = 1.0
 CONNECT_TIMEOUT_S = 5
 
 
@@ -76,8 +82,33 @@ class Connector:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        with transient_errors(), self._get_pool().connection() as conn:
-            yield conn
+        pool = self._get_pool()
+        lost = False
+        try:
+            with transient_errors(), pool.connection() as conn:
+                try:
+                    yield conn
+                except psycopg.OperationalError:
+                    lost = conn.broken  # the server went away, not just this statement
+                    raise
+        except TransientStorageError as exc:
+            if lost or isinstance(exc.__cause__, PoolTimeout):
+                self._discard(pool)
+            raise
+
+    def _discard(self, pool: ConnectionPool) -> None:
+        """Replace a pool that failed to connect or lost its connection. The pool retries
+        in the background with a doubling delay (1, 2, 4 ... s), so after an outage of a
+        minute it could go on failing for another minute with the server back; a fresh
+        pool tries at once on the next call."""
+        with self._lock:
+            if self._pool is not pool:
+                return  # another thread replaced it already
+            self._pool = None
+        # Closing joins the pool's threads, which may be inside a connect: not on the
+        # request's time. Callers still waiting on it fail at once (PoolClosed).
+        threading.Thread(target=pool.close, name="wakemark-pool-close", daemon=True).start()
+        log.info("postgres connection pool discarded after a connection failure")
 
     def close(self) -> None:
         with self._lock:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from wakemark.shared.storage.base import StorageError
+from wakemark.shared.storage.base import StorageError, StorageFullError
 
 BUSY_TIMEOUT_MS = 5000
 CHECKPOINT_COMMITS = 100  # commits between two background checkpoints
@@ -64,14 +64,24 @@ def _set_wal(conn: sqlite3.Connection) -> None:
 @contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A write transaction: takes the write lock up front so it cannot fail half-way on
-    a lock upgrade; commits on success, rolls back on any exception."""
-    conn.execute("BEGIN IMMEDIATE")
+    a lock upgrade; commits on success, rolls back on any exception, a failed COMMIT
+    included. A full disk raises ``StorageFullError``, with nothing of the transaction
+    kept."""
     try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            # SQLite may have rolled back already (a full disk, an I/O error); a second
+            # ROLLBACK would raise and hide the error that matters.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+            raise StorageFullError(f"sqlite: {exc}") from exc
         raise
-    conn.execute("COMMIT")
 
 
 class WriteLock:
