@@ -68,7 +68,7 @@ class Runtime:
             storage=self.storage,
             embedder=self.embedder,
             enqueue=lambda job, ids: self.jobs.enqueue(job, ids),
-            queue_depth=lambda queue: self.jobs.queue_depth(queue),
+            queued_ids=lambda queue: self.jobs.queued_ids(queue),
             breaker=self.breaker,
         )
 

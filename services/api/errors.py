@@ -32,9 +32,9 @@ _CODES = {
     503: "unavailable",
     507: "insufficient_storage",
 }
-# Seconds a client should wait before retrying a write refused for a full disk: freeing
-# space takes a person, not a reconnect.
-FULL_RETRY_AFTER_S = 30
+# Seconds a client should wait before retrying a write refused for a full disk: longer
+# than a reconnect, yet short enough that writes resume soon after space is freed.
+FULL_RETRY_AFTER_S = 5
 _MAX_DETAILS = 50
 
 

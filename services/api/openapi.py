@@ -257,7 +257,7 @@ _ERRORS = {
     415: "a body that is not `application/json` (UTF-8)",
     422: "a body that fails validation (nothing is stored)",
     503: "the database is unreachable; `Retry-After: 1`",
-    507: "SQLite: the disk is full, nothing was written; `Retry-After: 30`",
+    507: "SQLite: the disk is full, nothing was written; `Retry-After: 5`",
 }
 
 

@@ -39,6 +39,9 @@ class Dispatcher(Protocol):
 
     def queue_depth(self, queue: str | None = None) -> int | None: ...
 
+    def queued_ids(self, queue: str) -> set[str] | None:
+        """Ids that jobs waiting in ``queue`` carry; None when the queue cannot be read."""
+
     def wait_idle(self, timeout: float | None = None) -> bool: ...
 
     def after_fork(self) -> None:

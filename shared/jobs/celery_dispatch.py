@@ -10,6 +10,8 @@ sweep re-enqueues everything the database still lists as pending.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import threading
 from collections.abc import Iterable
@@ -112,26 +114,49 @@ class CeleryDispatcher:
         """Workers are other processes: requests and jobs never share a GIL here."""
         return nullcontext()
 
+    def _client(self) -> Redis:
+        with self._lock:
+            if self._redis is None:
+                from redis import Redis
+
+                self._redis = Redis.from_url(
+                    self._settings.redis_url or "", socket_connect_timeout=1, socket_timeout=1
+                )
+            return self._redis
+
     def queue_depth(self, queue: str | None = None) -> int | None:
         """Messages waiting in one queue or all three; None if Redis cannot be reached."""
         try:
-            with self._lock:
-                if self._redis is None:
-                    from redis import Redis
-
-                    self._redis = Redis.from_url(
-                        self._settings.redis_url or "",
-                        socket_connect_timeout=1,
-                        socket_timeout=1,
-                    )
-                client = self._redis
-            pipe = client.pipeline()
+            pipe = self._client().pipeline()
             for name in (queue,) if queue else QUEUES:
                 pipe.llen(name)
             return int(sum(pipe.execute()))
         except Exception as exc:
             log.debug("queue depth unavailable: %s", exc)
             return None
+
+    def queued_ids(self, queue: str) -> set[str] | None:
+        """The ids the messages waiting in ``queue`` carry; None if Redis cannot be read.
+
+        Reads kombu's Redis list as Celery's task protocol 2 writes it with the JSON
+        serializer (``celery_config``): each item a JSON envelope whose base64 ``body``
+        is ``[args, kwargs, embed]``, ``args`` being ``[ids]`` for a job that takes ids.
+        Messages a worker has taken but not acknowledged are not in the list.
+        """
+        try:
+            raw = self._client().lrange(queue, 0, -1)
+        except Exception as exc:
+            log.debug("queued ids unavailable: %s", exc)
+            return None
+        ids: set[str] = set()
+        for item in raw:
+            try:
+                args = json.loads(base64.b64decode(json.loads(item)["body"]))[0]
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue  # not a message of ours
+            if args and isinstance(args[0], list):
+                ids.update(str(i) for i in args[0])
+        return ids
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Workers run elsewhere; a caller polls the database (``stats``) instead."""

@@ -101,6 +101,13 @@ class InProcessDispatcher:
         with self._cond:
             return sum(len(q) for job, q in self._queues.items() if queue in (None, job.queue))
 
+    def queued_ids(self, queue: str) -> set[str]:
+        """Ids waiting (not running) in one queue."""
+        with self._cond:
+            return {
+                item for job, q in self._queues.items() if job.queue == queue for item, _ in q
+            }
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until nothing is queued or running; False on timeout."""
         with self._cond:

@@ -61,5 +61,5 @@ class Context:
     storage: Storage
     embedder: Embedder
     enqueue: Enqueue  # after commit only: the rows a job needs must exist
-    queue_depth: Callable[[str], int | None]  # messages waiting in a queue; None: unknown
+    queued_ids: Callable[[str], set[str] | None]  # ids waiting in a queue; None: unknown
     breaker: Breaker  # the backfill's: one per process, so a cool-down outlasts a run

@@ -296,21 +296,22 @@ def trim_events(ctx: Context) -> dict[str, int]:
 # --- sweep --------------------------------------------------------------------------------
 
 
-def _queued_enough(ctx: Context, queue: str, items: int, per_job: int) -> bool:
-    """True when the queue already holds as many messages as ``items`` would make, at
-    ``per_job`` to a message.
+def _not_queued(ctx: Context, queue: str, ids: list[str]) -> list[str]:
+    """The ids no job waiting in ``queue`` carries (all of them if it cannot be read).
 
-    Sweeps re-enqueue everything pending, including work still queued from the last
-    sweep; without this a backlog slower than the sweep interval would pile up copies
-    (harmless no-ops, but unbounded). An emptied queue (restart, flush) fails the test
-    and gets everything again.
+    Sweeps re-enqueue what is pending but not queued: work whose message was lost (a
+    Redis restart, a worker killed with it unacknowledged) and nothing else, so a
+    backlog slower than the sweep interval never piles up copies. Counting messages
+    instead would starve that lost work under steady load: fresh jobs always queued
+    would look like it.
     """
-    depth = ctx.queue_depth(queue)
-    return depth is not None and depth >= -(-items // per_job)
+    queued = ctx.queued_ids(queue)
+    return ids if queued is None else [i for i in ids if i not in queued]
 
 
 def sweep(ctx: Context, embeddings: bool = True) -> dict[str, int]:
-    """Close idle turns and re-enqueue everything the database says is pending.
+    """Close idle turns and re-enqueue everything the database says is pending and no
+    queued job carries.
 
     ``embeddings=False`` where a scheduled backfill covers records missing a vector
     (Celery beat), so the two don't embed the same records twice.
@@ -318,13 +319,15 @@ def sweep(ctx: Context, embeddings: bool = True) -> dict[str, int]:
     storage = ctx.storage
     closed = storage.close_idle_turns(utcnow() - timedelta(seconds=ctx.settings.turn_idle_s))
     pending = storage.pending_turns()
-    if pending and not _queued_enough(ctx, QUEUE_EXTRACTION, len(pending), EXTRACT_BATCH):
-        ctx.enqueue(EXTRACT, pending)
+    lost = _not_queued(ctx, QUEUE_EXTRACTION, pending) if pending else []
+    if lost:
+        ctx.enqueue(EXTRACT, lost)
     missing: list[str] = []
     if embeddings and ctx.settings.embedder != "off":
         missing = [r.record_id for r in storage.records_missing_embedding(SWEEP_EMBED_LIMIT)]
-        if missing and not _queued_enough(ctx, QUEUE_EMBEDDING, len(missing), EMBED_BATCH):
-            ctx.enqueue(EMBED, missing)  # the dispatcher batches them
+        unqueued = _not_queued(ctx, QUEUE_EMBEDDING, missing) if missing else []
+        if unqueued:
+            ctx.enqueue(EMBED, unqueued)  # the dispatcher batches them
     return {"closed": len(closed), "extract": len(pending), "embed": len(missing)}
 
 

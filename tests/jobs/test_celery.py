@@ -68,6 +68,22 @@ def test_sweep_does_not_pile_up_copies_of_queued_work(deploy: Settings, make_run
     assert runtime.jobs.queue_depth() == 2  # everything again, in batches
 
 
+def test_sweep_re_enqueues_lost_work_while_fresh_work_is_queued(
+    deploy: Settings, make_runtime
+):
+    runtime = make_runtime(deploy)  # no worker: what is queued stays queued
+    lost = ingest(runtime, 5)
+    Redis.from_url(deploy.redis_url).delete("extraction")  # their messages are gone
+    fresh = ingest(runtime, 1, start=5)  # steady load: a new turn's message is waiting
+    assert runtime.jobs.queued_ids("extraction") == set(fresh)
+    sweep(runtime.tasks)
+    # The lost turns come back, once; the queued one is not copied.
+    assert runtime.jobs.queued_ids("extraction") == set(lost + fresh)
+    assert runtime.jobs.queue_depth("extraction") == 2
+    sweep(runtime.tasks)
+    assert runtime.jobs.queue_depth("extraction") == 2
+
+
 def test_worker_extracts_and_embeds(
     deploy: Settings, onnx_model_path: Path, processes: Processes, make_runtime
 ):

@@ -44,7 +44,7 @@ def free_port() -> int:
 
 
 def wakemark_argv(*args: str) -> list[str]:
-    script = Path(sys.executable).with_name("wakemark")
+    script = Path(sys.executable).absolute().with_name("wakemark")
     base = (
         [str(script)] if script.exists() else [sys.executable, "-m", "wakemark.services.cli.main"]
     )
