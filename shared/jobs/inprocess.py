@@ -104,9 +104,7 @@ class InProcessDispatcher:
     def queued_ids(self, queue: str) -> set[str]:
         """Ids waiting (not running) in one queue."""
         with self._cond:
-            return {
-                item for job, q in self._queues.items() if job.queue == queue for item, _ in q
-            }
+            return {item for job, q in self._queues.items() if job.queue == queue for item, _ in q}
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until nothing is queued or running; False on timeout."""

@@ -68,9 +68,7 @@ def test_sweep_does_not_pile_up_copies_of_queued_work(deploy: Settings, make_run
     assert runtime.jobs.queue_depth() == 2  # everything again, in batches
 
 
-def test_sweep_re_enqueues_lost_work_while_fresh_work_is_queued(
-    deploy: Settings, make_runtime
-):
+def test_sweep_re_enqueues_lost_work_while_fresh_work_is_queued(deploy: Settings, make_runtime):
     runtime = make_runtime(deploy)  # no worker: what is queued stays queued
     lost = ingest(runtime, 5)
     Redis.from_url(deploy.redis_url).delete("extraction")  # their messages are gone
