@@ -9,6 +9,7 @@ foreground against ``WAKEMARK_DATABASE_URL`` and ``WAKEMARK_REDIS_URL``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -162,12 +163,23 @@ def tmpfs(path: Path, size: str) -> Any:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
-def fill(path: Path, leave: int) -> Path:
-    """Fill the file system of ``path`` up to ``leave`` free bytes; returns the filler."""
-    stat = os.statvfs(path)
+def fill(path: Path, leave: int = 0) -> Path:
+    """Fill the file system of ``path`` until ``leave`` bytes are free, or it is full;
+    returns the filler file."""
     filler = path / "filler"
-    with open(filler, "wb") as fh:
-        fh.write(b"\0" * max(0, stat.f_bavail * stat.f_frsize - leave))
+    chunk = b"\0" * (1 << 20)
+    with open(filler, "wb", buffering=0) as fh:
+        while True:
+            stat = os.statvfs(path)
+            room = stat.f_bavail * stat.f_frsize - leave
+            if room <= 0:
+                break
+            try:
+                fh.write(chunk[:room])
+            except OSError as exc:  # ENOSPC: full, however the numbers above added up
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
     return filler
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -303,3 +304,16 @@ def test_transactions_of_many_records_do_not_deadlock(store: PostgresStorage, pg
         df = dict(conn.execute("SELECT lexeme, df FROM lexeme_df").fetchall())
         count = conn.execute("SELECT n FROM fts_doc_count").fetchone()
     assert (df["alpha"], df["beta"], count) == (2, 2, (4,))
+
+
+def test_after_one_wait_for_an_unreachable_database_calls_fail_at_once() -> None:
+    store = PostgresStorage("postgresql://wakemark@127.0.0.1:1/wakemark_test", timeout=0.5)
+    with pytest.raises(TransientStorageError):
+        store.ping()  # waits out the pool timeout once
+    for _ in range(5):  # a request's further calls fail without waiting again
+        with pytest.raises(TransientStorageError, match="a moment ago"):
+            store.stats()
+    time.sleep(0.5)
+    with pytest.raises(TransientStorageError, match="couldn't get a connection"):
+        store.ping()  # the hold is over: it tries again
+    store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -54,6 +55,11 @@ class Connector:
         self._lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._pid = 0
+        # After a call found no connection within ``timeout``, calls fail at once until
+        # this monotonic time: a request making several calls (a prompt's search, then
+        # its audit row) then waits once, not once per call, and still answers inside
+        # the hooks' timeout.
+        self._down_until = 0.0
 
     def _get_pool(self) -> ConnectionPool:
         with self._lock:
@@ -82,6 +88,8 @@ class Connector:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
+        if time.monotonic() < self._down_until:
+            raise TransientStorageError("postgres: unreachable a moment ago; retry shortly")
         pool = self._get_pool()
         lost = False
         try:
@@ -92,7 +100,10 @@ class Connector:
                     lost = conn.broken  # the server went away, not just this statement
                     raise
         except TransientStorageError as exc:
-            if lost or isinstance(exc.__cause__, PoolTimeout):
+            unreachable = isinstance(exc.__cause__, PoolTimeout)
+            if unreachable:
+                self._down_until = time.monotonic() + self.timeout
+            if lost or unreachable:
                 self._discard(pool)
             raise
 
