@@ -1,9 +1,11 @@
-"""Per-namespace in-process vector matrix, cached by (namespace, epoch), LRU-bounded."""
+"""Per-namespace in-process vector matrix, cached by (namespace, epoch), LRU within a
+byte budget."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -25,6 +27,11 @@ threadpool_limits(1, user_api="blas")
 
 _TYPE_CODE = {name: code for code, name in enumerate(OBSERVATION_TYPES)}
 HEADROOM = 1 / 8  # spare rows kept after a refresh, so the next appends copy nothing
+# What a row costs beside its float32 vector: the created time and type code, the id's
+# str object and list slot, and its entry in the id -> row dict (``_rows``).
+ROW_OVERHEAD = 8 + 1 + 86 + 104
+ROW_BYTES = EMBEDDING_DIM * 4 + ROW_OVERHEAD
+RECHECK_S = 60.0  # how often a namespace found too large is counted again
 
 
 def _normalize(matrix: np.ndarray) -> np.ndarray:
@@ -64,7 +71,9 @@ class VectorSet:
 
     @property
     def nbytes(self) -> int:
-        return self.matrix.nbytes + self.created_ts.nbytes + self.types.nbytes
+        """What the set holds, spare buffer rows included (the cache's budget unit)."""
+        rows = self.buffer if self.buffer is not None else self.matrix
+        return rows.nbytes + len(self.ids) * ROW_OVERHEAD
 
     def patched(self, delta: EmbeddingMatrix) -> VectorSet:
         """This set with ``delta``'s rows added or, for ids already here, replaced."""
@@ -189,12 +198,19 @@ Loader = Callable[[str, int | None], EmbeddingMatrix]  # list_embeddings(namespa
 
 
 class VectorCache:
-    """Namespace -> VectorSet, valid while the namespace's epoch is unchanged.
+    """Namespace -> VectorSet, valid while the namespace's epoch is unchanged, the least
+    recently used evicted past ``budget_bytes``.
 
     The epoch is read before loading, so a write that lands during a load leaves the
     entry one epoch behind and the next search refreshes it. A refresh asks storage only
     for rows embedded since the entry's watermark and patches the set; deletions show as
     a count that no longer matches, and then (only then) the ids are listed to drop them.
+
+    With ``count`` (the storage can search vectors itself: Postgres), a namespace whose
+    rows would not fit in the budget is never loaded: ``get`` answers None and the caller
+    searches the database; it is counted again after ``RECHECK_S`` and a write. Without
+    it (SQLite, where this matrix is the only vector search) such a namespace is loaded
+    and held alone, over the budget, until another one is searched.
     """
 
     def __init__(
@@ -202,38 +218,66 @@ class VectorCache:
         load: Loader,
         epoch_of: Callable[[str], int],
         embedded_ids: Callable[[str], list[str]],
-        max_namespaces: int = 4,
+        budget_bytes: int,
+        count: Callable[[str], int] | None = None,
     ) -> None:
         self._load = load
         self._epoch_of = epoch_of
         self._embedded_ids = embedded_ids
-        self._max = max_namespaces
+        self._budget = budget_bytes
+        self._count = count
         self._entries: OrderedDict[str, tuple[int, VectorSet]] = OrderedDict()
+        self._oversized: dict[str, tuple[int, float, int]] = {}  # ns -> (epoch, when, rows)
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()  # one load at a time: no stampede on a cold cache
         self._loading: dict[str, threading.Event] = {}  # background loads in flight
         self.loads = 0
         self.refreshes = 0
+        self.evictions = 0
 
     def fresh(self) -> VectorCache:
         """An empty cache over the same sources (a forked child starts with one)."""
-        return VectorCache(self._load, self._epoch_of, self._embedded_ids, self._max)
+        return VectorCache(
+            self._load, self._epoch_of, self._embedded_ids, self._budget, self._count
+        )
 
     def get_within(self, namespace: str, wait: float) -> VectorSet | None:
         """``get``, but a load or refresh (a whole large namespace, or a refresh after a
         large backfill) runs on a background thread, and None comes back if it takes over
-        ``wait`` seconds; it goes on, for the next search."""
-        hit = self._lookup(namespace, self._epoch_of(namespace))
+        ``wait`` seconds; it goes on, for the next search. None at once for a namespace
+        too large for the budget."""
+        epoch = self._epoch_of(namespace)
+        hit = self._lookup(namespace, epoch)
         if hit is not None:
             return hit
+        if self._known_oversized(namespace, epoch):
+            return None
         if not self._load_in_background(namespace).wait(wait):
             return None
         return self.get(namespace)
 
+    def rows(self, namespace: str) -> int | None:
+        """The namespace's embedded rows as last seen (cached or counted), if known."""
+        with self._lock:
+            entry = self._entries.get(namespace)
+            if entry is not None:
+                return len(entry[1].ids)
+            oversized = self._oversized.get(namespace)
+        return oversized[2] if oversized is not None else None
+
+    def _known_oversized(self, namespace: str, epoch: int) -> bool:
+        with self._lock:
+            seen = self._oversized.get(namespace)
+        if seen is None:
+            return False
+        if seen[0] != epoch and time.monotonic() - seen[1] >= RECHECK_S:
+            self._load_in_background(namespace)  # counts again; loads it if it now fits
+        return True
+
     def warm(self, namespace: str) -> None:
         """Start loading a namespace not cached yet, without waiting."""
         with self._lock:
-            cold = namespace not in self._entries
+            cold = namespace not in self._entries and namespace not in self._oversized
         if cold:
             self._load_in_background(namespace)
 
@@ -257,8 +301,9 @@ class VectorCache:
         threading.Thread(target=load, name="wakemark-vector-load", daemon=True).start()
         return done
 
-    def get(self, namespace: str) -> VectorSet:
-        """The namespace's set, loaded or refreshed as needed."""
+    def get(self, namespace: str) -> VectorSet | None:
+        """The namespace's set, loaded or refreshed as needed; None if it is too large for
+        the budget and ``count`` was given."""
         epoch = self._epoch_of(namespace)
         hit = self._lookup(namespace, epoch)
         if hit is not None:
@@ -272,15 +317,35 @@ class VectorCache:
             if stale is not None:
                 vset = self._refresh(namespace, stale[1])
             else:
+                if self._count is not None:
+                    rows = self._count(namespace)
+                    if rows * ROW_BYTES > self._budget:
+                        self._mark_oversized(namespace, epoch, rows)
+                        return None
                 vset = VectorSet.build(self._load(namespace, None))
                 self.loads += 1
                 release_free_memory()  # the fetched rows left freed heap behind
-            with self._lock:
-                self._entries[namespace] = (epoch, vset)
-                self._entries.move_to_end(namespace)
-                while len(self._entries) > self._max:
-                    self._entries.popitem(last=False)
-            return vset
+            return self._store(namespace, epoch, vset)
+
+    def _store(self, namespace: str, epoch: int, vset: VectorSet) -> VectorSet | None:
+        if self._count is not None and vset.nbytes > self._budget:  # it grew past it
+            self._mark_oversized(namespace, epoch, len(vset.ids))
+            return None
+        with self._lock:
+            self._oversized.pop(namespace, None)
+            self._entries[namespace] = (epoch, vset)
+            self._entries.move_to_end(namespace)
+            held = sum(v.nbytes for _, v in self._entries.values())
+            while held > self._budget and len(self._entries) > 1:
+                _, (_, old) = self._entries.popitem(last=False)
+                held -= old.nbytes
+                self.evictions += 1
+        return vset
+
+    def _mark_oversized(self, namespace: str, epoch: int, rows: int) -> None:
+        with self._lock:
+            self._entries.pop(namespace, None)
+            self._oversized[namespace] = (epoch, time.monotonic(), rows)
 
     def _refresh(self, namespace: str, stale: VectorSet) -> VectorSet:
         """``stale`` brought up to date from what changed since it."""
@@ -307,6 +372,9 @@ class VectorCache:
                 "namespaces": len(self._entries),
                 "rows": sum(len(v.ids) for _, v in self._entries.values()),
                 "bytes": sum(v.nbytes for _, v in self._entries.values()),
+                "budget_bytes": self._budget,
+                "oversized": len(self._oversized),
                 "loads": self.loads,
                 "refreshes": self.refreshes,
+                "evictions": self.evictions,
             }
