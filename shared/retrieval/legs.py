@@ -265,6 +265,7 @@ class VectorLeg:
         if vectors is None or not vectors.ids:
             return {}
         return vectors.cosines(self._query_vector(query), record_ids)
+
     def _query_vector(self, query: str) -> np.ndarray:
         # The gate asks again for the query ``search`` just embedded: reuse that vector.
         with self._recent_lock:

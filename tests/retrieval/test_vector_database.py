@@ -16,7 +16,6 @@ from wakemark.shared.config import Settings
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
 from wakemark.shared.retrieval.legs import VectorLeg
 from wakemark.shared.retrieval.vectors import ROW_BYTES, VectorCache, VectorSet
-from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import Storage
 from wakemark.shared.storage.postgres import queries as q
 from wakemark.shared.storage.postgres.storage import HNSW_EF_SEARCH

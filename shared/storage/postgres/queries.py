@@ -327,9 +327,7 @@ RETURNING namespace
 # SET LOCAL, with a parameter: the walk's candidate list, and no sort, so the planner
 # takes the HNSW index (the caller chose it by the namespace's size; the planner,
 # for a selective filter, would rather sort every row of the namespace that passes).
-SET_HNSW = (
-    "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_sort', 'off', true)"
-)
+SET_HNSW = "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_sort', 'off', true)"
 
 COUNT_EMBEDDINGS = f"""
 SELECT count(*) FROM memory_records WHERE namespace {NS} AND embedding IS NOT NULL
