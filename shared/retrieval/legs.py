@@ -41,7 +41,7 @@ COLD_LOAD_WAIT_S = 0.15
 # Up to this many rows a namespace the process does not hold is scanned exactly in the
 # database rather than through the HNSW graph, which is shared by every namespace and so
 # visits ever more other namespaces' rows the smaller this one is (bench/results/scale.md).
-EXACT_MAX_ROWS = 20_000
+EXACT_MAX_ROWS = 5_000
 
 
 class Unavailable(Exception):

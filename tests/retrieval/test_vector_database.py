@@ -172,7 +172,7 @@ def test_database_results_equal_the_in_memory_leg_on_a_small_namespace(
 
 def _plan(storage: Any, sql: str, params: dict[str, Any]) -> str:
     with storage._db.connection() as conn, conn.transaction():
-        conn.execute(q.SET_HNSW, (str(HNSW_EF_SEARCH),))
+        conn.execute(q.SET_VECTOR_SEARCH, (str(HNSW_EF_SEARCH), "off"))
         return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
 
 

@@ -505,16 +505,19 @@ class PostgresStorage(Storage):
             "type": observation_type,
             "since": since,
         }
+        ef_search = str(max(HNSW_EF_SEARCH, limit))
         with self._db.connection() as conn:
             if not exact:
                 with conn.transaction():
-                    conn.execute(q.SET_HNSW, (str(max(HNSW_EF_SEARCH, limit)),))
+                    conn.execute(q.SET_VECTOR_SEARCH, (ef_search, "off"))
                     rows = conn.execute(q.SEARCH_VECTOR_HNSW, params).fetchall()
                 # Short only when the filter passes fewer rows than the walk may visit
                 # (hnsw.max_scan_tuples): then those rows are few, and a scan is cheap.
                 if len(rows) == limit:
                     return [VectorHit(*r) for r in rows]
-            rows = conn.execute(q.SEARCH_VECTOR_EXACT, params).fetchall()
+            with conn.transaction():
+                conn.execute(q.SET_VECTOR_SEARCH, (ef_search, "on"))
+                rows = conn.execute(q.SEARCH_VECTOR_EXACT, params).fetchall()
         return [VectorHit(*r) for r in rows]
 
     def vector_cosines(
