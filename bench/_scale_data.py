@@ -58,7 +58,8 @@ _WORD_TEXT = (
     "groupby parquet arrow torch cuda gradient loss optimizer scheduler checkpoint"
 )
 _WORDS = _WORD_TEXT.split()
-WORDS = _WORDS + [f"{a}_{b}" for a in _WORDS[:40] for b in _WORDS[40:80]]
+IDENTIFIERS = [f"{a}_{b}" for a in _WORDS[:40] for b in _WORDS[40:80]]
+WORDS = _WORDS + IDENTIFIERS
 WEIGHTS = np.array([1.0 / (r + 1) for r in range(len(WORDS))])
 WEIGHTS /= WEIGHTS.sum()
 
