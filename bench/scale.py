@@ -408,7 +408,7 @@ def _api(model: Path) -> dict[str, Any]:
         api = _Api(Path(home), model)
         try:
             api.wait_ready([small[0]])
-            out: dict[str, Any] = {}
+            out: dict[str, Any] = {"rss_warm": api.rss()}  # model loaded, one small namespace
             texts = _query_texts(rng, QUERIES)
             out["big"] = _searches(api, [(data.BIG_NS, t) for t in texts])
             # The first search of a namespace (cold: the database answers while it loads),
@@ -547,7 +547,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"Team load: {team['clients']} concurrent clients over {team['namespaces']} namespaces,"
         f" {team['searches_per_s']} searches/s.",
         "",
-        "Worker RSS after the load (MB): "
+        "Worker RSS (MB) warm, before the load: "
+        + ", ".join(str(r["rss_mb"]) for r in api["rss_warm"].values())
+        + "; after it: "
         + ", ".join(f"{r['rss_mb']} (peak {r['peak_rss_mb']})" for r in api["rss"].values()),
         "",
         f"Vector cache of the worker that answered /health: `{api['health_vector_cache']}`",

@@ -106,7 +106,7 @@ def test_health_and_metrics_show_the_vector_cache_budget(sqlite_settings: Settin
         api = Api(create_app(runtime=rt).test_client(), ensure_token(sqlite_settings))
         cache = api.get("/health", token=None).json["search"]["vector_cache"]
         assert cache["budget_bytes"] == 3 * 2**20
-        assert {"bytes", "evictions", "oversized", "database_searches"} <= set(cache)
+        assert {"bytes", "evictions", "in_database", "database_searches"} <= set(cache)
         text = api.get("/metrics").get_data(as_text=True)
         assert f"wakemark_vector_cache_budget_bytes {3 * 2**20}" in text
         assert "wakemark_vector_cache_evictions_total 0" in text

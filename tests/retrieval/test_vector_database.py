@@ -67,6 +67,26 @@ def test_the_cache_evicts_the_least_recently_used_by_bytes(storage: Storage) -> 
     assert cache.get(OTHER) is not second and cache.stats()["loads"] == 4
 
 
+def test_with_a_database_leg_a_newcomer_evicts_only_idle_namespaces(storage: Storage) -> None:
+    for i, ns in enumerate((NS, OTHER, BIG)):
+        _fill(storage, ns, 30, seed=i)
+
+    def cache(idle_s: float) -> VectorCache:
+        return VectorCache(
+            storage.list_embeddings, lambda ns: 0, storage.embedded_ids, 75 * ROW_BYTES,
+            count=lambda ns: len(storage.embedded_ids(ns)), idle_s=idle_s,
+        )  # fmt: skip
+
+    busy = cache(idle_s=3600)
+    assert busy.get(NS) is not None and busy.get(OTHER) is not None
+    assert busy.get(BIG) is None  # both searched just now: BIG goes to the database
+    assert busy.stats()["evictions"] == 0 and busy.stats()["in_database"] == 1
+    assert busy.rows(BIG) == 30
+    idle = cache(idle_s=0)  # every entry idle at once: LRU, as without a database leg
+    assert idle.get(NS) is not None and idle.get(OTHER) is not None
+    assert idle.get(BIG) is not None and idle.stats()["evictions"] == 1
+
+
 def test_nbytes_counts_the_spare_buffer_rows(storage: Storage) -> None:
     _fill(storage, NS, 10, seed=1)
     vset = VectorSet.build(storage.list_embeddings(NS))
@@ -143,7 +163,7 @@ def test_a_namespace_over_the_budget_is_searched_in_the_database(
         leg.search(NS, "anything", 10)
     stats = leg.cache_stats()
     assert stats["namespaces"] == 1 and stats["rows"] == 40  # BIG never cached
-    assert stats["oversized"] == 1 and stats["bytes"] <= stats["budget_bytes"]
+    assert stats["in_database"] == 1 and stats["bytes"] <= stats["budget_bytes"]
     assert stats["database_searches"] >= 3
     ids = [c.record_id for c in _exact(pg_storage, BIG, query, 3)]
     cosines = leg.cosines(BIG, "anything", ids)  # the gate's evidence, from the database
