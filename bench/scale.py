@@ -46,7 +46,6 @@ from wakemark.shared.retrieval.legs import EXACT_MAX_ROWS
 from wakemark.shared.retrieval.vectors import VectorSet
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import Storage, migrate
-from wakemark.shared.storage.postgres import storage as pg
 
 URL = os.environ.get(
     "WAKEMARK_SCALE_DATABASE_URL", "postgresql://wakemark@127.0.0.1:5432/wakemark_scale"
@@ -136,14 +135,14 @@ def _vector_leg(storage: Storage) -> dict[str, Any]:
 def _ef_sweep(
     storage: Storage, ns: str, queries: list[np.ndarray], truth: list[list[str]]
 ) -> dict[str, Any]:
-    out, chosen = {}, pg.HNSW_EF_SEARCH
+    out, chosen = {}, storage.hnsw_ef_search  # type: ignore[attr-defined]
     try:
         for ef in EF_SWEEP:
-            pg.HNSW_EF_SEARCH = ef
+            storage.hnsw_ef_search = ef  # type: ignore[attr-defined]
             found, lat = _hnsw(storage, ns, queries)
             out[str(ef)] = {"recall_at_10": _recall(found, truth), **lat}
     finally:
-        pg.HNSW_EF_SEARCH = chosen
+        storage.hnsw_ef_search = chosen  # type: ignore[attr-defined]
     return out
 
 
@@ -153,7 +152,7 @@ def _big(storage: Storage, big: data.Space, queries: list[np.ndarray]) -> dict[s
     truth = _truth(vset, queries)
     out: dict[str, Any] = {"big_namespace_rows": len(vset.ids)}
     out["ef_search"] = _ef_sweep(storage, big.namespace, queries, truth)
-    out["ef_search_chosen"] = pg.HNSW_EF_SEARCH
+    out["ef_search_chosen"] = storage.hnsw_ef_search  # type: ignore[attr-defined]
     _, out["big_exact_sql"] = _exact_sql(storage, big.namespace, queries[:20])
     _, out["big_brute_force_in_process"] = _timed(lambda q: vset.top(q, K), queries)
     since = data.T_END - timedelta(days=30)

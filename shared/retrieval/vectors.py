@@ -259,7 +259,7 @@ class VectorCache:
         hit = self._lookup(namespace, epoch)
         if hit is not None:
             return hit
-        if self._left_to_database(namespace):
+        if self._searched_in_database(namespace):
             return None
         if not self._load_in_background(namespace).wait(wait):
             return None
@@ -274,7 +274,7 @@ class VectorCache:
             elsewhere = self._elsewhere.get(namespace)
         return elsewhere[1] if elsewhere is not None else None
 
-    def _left_to_database(self, namespace: str) -> bool:
+    def _searched_in_database(self, namespace: str) -> bool:
         with self._lock:
             seen = self._elsewhere.get(namespace)
         if seen is None:

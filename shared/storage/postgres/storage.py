@@ -56,10 +56,6 @@ ChangeHook = Callable[[set[str]], None]
 BIG_TABLES = ("events", "turns", "memory_records", "memory_fts", "lexeme_df")
 # A search ranks only the newest this many matches (queries.SEARCH_FTS).
 RECENT_MATCHES = 2000
-# The HNSW walk's candidate list (hnsw.ef_search). Real MiniLM vectors need more than
-# synthetic ones: recall@10 of exact at 50k, .949 with 100, .975 with 160 (bench scale).
-# A larger limit widens it to the limit.
-HNSW_EF_SEARCH = 160
 
 
 class PostgresTx(Tx):
@@ -174,6 +170,10 @@ class PostgresTx(Tx):
 class PostgresStorage(Storage):
     backend = "postgres"
     vector_index = True
+    # The HNSW walk's candidate list (hnsw.ef_search); a larger limit widens it to the
+    # limit. Real MiniLM vectors need more than synthetic ones: recall@10 of exact at 50k
+    # is .949 with 100, .975 with 160 (bench scale, which sweeps it on an instance).
+    hnsw_ef_search = 160
 
     def __init__(
         self, url: str, on_change: ChangeHook | None = None, timeout: float = POOL_TIMEOUT_S
@@ -506,7 +506,7 @@ class PostgresStorage(Storage):
             "type": observation_type,
             "since": since,
         }
-        ef_search = str(max(HNSW_EF_SEARCH, limit))
+        ef_search = str(max(self.hnsw_ef_search, limit))
         with self._db.connection() as conn:
             if not exact:
                 with conn.transaction():

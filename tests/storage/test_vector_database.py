@@ -18,7 +18,6 @@ from wakemark.shared.retrieval.legs import VectorLeg
 from wakemark.shared.retrieval.vectors import ROW_BYTES, VectorCache, VectorSet
 from wakemark.shared.storage import Storage
 from wakemark.shared.storage.postgres import queries as q
-from wakemark.shared.storage.postgres.storage import HNSW_EF_SEARCH
 
 BIG = "/actor/alice/project/big/"
 
@@ -192,7 +191,7 @@ def test_database_results_equal_the_in_memory_leg_on_a_small_namespace(
 
 def _plan(storage: Any, sql: str, params: dict[str, Any]) -> str:
     with storage._db.connection() as conn, conn.transaction():
-        conn.execute(q.SET_VECTOR_SEARCH, (str(HNSW_EF_SEARCH), "off"))
+        conn.execute(q.SET_VECTOR_SEARCH, (str(storage.hnsw_ef_search), "off"))
         return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
 
 
