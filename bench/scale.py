@@ -17,7 +17,9 @@ Measured, each against a baseline taken in the same run:
   namespaces (the share of searches that degraded to lexical-only), then each worker's
   VmRSS from /proc.
 
-Run: ``python -m bench scale`` (the first run builds the data: ~1 h on 2 busy cores).
+Run: ``python -m bench scale``. The first run builds the data (~15 min on 2 busy cores,
+12 of them the HNSW index); each part's figures are kept under ``~/.wakemark-data/scale``
+and a later run reuses them unless ``WAKEMARK_SCALE_FRESH=1``.
 """
 
 from __future__ import annotations
