@@ -154,7 +154,7 @@ def _refresh(runtime: Runtime, done: int, queries: list[str]) -> dict[str, Any]:
     from what changed (incremental) vs the whole namespace loaded again (full reload),
     and the first full search after the write (which pays the incremental refresh)."""
     storage, rng, epoch = runtime.storage, random.Random(5), [0]
-    cache = VectorCache(storage.list_embeddings, lambda ns: epoch[0], storage.embedded_ids)
+    cache = VectorCache(storage.list_embeddings, lambda ns: epoch[0], storage.embedded_ids, 2**31)
     cache.get(NS)
     samples: dict[str, list[float]] = {"incremental": [], "full_reload": [], "first_search": []}
 

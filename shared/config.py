@@ -140,6 +140,12 @@ class Settings:
     retrieval_budget_ms: int = _setting(
         500, _int(10, 60_000), "Deadline for one search; past it the result is empty."
     )
+    vector_cache_mb: int = _setting(
+        192,
+        _int(0, 1_048_576),
+        "Megabytes of vectors each API process caches; on Postgres a namespace that does"
+        " not fit beside those searched lately is searched in the database.",
+    )
     context_max_bytes: int = _setting(
         8192, _int(256, 9500), "Default byte budget of the session-start index."
     )

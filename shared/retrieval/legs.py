@@ -35,8 +35,13 @@ RECENT_QUERIES = 32  # query vectors kept for the gate's second look
 VECTOR = "semantic"
 # A search waits this long for a namespace's vectors to load (or, after many writes, to
 # refresh); past it the search goes on without the vector leg while the load finishes
-# in the background.
+# in the background. A backend with a vector index waits for nothing: the database
+# answers meanwhile.
 COLD_LOAD_WAIT_S = 0.15
+# Up to this many rows a namespace the process does not hold is scanned exactly in the
+# database rather than through the HNSW graph, which is shared by every namespace and so
+# visits ever more other namespaces' rows the smaller this one is (bench/results/scale.md).
+EXACT_MAX_ROWS = 5_000
 
 
 class Unavailable(Exception):
@@ -178,7 +183,9 @@ def _holds(record: MemoryRecord, bigrams: list[str], idents: list[tuple[str, lis
 
 class VectorLeg:
     """Cosine nearest neighbours of the query's embedding in the namespace's cached
-    matrix. The model loads in the background: a search never waits for a cold model."""
+    matrix or, for a namespace too large for the cache or still loading, in the database
+    (backends with a vector index). The model loads in the background: a search never
+    waits for a cold model."""
 
     name = VECTOR
 
@@ -186,17 +193,23 @@ class VectorLeg:
         self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
+        self._storage = storage
         self._embedder = embedder
+        self._in_database = storage.vector_index
         # Looked up at each call rather than bound now, so a replaced method is used.
         self._cache = VectorCache(
             lambda ns, since: storage.list_embeddings(ns, since),
             lambda ns: epochs.get(ns),
             lambda ns: storage.embedded_ids(ns),
+            settings.vector_cache_mb * 2**20,
+            (lambda ns: storage.count_embeddings(ns)) if self._in_database else None,
         )
+        self._wait = 0.0 if self._in_database else COLD_LOAD_WAIT_S
         self._warm_lock = threading.Lock()
         self._warming = False
         self._recent: dict[str, np.ndarray] = {}  # query -> vector, oldest first
         self._recent_lock = threading.Lock()
+        self.database_searches = 0
 
     def search(
         self,
@@ -214,17 +227,41 @@ class VectorLeg:
             raise Unavailable("embedder not loaded yet (warming up)")
         if state != "ready":
             raise Unavailable(f"embedder {state}")
-        vectors = self._cache.get_within(namespace, COLD_LOAD_WAIT_S)
-        if vectors is None:
+        vectors = self._cache.get_within(namespace, self._wait)
+        if vectors is None and not self._in_database:
             raise Unavailable("vectors of the namespace still loading")
+        if vectors is None:
+            return self._search_database(namespace, query, k, observation_type, since)
         if not vectors.ids:
             raise Unavailable("no embedded records in the namespace")
         return vectors.top(self._query_vector(query), k, observation_type, since)
+
+    def _search_database(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        observation_type: str | None,
+        since: datetime | None,
+    ) -> list[Candidate]:
+        rows = self._cache.rows(namespace)
+        if rows is None:  # neither cached nor counted yet: the load counts it soon
+            rows = self._storage.count_embeddings(namespace)
+        if rows == 0:
+            raise Unavailable("no embedded records in the namespace")
+        vector = self._query_vector(query)
+        self.database_searches += 1
+        hits = self._storage.search_vector(
+            namespace, vector, k, observation_type, since, exact=rows <= EXACT_MAX_ROWS
+        )
+        return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]
 
     def cosines(self, namespace: str, query: str, record_ids: list[str]) -> dict[str, float]:
         """The query's cosine with each of ``record_ids`` that has a vector here (the
         relevance gate's evidence for hits this leg did not rank); after ``search``."""
         vectors = self._cache.get_within(namespace, 0.0)
+        if vectors is None and self._in_database:
+            return self._storage.vector_cosines(namespace, self._query_vector(query), record_ids)
         if vectors is None or not vectors.ids:
             return {}
         return vectors.cosines(self._query_vector(query), record_ids)
@@ -269,7 +306,7 @@ class VectorLeg:
         threading.Thread(target=load, name="wakemark-embedder-warmup", daemon=True).start()
 
     def cache_stats(self) -> dict[str, int]:
-        return self._cache.stats()
+        return {**self._cache.stats(), "database_searches": self.database_searches}
 
     def after_fork(self) -> None:
         # The parent's loading threads do not exist here, and its locks may be held.

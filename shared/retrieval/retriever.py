@@ -188,6 +188,16 @@ class Retriever:
             "# HELP wakemark_vector_cache_rows Embedded records held in the vector cache.",
             "# TYPE wakemark_vector_cache_rows gauge",
             f"wakemark_vector_cache_rows {cache['rows']}",
+            "# HELP wakemark_vector_cache_budget_bytes The vector cache's byte budget.",
+            "# TYPE wakemark_vector_cache_budget_bytes gauge",
+            f"wakemark_vector_cache_budget_bytes {cache['budget_bytes']}",
+            "# HELP wakemark_vector_cache_evictions_total Namespaces evicted to fit the budget.",
+            "# TYPE wakemark_vector_cache_evictions_total counter",
+            f"wakemark_vector_cache_evictions_total {cache['evictions']}",
+            "# HELP wakemark_vector_database_searches_total Vector searches run in the"
+            " database (namespace too large for the cache, or loading).",
+            "# TYPE wakemark_vector_database_searches_total counter",
+            f"wakemark_vector_database_searches_total {cache['database_searches']}",
         ]
         return lines
 

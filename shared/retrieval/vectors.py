@@ -1,9 +1,11 @@
-"""Per-namespace in-process vector matrix, cached by (namespace, epoch), LRU-bounded."""
+"""Per-namespace in-process vector matrix, cached by (namespace, epoch), LRU within a
+byte budget."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -25,6 +27,16 @@ threadpool_limits(1, user_api="blas")
 
 _TYPE_CODE = {name: code for code, name in enumerate(OBSERVATION_TYPES)}
 HEADROOM = 1 / 8  # spare rows kept after a refresh, so the next appends copy nothing
+# What a row costs beside its float32 vector: the created time and type code, the id's
+# str object and list slot, and its entry in the id -> row dict (``_rows``).
+ROW_OVERHEAD = 8 + 1 + 86 + 104
+ROW_BYTES = EMBEDDING_DIM * 4 + ROW_OVERHEAD
+RECHECK_S = 60.0  # how often a namespace left to the database is counted again
+# With a database to search instead, a namespace is loaded only into room that entries
+# searched within this long leave free: several clients over more namespaces than fit
+# would otherwise evict and reload them in turn (bench scale: 182 loads and 139
+# evictions in one worker over 900 searches, 28 % of them past the deadline).
+IDLE_S = 300.0
 
 
 def _normalize(matrix: np.ndarray) -> np.ndarray:
@@ -64,7 +76,9 @@ class VectorSet:
 
     @property
     def nbytes(self) -> int:
-        return self.matrix.nbytes + self.created_ts.nbytes + self.types.nbytes
+        """What the set holds, spare buffer rows included (the cache's budget unit)."""
+        rows = self.buffer if self.buffer is not None else self.matrix
+        return rows.nbytes + len(self.ids) * ROW_OVERHEAD
 
     def patched(self, delta: EmbeddingMatrix) -> VectorSet:
         """This set with ``delta``'s rows added or, for ids already here, replaced."""
@@ -189,12 +203,20 @@ Loader = Callable[[str, int | None], EmbeddingMatrix]  # list_embeddings(namespa
 
 
 class VectorCache:
-    """Namespace -> VectorSet, valid while the namespace's epoch is unchanged.
+    """Namespace -> VectorSet, valid while the namespace's epoch is unchanged, the least
+    recently used evicted past ``budget_bytes``.
 
     The epoch is read before loading, so a write that lands during a load leaves the
     entry one epoch behind and the next search refreshes it. A refresh asks storage only
     for rows embedded since the entry's watermark and patches the set; deletions show as
     a count that no longer matches, and then (only then) the ids are listed to drop them.
+
+    With ``count`` (the storage can search vectors itself: Postgres), a namespace is
+    loaded only if its rows fit beside the entries searched within ``idle_s``; otherwise
+    ``get`` answers None and the caller searches the database, and the namespace is
+    counted again after ``RECHECK_S`` (and a write). Without it (SQLite, where this
+    matrix is the only vector search) every namespace searched is loaded, the least
+    recently used evicted, and one larger than the budget is held alone, over it.
     """
 
     def __init__(
@@ -202,38 +224,69 @@ class VectorCache:
         load: Loader,
         epoch_of: Callable[[str], int],
         embedded_ids: Callable[[str], list[str]],
-        max_namespaces: int = 4,
+        budget_bytes: int,
+        count: Callable[[str], int] | None = None,
+        idle_s: float = IDLE_S,
     ) -> None:
         self._load = load
         self._epoch_of = epoch_of
         self._embedded_ids = embedded_ids
-        self._max = max_namespaces
+        self._budget = budget_bytes
+        self._count = count
+        self._idle_s = idle_s
         self._entries: OrderedDict[str, tuple[int, VectorSet]] = OrderedDict()
+        self._used: dict[str, float] = {}  # ns -> when last searched
+        self._elsewhere: dict[str, tuple[float, int]] = {}  # ns -> (when counted, rows)
         self._lock = threading.Lock()
         self._load_lock = threading.Lock()  # one load at a time: no stampede on a cold cache
         self._loading: dict[str, threading.Event] = {}  # background loads in flight
         self.loads = 0
         self.refreshes = 0
+        self.evictions = 0
 
     def fresh(self) -> VectorCache:
         """An empty cache over the same sources (a forked child starts with one)."""
-        return VectorCache(self._load, self._epoch_of, self._embedded_ids, self._max)
+        return VectorCache(
+            self._load, self._epoch_of, self._embedded_ids, self._budget, self._count, self._idle_s
+        )
 
     def get_within(self, namespace: str, wait: float) -> VectorSet | None:
         """``get``, but a load or refresh (a whole large namespace, or a refresh after a
         large backfill) runs on a background thread, and None comes back if it takes over
-        ``wait`` seconds; it goes on, for the next search."""
-        hit = self._lookup(namespace, self._epoch_of(namespace))
+        ``wait`` seconds; it goes on, for the next search. None at once for a namespace
+        left to the database."""
+        epoch = self._epoch_of(namespace)
+        hit = self._lookup(namespace, epoch)
         if hit is not None:
             return hit
+        if self._searched_in_database(namespace):
+            return None
         if not self._load_in_background(namespace).wait(wait):
             return None
         return self.get(namespace)
 
+    def rows(self, namespace: str) -> int | None:
+        """The namespace's embedded rows as last seen (cached or counted), if known."""
+        with self._lock:
+            entry = self._entries.get(namespace)
+            if entry is not None:
+                return len(entry[1].ids)
+            elsewhere = self._elsewhere.get(namespace)
+        return elsewhere[1] if elsewhere is not None else None
+
+    def _searched_in_database(self, namespace: str) -> bool:
+        with self._lock:
+            seen = self._elsewhere.get(namespace)
+        if seen is None:
+            return False
+        if time.monotonic() - seen[0] >= RECHECK_S:
+            self._load_in_background(namespace)  # counts again; loads it if it now fits
+        return True
+
     def warm(self, namespace: str) -> None:
         """Start loading a namespace not cached yet, without waiting."""
         with self._lock:
-            cold = namespace not in self._entries
+            cold = namespace not in self._entries and namespace not in self._elsewhere
         if cold:
             self._load_in_background(namespace)
 
@@ -257,8 +310,9 @@ class VectorCache:
         threading.Thread(target=load, name="wakemark-vector-load", daemon=True).start()
         return done
 
-    def get(self, namespace: str) -> VectorSet:
-        """The namespace's set, loaded or refreshed as needed."""
+    def get(self, namespace: str) -> VectorSet | None:
+        """The namespace's set, loaded or refreshed as needed; None if ``count`` was given
+        and there is no room for it."""
         epoch = self._epoch_of(namespace)
         hit = self._lookup(namespace, epoch)
         if hit is not None:
@@ -272,15 +326,49 @@ class VectorCache:
             if stale is not None:
                 vset = self._refresh(namespace, stale[1])
             else:
+                if self._count is not None:
+                    rows = self._count(namespace)
+                    if not self._room_for(rows * ROW_BYTES):
+                        self._leave_to_database(namespace, rows)
+                        return None
                 vset = VectorSet.build(self._load(namespace, None))
                 self.loads += 1
                 release_free_memory()  # the fetched rows left freed heap behind
-            with self._lock:
-                self._entries[namespace] = (epoch, vset)
-                self._entries.move_to_end(namespace)
-                while len(self._entries) > self._max:
-                    self._entries.popitem(last=False)
-            return vset
+            return self._store(namespace, epoch, vset)
+
+    def _room_for(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` fit beside the entries searched within ``idle_s`` (the
+        idle ones are evicted to make the room, by ``_store``)."""
+        now = time.monotonic()
+        with self._lock:
+            active = sum(
+                v.nbytes for ns, (_, v) in self._entries.items()
+                if now - self._used.get(ns, 0.0) < self._idle_s
+            )  # fmt: skip
+        return active + nbytes <= self._budget
+
+    def _store(self, namespace: str, epoch: int, vset: VectorSet) -> VectorSet | None:
+        if self._count is not None and vset.nbytes > self._budget:  # it grew past it
+            self._leave_to_database(namespace, len(vset.ids))
+            return None
+        with self._lock:
+            self._elsewhere.pop(namespace, None)
+            self._entries[namespace] = (epoch, vset)
+            self._entries.move_to_end(namespace)
+            self._used[namespace] = time.monotonic()
+            held = sum(v.nbytes for _, v in self._entries.values())
+            while held > self._budget and len(self._entries) > 1:
+                gone, (_, old) = self._entries.popitem(last=False)
+                self._used.pop(gone, None)
+                held -= old.nbytes
+                self.evictions += 1
+        return vset
+
+    def _leave_to_database(self, namespace: str, rows: int) -> None:
+        with self._lock:
+            if self._entries.pop(namespace, None) is not None:
+                self._used.pop(namespace, None)
+            self._elsewhere[namespace] = (time.monotonic(), rows)
 
     def _refresh(self, namespace: str, stale: VectorSet) -> VectorSet:
         """``stale`` brought up to date from what changed since it."""
@@ -299,6 +387,7 @@ class VectorCache:
             if entry is None or entry[0] != epoch:
                 return None
             self._entries.move_to_end(namespace)
+            self._used[namespace] = time.monotonic()
             return entry[1]
 
     def stats(self) -> dict[str, int]:
@@ -307,6 +396,9 @@ class VectorCache:
                 "namespaces": len(self._entries),
                 "rows": sum(len(v.ids) for _, v in self._entries.values()),
                 "bytes": sum(v.nbytes for _, v in self._entries.values()),
+                "budget_bytes": self._budget,
+                "in_database": len(self._elsewhere),
                 "loads": self.loads,
                 "refreshes": self.refreshes,
+                "evictions": self.evictions,
             }

@@ -103,6 +103,15 @@ class EmbeddingMatrix:
 
 
 @dataclass(frozen=True)
+class VectorHit:
+    """One nearest neighbour found by the database (``Storage.search_vector``)."""
+
+    record_id: str
+    created_at: float  # seconds since the Unix epoch
+    cosine: float
+
+
+@dataclass(frozen=True)
 class Turn:
     turn_id: str
     namespace: str
@@ -289,6 +298,9 @@ class Tx(abc.ABC):
 
 class Storage(abc.ABC):
     backend: str  # "sqlite" | "postgres"
+    # True: the database searches vectors itself (``count_embeddings``, ``search_vector``,
+    # ``vector_cosines``), for namespaces too large for the process's vector cache.
+    vector_index = False
 
     # --- events and turns -------------------------------------------------------------
     def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
@@ -467,6 +479,31 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def embedded_ids(self, namespace: str) -> list[str]:
         """Ids of every embedded record under the namespace (no vectors: cheap)."""
+
+    def count_embeddings(self, namespace: str) -> int:
+        """Embedded records under the namespace (``vector_index`` backends)."""
+        raise NotImplementedError(f"{self.backend} has no vector index")
+
+    def search_vector(
+        self,
+        namespace: str,
+        vector: np.ndarray,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+        exact: bool = False,
+    ) -> list[VectorHit]:
+        """The ``limit`` embedded records under the namespace nearest to ``vector`` by
+        cosine, best first, after the filters (``vector_index`` backends). ``exact``: a
+        scan of the namespace's rows instead of the approximate index."""
+        raise NotImplementedError(f"{self.backend} has no vector index")
+
+    def vector_cosines(
+        self, namespace: str, vector: np.ndarray, record_ids: Sequence[str]
+    ) -> dict[str, float]:
+        """The cosine of ``vector`` with each of ``record_ids`` embedded under the
+        namespace (``vector_index`` backends)."""
+        raise NotImplementedError(f"{self.backend} has no vector index")
 
     @abc.abstractmethod
     def records_missing_embedding(

@@ -96,3 +96,20 @@ def test_metrics_counts_requests_by_route_and_runs_callbacks(
     )
     assert "01ARZ3NDEKTSV4RRFFQ69G5FAV" not in text
     assert "wakemark_test_gauge 7" in text
+
+
+def test_health_and_metrics_show_the_vector_cache_budget(sqlite_settings: Settings) -> None:
+    from wakemark.services.api.security import ensure_token
+
+    rt = Runtime.build(sqlite_settings.replace(vector_cache_mb=3))
+    try:
+        api = Api(create_app(runtime=rt).test_client(), ensure_token(sqlite_settings))
+        cache = api.get("/health", token=None).json["search"]["vector_cache"]
+        assert cache["budget_bytes"] == 3 * 2**20
+        assert {"bytes", "evictions", "in_database", "database_searches"} <= set(cache)
+        text = api.get("/metrics").get_data(as_text=True)
+        assert f"wakemark_vector_cache_budget_bytes {3 * 2**20}" in text
+        assert "wakemark_vector_cache_evictions_total 0" in text
+        assert "wakemark_vector_database_searches_total 0" in text
+    finally:
+        rt.close()

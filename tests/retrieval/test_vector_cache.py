@@ -19,6 +19,7 @@ from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
 from wakemark.shared.storage import Storage
 
 _namespaces = itertools.count()
+BUDGET = 2**30
 
 
 class Harness:
@@ -32,6 +33,7 @@ class Harness:
             storage.list_embeddings,
             lambda ns: self.epoch,
             storage.embedded_ids,
+            BUDGET,
         )
         self.ids: list[str] = []
 
@@ -169,7 +171,7 @@ def test_a_slow_first_load_finishes_in_the_background(storage: Any) -> None:
         assert gate.wait(10), "never released"
         return storage.list_embeddings(ns, since)
 
-    cache = VectorCache(slow_load, lambda ns: h.epoch, storage.embedded_ids)
+    cache = VectorCache(slow_load, lambda ns: h.epoch, storage.embedded_ids, BUDGET)
     assert cache.get_within(h.ns, 0.05) is None  # still loading: the caller degrades
     assert cache.get_within(h.ns, 0.05) is None  # the same load, not a second one
     gate.set()

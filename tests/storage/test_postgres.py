@@ -93,9 +93,11 @@ def test_search_vector_filters_by_namespace(store: PostgresStorage) -> None:
                 mine.add(r.record_id)
     listed = store.list_embeddings(NS)
     target, target_id = listed.vectors[0], listed.record_ids[0]
-    hits = store.search_vector(NS, target, 40)
-    assert len(hits) == 40 and set(hits) <= mine and hits[0] == target_id
-    assert len(store.search_vector("/actor/", target, 40)) == 40
+    for exact in (False, True):
+        hits = store.search_vector(NS, target, 40, exact=exact)
+        assert len(hits) == 40 and {h.record_id for h in hits} <= mine
+        assert hits[0].record_id == target_id and abs(hits[0].cosine - 1.0) < 1e-5
+        assert len(store.search_vector("/actor/", target, 40, exact=exact)) == 40
 
 
 def test_pool_survives_terminated_backend(store: PostgresStorage, pg_url: str) -> None:

@@ -38,6 +38,7 @@ from wakemark.shared.storage.base import (
     TurnInfo,
     TurnRow,
     Tx,
+    VectorHit,
 )
 from wakemark.shared.storage.postgres import queries as q
 from wakemark.shared.storage.postgres.connection import POOL_TIMEOUT_S, Connector
@@ -168,6 +169,11 @@ class PostgresTx(Tx):
 
 class PostgresStorage(Storage):
     backend = "postgres"
+    vector_index = True
+    # The HNSW walk's candidate list (hnsw.ef_search); a larger limit widens it to the
+    # limit. Real MiniLM vectors need more than synthetic ones: recall@10 of exact at 50k
+    # is .949 with 100, .975 with 160 (bench scale, which sweeps it on an instance).
+    hnsw_ef_search = 160
 
     def __init__(
         self, url: str, on_change: ChangeHook | None = None, timeout: float = POOL_TIMEOUT_S
@@ -479,13 +485,52 @@ class PostgresStorage(Storage):
             rows = conn.execute(q.EMBEDDED_IDS, {"ns": lexical.namespace_pattern(namespace)})
             return [r[0] for r in rows]
 
-    def search_vector(self, namespace: str, vector: np.ndarray, limit: int) -> list[str]:
-        """Record ids nearest to ``vector`` (cosine) through the HNSW index; Postgres only,
-        for namespaces too large to scan in process."""
-        params = {"ns": lexical.namespace_pattern(namespace), "limit": limit}
+    def count_embeddings(self, namespace: str) -> int:
         with self._db.connection() as conn:
-            params["vector"] = check_vector(vector)
-            return [r[0] for r in conn.execute(q.SEARCH_VECTOR, params).fetchall()]
+            row = conn.execute(q.COUNT_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)})
+            return int(row.fetchone()[0])  # type: ignore[index]
+
+    def search_vector(
+        self,
+        namespace: str,
+        vector: np.ndarray,
+        limit: int,
+        observation_type: str | None = None,
+        since: datetime | None = None,
+        exact: bool = False,
+    ) -> list[VectorHit]:
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "vector": check_vector(vector),
+            "limit": limit,
+            "type": observation_type,
+            "since": since,
+        }
+        ef_search = str(max(self.hnsw_ef_search, limit))
+        with self._db.connection() as conn:
+            if not exact:
+                with conn.transaction():
+                    conn.execute(q.SET_VECTOR_SEARCH, (ef_search, "off"))
+                    rows = conn.execute(q.SEARCH_VECTOR_HNSW, params).fetchall()
+                # Short only when the filter passes fewer rows than the walk may visit
+                # (hnsw.max_scan_tuples): then those rows are few, and a scan is cheap.
+                if len(rows) == limit:
+                    return [VectorHit(*r) for r in rows]
+            with conn.transaction():
+                conn.execute(q.SET_VECTOR_SEARCH, (ef_search, "on"))
+                rows = conn.execute(q.SEARCH_VECTOR_EXACT, params).fetchall()
+        return [VectorHit(*r) for r in rows]
+
+    def vector_cosines(
+        self, namespace: str, vector: np.ndarray, record_ids: Sequence[str]
+    ) -> dict[str, float]:
+        params = {
+            "ns": lexical.namespace_pattern(namespace),
+            "vector": check_vector(vector),
+            "ids": list(record_ids),
+        }
+        with self._db.connection() as conn:
+            return dict(conn.execute(q.VECTOR_COSINES, params).fetchall())
 
     def records_missing_embedding(
         self, limit: int, namespace: str | None = None

@@ -1,0 +1,211 @@
+"""The vector leg past the cache's byte budget: eviction by bytes, and on Postgres the
+database (HNSW or an exact scan) answering for a namespace the process does not hold."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from tests.retrieval.conftest import NS, OTHER, T0
+from wakemark.shared.config import Settings
+from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
+from wakemark.shared.retrieval.legs import VectorLeg
+from wakemark.shared.retrieval.vectors import ROW_BYTES, VectorCache, VectorSet
+from wakemark.shared.storage import Storage
+from wakemark.shared.storage.postgres import queries as q
+
+BIG = "/actor/alice/project/big/"
+
+
+def _fill(storage: Storage, namespace: str, n: int, seed: int, types: Any = None) -> None:
+    """``n`` records with clustered unit vectors (so neighbourhoods exist)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((8, EMBEDDING_DIM))
+    vectors = centers[rng.integers(0, 8, n)] + rng.standard_normal((n, EMBEDDING_DIM))
+    with storage.transaction() as tx:
+        for i in range(n):
+            kind = types(i) if types else "discovery"
+            record = MemoryRecord(
+                namespace=namespace,
+                title=f"note {seed} {i}",
+                observation_type=kind,
+                created_at=T0 + timedelta(minutes=i),
+            )
+            tx.put_memory_record(record)
+            tx.put_embedding(record.record_id, vectors[i].astype(np.float32))
+
+
+def _query(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(EMBEDDING_DIM).astype(np.float32)
+
+
+def _exact(storage: Storage, namespace: str, query: np.ndarray, k: int, **filters: Any) -> list:
+    return VectorSet.build(storage.list_embeddings(namespace)).top(query, k, **filters)
+
+
+def test_the_cache_evicts_the_least_recently_used_by_bytes(storage: Storage) -> None:
+    for i, ns in enumerate((NS, OTHER, BIG)):
+        _fill(storage, ns, 30, seed=i)
+    # Room for two namespaces of 30 rows, not three.
+    cache = VectorCache(
+        storage.list_embeddings, lambda ns: 0, storage.embedded_ids, budget_bytes=75 * ROW_BYTES
+    )
+    first, second = cache.get(NS), cache.get(OTHER)
+    assert first is not None and second is not None
+    assert cache.get(NS) is first  # NS is now the most recently used
+    assert cache.get(BIG) is not None
+    stats = cache.stats()
+    assert stats["namespaces"] == 2 and stats["evictions"] == 1
+    assert stats["bytes"] <= stats["budget_bytes"] == 75 * ROW_BYTES
+    assert cache.get(NS) is first  # kept; OTHER went
+    assert cache.get(OTHER) is not second and cache.stats()["loads"] == 4
+
+
+def test_with_a_database_leg_a_newcomer_evicts_only_idle_namespaces(storage: Storage) -> None:
+    for i, ns in enumerate((NS, OTHER, BIG)):
+        _fill(storage, ns, 30, seed=i)
+
+    def cache(idle_s: float) -> VectorCache:
+        return VectorCache(
+            storage.list_embeddings, lambda ns: 0, storage.embedded_ids, 75 * ROW_BYTES,
+            count=lambda ns: len(storage.embedded_ids(ns)), idle_s=idle_s,
+        )  # fmt: skip
+
+    busy = cache(idle_s=3600)
+    assert busy.get(NS) is not None and busy.get(OTHER) is not None
+    assert busy.get(BIG) is None  # both searched just now: BIG goes to the database
+    assert busy.stats()["evictions"] == 0 and busy.stats()["in_database"] == 1
+    assert busy.rows(BIG) == 30
+    idle = cache(idle_s=0)  # every entry idle at once: LRU, as without a database leg
+    assert idle.get(NS) is not None and idle.get(OTHER) is not None
+    assert idle.get(BIG) is not None and idle.stats()["evictions"] == 1
+
+
+def test_nbytes_counts_the_spare_buffer_rows(storage: Storage) -> None:
+    _fill(storage, NS, 10, seed=1)
+    vset = VectorSet.build(storage.list_embeddings(NS))
+    _fill(storage, NS, 1, seed=2)
+    grown = vset.patched(storage.list_embeddings(NS, vset.watermark))
+    assert grown.buffer is not None and grown.buffer.shape[0] > len(grown.ids)
+    assert grown.nbytes >= grown.buffer.nbytes > grown.matrix.nbytes
+
+
+def test_without_a_database_leg_an_oversized_namespace_is_held_alone(storage: Storage) -> None:
+    _fill(storage, NS, 20, seed=1)
+    _fill(storage, OTHER, 5, seed=2)
+    cache = VectorCache(storage.list_embeddings, lambda ns: 0, storage.embedded_ids, ROW_BYTES)
+    assert cache.get(OTHER) is not None
+    big = cache.get(NS)  # no count given (SQLite's way): loaded, over the budget
+    assert big is not None and len(big.ids) == 20
+    assert cache.stats()["namespaces"] == 1 and cache.stats()["evictions"] == 1
+
+
+# --- Postgres: the database answers ---------------------------------------------------------
+
+
+@pytest.fixture
+def pg_storage(pg_url: str, settings: Settings) -> Iterator[Storage]:
+    from wakemark.shared.storage import migrate, open_storage
+
+    pg = settings.replace(database_url=pg_url)
+    migrate(pg)
+    store = open_storage(pg)
+    yield store
+    store.close()
+
+
+class _Epochs:
+    def get(self, namespace: str) -> int:
+        return 0
+
+
+class _Embedder:
+    """The query's vector is given by the test; storage stays real."""
+
+    state = "ready"
+
+    def __init__(self, vector: np.ndarray) -> None:
+        self.vector = vector
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.vector
+
+
+def _leg(storage: Storage, settings: Settings, query: np.ndarray, cache_mb: int) -> VectorLeg:
+    onnx = settings.replace(embedder="onnx", vector_cache_mb=cache_mb)
+    return VectorLeg(onnx, storage, _Embedder(query), _Epochs())  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+def test_a_namespace_over_the_budget_is_searched_in_the_database(
+    pg_storage: Storage, settings: Settings
+) -> None:
+    _fill(pg_storage, BIG, 700, seed=3)  # ~1.2 MB of vectors: over a 1 MB budget
+    _fill(pg_storage, NS, 40, seed=4)
+    query = _query(5)
+    leg = _leg(pg_storage, settings, query, cache_mb=1)
+    for _ in range(3):
+        found = leg.search(BIG, "anything", 40)
+        assert [(c.record_id, round(c.score, 5)) for c in found] == [
+            (c.record_id, round(c.score, 5)) for c in _exact(pg_storage, BIG, query, 40)
+        ]
+    small = leg.search(NS, "anything", 10)  # fits: loaded (in the background) and kept
+    assert [c.record_id for c in small] == [c.record_id for c in _exact(pg_storage, NS, query, 10)]
+    for _ in range(100):
+        if leg.cache_stats()["namespaces"] == 1:
+            break
+        leg.search(NS, "anything", 10)
+    stats = leg.cache_stats()
+    assert stats["namespaces"] == 1 and stats["rows"] == 40  # BIG never cached
+    assert stats["in_database"] == 1 and stats["bytes"] <= stats["budget_bytes"]
+    assert stats["database_searches"] >= 3
+    ids = [c.record_id for c in _exact(pg_storage, BIG, query, 3)]
+    cosines = leg.cosines(BIG, "anything", ids)  # the gate's evidence, from the database
+    assert cosines.keys() == set(ids) and all(-1.0 <= v <= 1.0 for v in cosines.values())
+
+
+@pytest.mark.postgres
+def test_database_results_equal_the_in_memory_leg_on_a_small_namespace(
+    pg_storage: Storage,
+) -> None:
+    _fill(pg_storage, NS, 300, seed=6, types=lambda i: ("bugfix", "decision")[i % 2])
+    _fill(pg_storage, OTHER, 300, seed=7)
+    query = _query(8)
+    for filters in ({}, {"observation_type": "bugfix"}, {"since": T0 + timedelta(minutes=150)}):
+        memory = _exact(pg_storage, NS, query, 20, **filters)
+        for exact in (True, False):
+            hits = pg_storage.search_vector(NS, query, 20, exact=exact, **filters)
+            if not exact:  # approximate: the same neighbours, near enough
+                assert len({h.record_id for h in hits} & {c.record_id for c in memory}) >= 18
+                continue
+            assert [h.record_id for h in hits] == [c.record_id for c in memory]
+            for h, c in zip(hits, memory, strict=True):
+                assert abs(h.cosine - c.score) < 1e-5
+                assert h.created_at == c.created_ts
+
+
+def _plan(storage: Any, sql: str, params: dict[str, Any]) -> str:
+    with storage._db.connection() as conn, conn.transaction():
+        conn.execute(q.SET_VECTOR_SEARCH, (str(storage.hnsw_ef_search), "off"))
+        return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
+
+
+@pytest.mark.postgres
+def test_a_selective_filter_still_gets_k_rows_from_the_hnsw_walk(pg_storage: Storage) -> None:
+    # 1 'bugfix' in 40 of 4,000 rows: a walk that stopped at ef_search candidates would
+    # keep ~3 of them; the iterative scan goes on until it has the 20 asked for.
+    _fill(pg_storage, NS, 4000, seed=9, types=lambda i: "bugfix" if i % 40 == 0 else "discovery")
+    with psycopg.connect(pg_storage._db.url, autocommit=True) as conn:  # type: ignore[attr-defined]
+        conn.execute("ANALYZE memory_records")
+    query = _query(10)
+    params = {"ns": NS + "%", "vector": query, "limit": 20, "type": "bugfix", "since": None}
+    assert "memory_records_embedding" in _plan(pg_storage, q.SEARCH_VECTOR_HNSW, params)
+    hits = pg_storage.search_vector(NS, query, 20, observation_type="bugfix")
+    exact = _exact(pg_storage, NS, query, 20, observation_type="bugfix")
+    assert len(hits) == 20
+    assert len({h.record_id for h in hits} & {c.record_id for c in exact}) >= 19
