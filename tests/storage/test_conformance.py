@@ -490,6 +490,39 @@ def test_projects(storage: Storage) -> None:
     assert isinstance(rows[NS]["last_activity"], datetime)
 
 
+def test_counts_follow_deletes_embeddings_and_edits(storage: Storage) -> None:
+    """The per-project counts (kept by triggers) agree with the rows after every kind of
+    write: idempotent repeats, deletes, embedding writes and the edit that clears one."""
+    first = event(project_path="/home/u/wakemark")
+    storage.put_event(first)
+    storage.put_event(first)  # stored once, counted once
+    second = storage.put_event(event("note"))
+    kept, gone = record("kept"), record("gone", minutes=1)
+    storage.put_memory_record(kept)
+    storage.put_memory_record(gone)
+    storage.put_embedding(kept.record_id, vec(1))
+    storage.put_embedding(kept.record_id, vec(2))  # re-embedding is not a second vector
+    storage.put_embedding(gone.record_id, vec(3))
+    assert storage.stats(NS)["embedded"] == 2
+    with storage.transaction() as tx:
+        assert tx.delete_memory_records([gone.record_id]) == [gone.record_id]
+        assert tx.delete_events([second.event_id]) == 1
+    storage.edit_memory_record(kept.record_id, title="kept, corrected")
+    stats = storage.stats(NS)
+    assert (stats["events"], stats["memories"], stats["embedded"]) == (1, 1, 0)
+    assert stats["pending_embedding"] == 1
+    page = storage.list_memory_records(NS, count=True)
+    assert page.total == 1
+    (row,) = storage.projects()
+    assert (row["event_count"], row["memory_count"]) == (1, 1)
+    assert row["project_path"] == "/home/u/wakemark"
+    with storage.transaction() as tx:
+        tx.delete_memory_records([kept.record_id])
+        tx.delete_events([first.event_id])
+    assert storage.projects() == []  # a project with nothing left is not listed
+    assert storage.stats()["events"] == 0
+
+
 def test_ping_and_close_twice(backend_settings: Any) -> None:
     store = open_storage(backend_settings)
     store.ping()

@@ -150,7 +150,9 @@ GET_RECORD = f"SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = %s"
 
 GET_RECORDS = f"SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = ANY(%s::text[])"
 
-COUNT_RECORDS = f"SELECT count(*) FROM memory_records WHERE namespace {NS}"
+COUNT_RECORDS = f"""
+SELECT coalesce(sum(memories), 0)::bigint FROM namespace_record_counts WHERE namespace {NS}
+"""
 
 # A page of records, keyed (pinned first, one full namespace). For one namespace the
 # order comes straight off memory_records_namespace_recent / _pinned_first (migration
@@ -334,18 +336,21 @@ SELECT record_id, embedding <=> %(vector)s AS distance FROM memory_records
 """
 
 # --- stats ----------------------------------------------------------------------------------
+# events, memories and embedded come from the counts the triggers of migration 0013 keep:
+# one row per project, however many events and records it holds.
 STATS = f"""
 SELECT
-  (SELECT count(*) FROM events WHERE namespace {NS}),
-  (SELECT count(*) FROM memory_records WHERE namespace {NS}),
-  (SELECT count(*) FROM memory_records WHERE namespace {NS} AND embedding IS NOT NULL),
+  (SELECT coalesce(sum(events), 0)::bigint FROM namespace_event_counts WHERE namespace {NS}),
+  (SELECT coalesce(sum(memories), 0)::bigint FROM namespace_record_counts WHERE namespace {NS}),
+  (SELECT coalesce(sum(embedded), 0)::bigint FROM namespace_record_counts WHERE namespace {NS}),
   -- from the unextracted turns (closed ones, then open ones: two partial indexes) to
   -- their events: costs what is pending, not what is stored
   (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
     WHERE t.closed_at IS NOT NULL AND t.extracted_at IS NULL AND t.namespace {NS})
   + (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
     WHERE t.closed_at IS NULL AND t.namespace {NS}),
-  (SELECT count(*) FROM memory_records WHERE namespace {NS} AND embedding IS NULL)
+  (SELECT coalesce(sum(memories - embedded), 0)::bigint FROM namespace_record_counts
+    WHERE namespace {NS})
 """
 
 SKIPPED_TURNS = """
@@ -353,19 +358,12 @@ SELECT skip_reason, count(*) FROM turns WHERE skip_reason IS NOT NULL GROUP BY s
 """
 
 PROJECTS = """
-WITH ev AS (
-  SELECT namespace, count(*) AS events, max(transaction_time) AS last_event,
-         (array_agg(project_path ORDER BY transaction_time DESC, event_id DESC)
-            FILTER (WHERE project_path IS NOT NULL))[1] AS project_path
-    FROM events GROUP BY namespace
-), mr AS (
-  SELECT namespace, count(*) AS memories, max(created_at) AS last_record
-    FROM memory_records GROUP BY namespace
-)
-SELECT coalesce(ev.namespace, mr.namespace), ev.project_path,
-       coalesce(ev.events, 0), coalesce(mr.memories, 0),
-       greatest(ev.last_event, mr.last_record)
-  FROM ev FULL JOIN mr ON mr.namespace = ev.namespace
+SELECT coalesce(e.namespace, r.namespace), e.project_path,
+       coalesce(e.events, 0), coalesce(r.memories, 0),
+       greatest(e.last_event_at, r.last_record_at)
+  FROM (SELECT * FROM namespace_event_counts WHERE events > 0) e
+  FULL JOIN (SELECT * FROM namespace_record_counts WHERE memories > 0) r
+    ON r.namespace = e.namespace
  ORDER BY 5 DESC NULLS LAST, 1
 """
 

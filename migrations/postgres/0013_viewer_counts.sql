@@ -1,0 +1,89 @@
+-- Per-namespace counts kept exact by triggers, so the projects list and the stats answer
+-- from one row per project instead of counting every event and record (556 ms at 50k
+-- records / 100k events). Events and records count in separate tables: the API writes
+-- the one, the workers the other, so neither waits on the other's row lock. Record
+-- writers already serialize on fts_doc_count; an event writer waits only for another
+-- writer of the same project. last_*_at is the newest write seen (a delete does not move
+-- it back); project_path is the one the newest event carrying one had.
+
+CREATE TABLE namespace_event_counts (
+    namespace       text COLLATE "C" PRIMARY KEY,
+    events          bigint NOT NULL,
+    last_event_at   timestamptz,
+    project_path    text,
+    project_path_at timestamptz
+);
+
+CREATE TABLE namespace_record_counts (
+    namespace      text COLLATE "C" PRIMARY KEY,
+    memories       bigint NOT NULL,
+    embedded       bigint NOT NULL,
+    last_record_at timestamptz
+);
+
+INSERT INTO namespace_event_counts (namespace, events, last_event_at, project_path, project_path_at)
+SELECT namespace, count(*), max(transaction_time),
+       (array_agg(project_path ORDER BY transaction_time DESC, event_id DESC)
+          FILTER (WHERE project_path IS NOT NULL))[1],
+       max(transaction_time) FILTER (WHERE project_path IS NOT NULL)
+  FROM events GROUP BY namespace;
+
+INSERT INTO namespace_record_counts (namespace, memories, embedded, last_record_at)
+SELECT namespace, count(*), count(embedding), max(created_at) FROM memory_records
+ GROUP BY namespace;
+
+CREATE FUNCTION wakemark_count_events() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO namespace_event_counts AS c
+               (namespace, events, last_event_at, project_path, project_path_at)
+        VALUES (NEW.namespace, 1, NEW.transaction_time, NEW.project_path,
+                CASE WHEN NEW.project_path IS NOT NULL THEN NEW.transaction_time END)
+        ON CONFLICT (namespace) DO UPDATE SET
+            events = c.events + 1,
+            last_event_at = greatest(c.last_event_at, excluded.last_event_at),
+            project_path = CASE WHEN excluded.project_path_at >= coalesce(c.project_path_at, '-infinity')
+                                THEN excluded.project_path ELSE c.project_path END,
+            project_path_at = greatest(c.project_path_at, excluded.project_path_at);
+    ELSE
+        UPDATE namespace_event_counts SET events = events - 1 WHERE namespace = OLD.namespace;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER events_namespace_counts AFTER INSERT OR DELETE ON events
+    FOR EACH ROW EXECUTE FUNCTION wakemark_count_events();
+
+CREATE FUNCTION wakemark_count_records() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO namespace_record_counts AS c (namespace, memories, embedded, last_record_at)
+        VALUES (NEW.namespace, 1, (NEW.embedding IS NOT NULL)::int, NEW.created_at)
+        ON CONFLICT (namespace) DO UPDATE SET
+            memories = c.memories + 1,
+            embedded = c.embedded + excluded.embedded,
+            last_record_at = greatest(c.last_record_at, excluded.last_record_at);
+    ELSIF TG_OP = 'DELETE' THEN
+        UPDATE namespace_record_counts
+           SET memories = memories - 1, embedded = embedded - (OLD.embedding IS NOT NULL)::int
+         WHERE namespace = OLD.namespace;
+    ELSE
+        UPDATE namespace_record_counts
+           SET embedded = embedded + (NEW.embedding IS NOT NULL)::int - (OLD.embedding IS NOT NULL)::int
+         WHERE namespace = NEW.namespace;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER memory_records_namespace_counts AFTER INSERT OR DELETE ON memory_records
+    FOR EACH ROW EXECUTE FUNCTION wakemark_count_records();
+
+CREATE TRIGGER memory_records_embedded_count AFTER UPDATE OF embedding ON memory_records
+    FOR EACH ROW WHEN ((OLD.embedding IS NULL) IS DISTINCT FROM (NEW.embedding IS NULL))
+    EXECUTE FUNCTION wakemark_count_records();
