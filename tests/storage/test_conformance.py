@@ -523,6 +523,13 @@ def test_counts_follow_deletes_embeddings_and_edits(storage: Storage) -> None:
     assert storage.stats()["events"] == 0
 
 
+def test_a_batch_spanning_projects_counts_each(storage: Storage) -> None:
+    other = "/actor/b/project/b/"
+    storage.put_events([event(ns=other), event(), event(ns=other, session="s2")])
+    counts = {p["namespace"]: p["event_count"] for p in storage.projects()}
+    assert counts == {NS: 1, other: 2}
+
+
 def test_ping_and_close_twice(backend_settings: Any) -> None:
     store = open_storage(backend_settings)
     store.ping()

@@ -18,6 +18,14 @@ LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 # key space never overlaps LOCK_SESSION's bigint one.
 LOCK_RECORDS = "SELECT pg_advisory_xact_lock(1701734258, 1)"
 
+# A batch spanning projects takes the rows of their event counts (migration 0013) up
+# front, in one order, so two such batches cannot deadlock on them.
+LOCK_EVENT_COUNTS = """
+INSERT INTO namespace_event_counts AS c (namespace, events)
+SELECT n, 0 FROM unnest(%s::text[]) AS n ORDER BY n
+ON CONFLICT (namespace) DO UPDATE SET events = c.events
+"""
+
 INSERT_EVENT = f"""
 INSERT INTO events ({EVENT_COLUMNS})
 VALUES (%(event_id)s, %(parent_event_id)s, %(session_id)s, %(actor_id)s, %(namespace)s,

@@ -82,6 +82,9 @@ class PostgresTx(Tx):
         # touching the same sessions cannot deadlock.
         for namespace, session_id in turns.sessions(events):
             conn.execute(q.LOCK_SESSION, (f"{namespace}\n{session_id}",))
+        namespaces = sorted({e.namespace for e in events})
+        if len(namespaces) > 1:
+            conn.execute(q.LOCK_EVENT_COUNTS, (namespaces,))
         ids = [e.event_id for e in events]
         stored: dict[str, str | None] = dict(conn.execute(q.EVENTS_TURNS, (ids,)).fetchall())
 
