@@ -107,7 +107,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/v1/memories",
-        "records newest first → `{items, total, limit, offset}`; `limit` 1–100 (50)",
+        "records newest first → `{items, total, limit, next}`; `limit` 1–100 (50); the next "
+        "page is `after=<next>` (a keyset: a deep page costs what the first does); an "
+        "`offset` other than 0 answers 400",
         {200: s.MemoryPage}, query=s.MemoriesQuery,
     ),
     Route(

@@ -8,10 +8,10 @@ views build their JSON directly, and the schemathesis test checks it against the
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from wakemark.shared.models import (
     NAMESPACE_MAX,
@@ -51,6 +51,29 @@ _digits = BeforeValidator(_whole_number)
 # Bounds go before the validator in an optional parameter's Annotated, or pydantic writes
 # them into its JSON schema as "ge"/"le" instead of minimum/maximum.
 QueryInt = Annotated[int, _digits]
+_CURSOR_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def cursor(at: datetime, key: str) -> str:
+    """A keyset page's ``next``: where the page ended, ``<UTC time>,<id>``."""
+    return f"{at.astimezone(UTC).strftime(_CURSOR_TIME)},{key}"
+
+
+def parse_cursor(value: str) -> tuple[datetime, str]:
+    at, _, key = value.partition(",")
+    return datetime.strptime(at, _CURSOR_TIME).replace(tzinfo=UTC), key
+
+
+def _valid_cursor(value: str) -> str:
+    parse_cursor(value)  # a well-shaped but impossible time (month 13) is a 400 too
+    return value
+
+
+Cursor = Annotated[
+    str,
+    Field(max_length=300, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{6}Z,[^\x00]{1,200}$"),
+    AfterValidator(_valid_cursor),
+]
 QueryBool = Annotated[bool, BeforeValidator(_flag)]
 NamespaceOrPrefix = Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_OR_PREFIX)]
 _NS_DOC = "a namespace `/actor/<actor>/project/<id>/`, or an actor prefix `/actor/<actor>/`"
@@ -105,7 +128,9 @@ class ContextQuery(Query):
 class MemoriesQuery(Query):
     namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
     limit: QueryInt = Field(50, ge=1, le=100, description="page size")
-    offset: QueryInt = Field(0, ge=0, le=1_000_000, description="records skipped")
+    after: Cursor | None = Field(None, description="the `next` of the previous page")
+    # Declared so a client still paging by offset gets a 400, not the first page forever.
+    offset: QueryInt = Field(0, ge=0, le=0, description="gone: page with `after`")
     count: QueryBool = Field(True, description="false: no `total` (cheaper on a large project)")
 
 
@@ -201,7 +226,7 @@ class MemoryPage(BaseModel):
     items: list[MemoryRecord]
     total: int | None = Field(description="null with `count=false`")
     limit: int
-    offset: int
+    next: str | None = Field(description="`after` for the next page; null after the last")
 
 
 class Created(BaseModel):

@@ -133,11 +133,29 @@ class MemoryFilter:
 
 
 @dataclass(frozen=True)
+class PageKey:
+    """Where a page of records ends, in their order: the next page starts after it, with
+    an index seek, however deep it is (an OFFSET walks every row it skips)."""
+
+    created_at: datetime
+    record_id: str
+    pinned: bool = False
+
+    @classmethod
+    def of(cls, record: Any) -> PageKey:
+        return cls(record.created_at, record.record_id, record.pinned)
+
+
+@dataclass(frozen=True)
 class Page:
     items: list[Any]
     total: int | None  # None: not counted (``list_memory_records(count=False)``)
     limit: int
-    offset: int
+    next: PageKey | None  # None: nothing after this page (a full page always has one)
+
+    @classmethod
+    def of(cls, items: list[Any], total: int | None, limit: int) -> Page:
+        return cls(items, total, limit, PageKey.of(items[-1]) if len(items) == limit else None)
 
 
 @dataclass(frozen=True)
@@ -370,13 +388,27 @@ class Storage(abc.ABC):
         self,
         namespace: str,
         limit: int = 50,
-        offset: int = 0,
+        after: PageKey | None = None,
         pinned_first: bool = False,
         count: bool = True,
     ) -> Page:
         """Newest first (created_at desc, record_id desc); pinned ones first if asked.
-        ``count=False`` skips counting the namespace (``total`` is None): counting
-        walks every record of it, a page only the first few."""
+        ``after``: the ``next`` of the previous page (same ``pinned_first``); the page
+        holds the records past it. ``count=False``: ``total`` is None."""
+
+    def record_pages(
+        self, namespace: str, limit: int = 500, pinned_first: bool = False
+    ) -> Iterator[list[MemoryRecord]]:
+        """Every record under the namespace, one ``list_memory_records`` page at a time."""
+        after: PageKey | None = None
+        while True:
+            page = self.list_memory_records(
+                namespace, limit, after, pinned_first=pinned_first, count=False
+            )
+            if page.items:
+                yield page.items
+            if (after := page.next) is None:
+                return
 
     @abc.abstractmethod
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:

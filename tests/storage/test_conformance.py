@@ -393,16 +393,23 @@ def test_list_get_pin_timeline(storage: Storage) -> None:
     storage.put_memory_record(record("elsewhere", ns="/actor/a/project/b/"))
     ids = [r.record_id for r in recs]
 
-    page = storage.list_memory_records(NS, limit=2, offset=1)
-    assert (page.total, page.limit, page.offset) == (5, 2, 1)
-    assert [r.record_id for r in page.items] == [ids[3], ids[2]]
-    uncounted = storage.list_memory_records(NS, limit=2, offset=1, count=False)
+    first = storage.list_memory_records(NS, limit=2)
+    assert [r.record_id for r in first.items] == [ids[4], ids[3]]
+    page = storage.list_memory_records(NS, limit=2, after=first.next)
+    assert (page.total, page.limit) == (5, 2)
+    assert [r.record_id for r in page.items] == [ids[2], ids[1]]
+    uncounted = storage.list_memory_records(NS, limit=2, after=first.next, count=False)
     assert uncounted.total is None and uncounted.items == page.items
+    last = storage.list_memory_records(NS, limit=2, after=page.next)
+    assert [r.record_id for r in last.items] == [ids[0]] and last.next is None
+    assert [r.record_id for p in storage.record_pages(NS, 2) for r in p] == ids[::-1]
 
     pinned = storage.set_pinned(ids[1], True)
     assert pinned.pinned and pinned.record_id == ids[1]
     first = storage.list_memory_records(NS, limit=2, pinned_first=True).items
     assert [r.record_id for r in first] == [ids[1], ids[4]]
+    paged = [r.record_id for p in storage.record_pages(NS, 2, pinned_first=True) for r in p]
+    assert paged == [ids[1], ids[4], ids[3], ids[2], ids[0]]
     assert storage.list_memory_records(NS, limit=1).items[0].record_id == ids[4]
     assert not storage.set_pinned(ids[1], False).pinned
     with pytest.raises(NotFoundError):

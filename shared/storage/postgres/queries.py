@@ -162,22 +162,26 @@ COUNT_RECORDS = f"""
 SELECT coalesce(sum(memories), 0)::bigint FROM namespace_record_counts WHERE namespace {NS}
 """
 
-# A page of records, keyed (pinned first, one full namespace). For one namespace the
-# order comes straight off memory_records_namespace_recent / _pinned_first (migration
-# 0005); a prefix spanning namespaces sorts what it matched.
-_ORDERS = {
-    False: "created_at DESC, record_id DESC",
-    True: "pinned DESC, created_at DESC, record_id DESC",
+# A page of records, keyed (pinned first, one full namespace, after a page key). For one
+# namespace the order comes straight off memory_records_namespace_recent / _pinned_first
+# (migration 0005) and a page key is a seek into it; a prefix spanning namespaces sorts
+# what it matched.
+_KEYS = {False: "created_at, record_id", True: "pinned, created_at, record_id"}
+_AFTER = {
+    False: "%(after_at)s, %(after_id)s",
+    True: "%(after_pinned)s, %(after_at)s, %(after_id)s",
 }
 LIST_RECORDS = {
-    (pinned, exact): f"""
+    (pinned, exact, keyset): f"""
 SELECT {RECORD_COLUMNS} FROM memory_records
  WHERE {"namespace = %(exact)s" if exact else "namespace " + NS}
- ORDER BY {_ORDERS[pinned]}
- LIMIT %(limit)s OFFSET %(offset)s
+ {f"AND ({_KEYS[pinned]}) < ({_AFTER[pinned]})" if keyset else ""}
+ ORDER BY {_KEYS[pinned].replace(",", " DESC,")} DESC
+ LIMIT %(limit)s
 """
     for pinned in (False, True)
     for exact in (False, True)
+    for keyset in (False, True)
 }
 
 SET_PINNED = f"""

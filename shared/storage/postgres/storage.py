@@ -31,6 +31,7 @@ from wakemark.shared.storage.base import (
     MemoryFilter,
     NotFoundError,
     Page,
+    PageKey,
     PutEventResult,
     Storage,
     TermStats,
@@ -310,22 +311,27 @@ class PostgresStorage(Storage):
         self,
         namespace: str,
         limit: int = 50,
-        offset: int = 0,
+        after: PageKey | None = None,
         pinned_first: bool = False,
         count: bool = True,
     ) -> Page:
         ns = lexical.namespace_pattern(namespace)
         exact = NAMESPACE_RE.fullmatch(namespace) is not None
-        params = {"ns": ns, "exact": namespace, "limit": limit, "offset": offset}
+        params: dict[str, Any] = {"ns": ns, "exact": namespace, "limit": limit}
+        if after is not None:
+            params.update(
+                after_at=after.created_at, after_id=after.record_id, after_pinned=after.pinned
+            )
         total: int | None = None
         # No transaction around the two: under READ COMMITTED each statement takes its
         # own snapshot anyway, and BEGIN and COMMIT cost a round trip each.
         with self._db.connection() as conn:
-            rows = conn.execute(q.LIST_RECORDS[pinned_first, exact], params).fetchall()
+            sql = q.LIST_RECORDS[pinned_first, exact, after is not None]
+            rows = conn.execute(sql, params).fetchall()
             if count:
                 row = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()
                 total = row[0] if row else 0
-        return Page([memory_record(r) for r in rows], total, limit, offset)
+        return Page.of([memory_record(r) for r in rows], total, limit)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
         with self._db.connection() as conn:

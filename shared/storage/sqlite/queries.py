@@ -102,20 +102,21 @@ RETURNING record_id, namespace
 GET_RECORD = "SELECT * FROM memory_records WHERE record_id = ?"
 GET_RECORDS = "SELECT * FROM memory_records WHERE record_id IN (SELECT value FROM json_each(?))"
 COUNT_RECORDS = f"SELECT coalesce(sum(memories), 0) FROM namespace_record_counts WHERE {_NS}"
-# A page of records, keyed (pinned first, one full namespace). For one namespace the
-# order comes straight off memory_by_namespace / memory_pinned_first (migration 0004); a
-# prefix spanning namespaces sorts what it matched.
-_ORDERS = {
-    False: "created_at DESC, record_id DESC",
-    True: "pinned DESC, created_at DESC, record_id DESC",
-}
+# A page of records, keyed (pinned first, one full namespace, after a page key). For one
+# namespace the order comes straight off memory_by_namespace / memory_pinned_first
+# (migration 0004) and a page key is a seek into it; a prefix spanning namespaces sorts
+# what it matched.
+_KEYS = {False: "created_at, record_id", True: "pinned, created_at, record_id"}
+_AFTER = {False: ":after_at, :after_id", True: ":after_pinned, :after_at, :after_id"}
 LIST_RECORDS = {
-    (pinned, exact): f"""
+    (pinned, exact, keyset): f"""
 SELECT * FROM memory_records WHERE {"namespace = :ns_lo" if exact else _NS}
-ORDER BY {_ORDERS[pinned]} LIMIT :limit OFFSET :offset
+{f"AND ({_KEYS[pinned]}) < ({_AFTER[pinned]})" if keyset else ""}
+ORDER BY {_KEYS[pinned].replace(",", " DESC,")} DESC LIMIT :limit
 """
     for pinned in (False, True)
     for exact in (False, True)
+    for keyset in (False, True)
 }
 SET_PINNED = "UPDATE memory_records SET pinned = ? WHERE record_id = ? RETURNING *"
 # A None field is left as it is; the update trigger re-indexes the full-text entry.

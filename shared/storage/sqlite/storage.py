@@ -33,6 +33,7 @@ from wakemark.shared.storage.base import (
     MemoryFilter,
     NotFoundError,
     Page,
+    PageKey,
     PutEventResult,
     Storage,
     TermStats,
@@ -284,17 +285,25 @@ class SqliteStorage(Storage):
         self,
         namespace: str,
         limit: int = 50,
-        offset: int = 0,
+        after: PageKey | None = None,
         pinned_first: bool = False,
         count: bool = True,
     ) -> Page:
         ns = lexical.namespace_range(namespace)
-        sql = q.LIST_RECORDS[pinned_first, NAMESPACE_RE.fullmatch(ns["ns_lo"]) is not None]
+        exact = NAMESPACE_RE.fullmatch(ns["ns_lo"]) is not None
+        sql = q.LIST_RECORDS[pinned_first, exact, after is not None]
+        params: dict[str, Any] = {**ns, "limit": limit}
+        if after is not None:
+            params.update(
+                after_at=codec.ts(after.created_at),
+                after_id=after.record_id,
+                after_pinned=int(after.pinned),
+            )
         conn = self._conns.get()
         with _snapshot(conn):  # the page and its total from one snapshot
-            rows = conn.execute(sql, {**ns, "limit": limit, "offset": offset}).fetchall()
+            rows = conn.execute(sql, params).fetchall()
             total = conn.execute(q.COUNT_RECORDS, ns).fetchone()[0] if count else None
-        return Page([codec.to_record(r) for r in rows], total, limit, offset)
+        return Page.of([codec.to_record(r) for r in rows], total, limit)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
         with self._conns.write() as conn:
