@@ -69,9 +69,10 @@ def _valid_cursor(value: str) -> str:
     return value
 
 
+_CURSOR = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{6}Z,[^\x00]{1,200}$"
 Cursor = Annotated[
     str,
-    Field(max_length=300, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{6}Z,[^\x00]{1,200}$"),
+    Field(max_length=300, pattern=_CURSOR),
     AfterValidator(_valid_cursor),
 ]
 QueryBool = Annotated[bool, BeforeValidator(_flag)]
