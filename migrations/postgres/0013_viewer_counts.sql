@@ -4,7 +4,9 @@
 -- the one, the workers the other, so neither waits on the other's row lock. Record
 -- writers already serialize on fts_doc_count; an event writer waits only for another
 -- writer of the same project. last_*_at is the newest write seen (a delete does not move
--- it back); project_path is the one the newest event carrying one had.
+-- it back); project_path is the one the newest event carrying one had. Also per-session
+-- sums of the retrieval audit, so the viewer pages sessions off an index and health
+-- reads the gate's totals from a few rows.
 
 CREATE TABLE namespace_event_counts (
     namespace       text COLLATE "C" PRIMARY KEY,
@@ -87,3 +89,63 @@ CREATE TRIGGER memory_records_namespace_counts AFTER INSERT OR DELETE ON memory_
 CREATE TRIGGER memory_records_embedded_count AFTER UPDATE OF embedding ON memory_records
     FOR EACH ROW WHEN ((OLD.embedding IS NULL) IS DISTINCT FROM (NEW.embedding IS NULL))
     EXECUTE FUNCTION wakemark_count_records();
+
+-- Sums over a session's audit rows (decision, injected ids, bytes and latency live in the
+-- JSON body). A session whose last row goes is removed; last_at is the newest row seen.
+CREATE TABLE retrieval_sessions (
+    namespace  text COLLATE "C" NOT NULL,
+    session_id text NOT NULL,
+    prompts    bigint NOT NULL,
+    injected   bigint NOT NULL,
+    records    bigint NOT NULL,
+    bytes      bigint NOT NULL,
+    latency_ms double precision NOT NULL,
+    first_at   timestamptz NOT NULL,
+    last_at    timestamptz NOT NULL,
+    PRIMARY KEY (namespace, session_id)
+);
+
+CREATE INDEX retrieval_sessions_recent
+    ON retrieval_sessions (namespace, last_at DESC, session_id DESC);
+
+INSERT INTO retrieval_sessions
+SELECT namespace, session_id, count(*),
+       count(*) FILTER (WHERE body->>'decision' = 'inject'),
+       sum(jsonb_array_length(body->'injected')), sum((body->>'bytes')::bigint),
+       sum((body->>'latency_ms')::float8), min(created_at), max(created_at)
+  FROM retrievals GROUP BY namespace, session_id;
+
+CREATE FUNCTION wakemark_sum_retrievals() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO retrieval_sessions AS s
+        VALUES (NEW.namespace, NEW.session_id, 1, (NEW.body->>'decision' = 'inject')::int,
+                jsonb_array_length(NEW.body->'injected'), (NEW.body->>'bytes')::bigint,
+                (NEW.body->>'latency_ms')::float8, NEW.created_at, NEW.created_at)
+        ON CONFLICT (namespace, session_id) DO UPDATE SET
+            prompts = s.prompts + 1,
+            injected = s.injected + excluded.injected,
+            records = s.records + excluded.records,
+            bytes = s.bytes + excluded.bytes,
+            latency_ms = s.latency_ms + excluded.latency_ms,
+            first_at = least(s.first_at, excluded.first_at),
+            last_at = greatest(s.last_at, excluded.last_at);
+    ELSE
+        UPDATE retrieval_sessions SET
+            prompts = prompts - 1,
+            injected = injected - (OLD.body->>'decision' = 'inject')::int,
+            records = records - jsonb_array_length(OLD.body->'injected'),
+            bytes = bytes - (OLD.body->>'bytes')::bigint,
+            latency_ms = latency_ms - (OLD.body->>'latency_ms')::float8
+         WHERE namespace = OLD.namespace AND session_id = OLD.session_id;
+        DELETE FROM retrieval_sessions
+         WHERE namespace = OLD.namespace AND session_id = OLD.session_id AND prompts <= 0;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER retrievals_session_sums AFTER INSERT OR DELETE ON retrievals
+    FOR EACH ROW EXECUTE FUNCTION wakemark_sum_retrievals();

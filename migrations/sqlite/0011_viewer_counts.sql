@@ -1,6 +1,7 @@
 -- Per-namespace counts kept exact by triggers, so the projects list and the stats answer
 -- from one row per project instead of counting every event and record (268 ms at 50k
--- records / 100k events). Events and records count in separate tables: the API writes
+-- records / 100k events); and per-session sums of the retrieval audit, so the viewer
+-- pages sessions off an index and health reads the gate's totals from a few rows. Events and records count in separate tables: the API writes
 -- the one, the workers the other. last_*_at is the newest write seen (a delete does not
 -- move it back); project_path is the one the newest event carrying one had.
 
@@ -71,4 +72,56 @@ WHEN (old.embedding IS NULL) != (new.embedding IS NULL) BEGIN
     UPDATE namespace_record_counts
        SET embedded = embedded + (new.embedding IS NOT NULL) - (old.embedding IS NOT NULL)
      WHERE namespace = new.namespace;
+END;
+
+-- Sums over a session's audit rows (decision, injected ids, bytes and latency live in the
+-- JSON body). A session whose last row goes is removed; last_at is the newest row seen.
+CREATE TABLE retrieval_sessions (
+    namespace TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    prompts INTEGER NOT NULL,
+    injected INTEGER NOT NULL,
+    records INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    latency_ms REAL NOT NULL,
+    first_at TEXT NOT NULL,
+    last_at TEXT NOT NULL,
+    PRIMARY KEY (namespace, session_id)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX retrieval_sessions_recent
+    ON retrieval_sessions (namespace, last_at DESC, session_id DESC);
+
+INSERT INTO retrieval_sessions
+SELECT namespace, session_id, count(*),
+       sum(json_extract(body, '$.decision') = 'inject'),
+       sum(json_array_length(body, '$.injected')), sum(json_extract(body, '$.bytes')),
+       sum(json_extract(body, '$.latency_ms')), min(created_at), max(created_at)
+  FROM retrievals GROUP BY namespace, session_id;
+
+CREATE TRIGGER retrieval_sessions_insert AFTER INSERT ON retrievals BEGIN
+    INSERT INTO retrieval_sessions
+    VALUES (new.namespace, new.session_id, 1, json_extract(new.body, '$.decision') = 'inject',
+            json_array_length(new.body, '$.injected'), json_extract(new.body, '$.bytes'),
+            json_extract(new.body, '$.latency_ms'), new.created_at, new.created_at)
+    ON CONFLICT (namespace, session_id) DO UPDATE SET
+        prompts = prompts + 1,
+        injected = injected + excluded.injected,
+        records = records + excluded.records,
+        bytes = bytes + excluded.bytes,
+        latency_ms = latency_ms + excluded.latency_ms,
+        first_at = min(first_at, excluded.first_at),
+        last_at = max(last_at, excluded.last_at);
+END;
+
+CREATE TRIGGER retrieval_sessions_delete AFTER DELETE ON retrievals BEGIN
+    UPDATE retrieval_sessions SET
+        prompts = prompts - 1,
+        injected = injected - (json_extract(old.body, '$.decision') = 'inject'),
+        records = records - json_array_length(old.body, '$.injected'),
+        bytes = bytes - json_extract(old.body, '$.bytes'),
+        latency_ms = latency_ms - json_extract(old.body, '$.latency_ms')
+     WHERE namespace = old.namespace AND session_id = old.session_id;
+    DELETE FROM retrieval_sessions
+     WHERE namespace = old.namespace AND session_id = old.session_id AND prompts <= 0;
 END;

@@ -206,6 +206,21 @@ class DiskUsage:
 
 
 @dataclass(frozen=True)
+class RetrievalSession:
+    """Sums over one session's retrieval audit rows (kept by triggers)."""
+
+    namespace: str
+    session_id: str
+    prompts: int
+    injected: int  # prompts that got a block
+    records: int  # records injected, over all its prompts
+    bytes: int  # bytes injected, over all its prompts
+    latency_ms: float  # summed
+    first_at: datetime
+    last_at: datetime
+
+
+@dataclass(frozen=True)
 class ApiToken:
     """A scoped API token as stored (never its secret: only a SHA-256 of it)."""
 
@@ -517,9 +532,27 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def list_retrievals(
-        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+        self,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        after: tuple[datetime, str] | None = None,
     ) -> list[Retrieval]:
-        """Newest first (created_at desc, retrieval_id desc)."""
+        """Newest first (created_at desc, retrieval_id desc); ``after``: the
+        ``(created_at, retrieval_id)`` of the previous page's last row."""
+
+    @abc.abstractmethod
+    def retrieval_sessions(
+        self, namespace: str, limit: int = 50, after: tuple[datetime, str] | None = None
+    ) -> list[RetrievalSession]:
+        """The sessions of one namespace that have audit rows, most recent prompt first
+        (last_at desc, session_id desc); ``after``: the previous page's last
+        ``(last_at, session_id)``."""
+
+    @abc.abstractmethod
+    def retrieval_totals(self, namespace: str | None = None) -> dict[str, float]:
+        """``prompts``, ``injected``, ``records``, ``bytes``, ``latency_ms`` summed over
+        every audit row under the namespace (prefix; None: all)."""
 
     # --- export and import ------------------------------------------------------------
     @abc.abstractmethod
@@ -564,6 +597,11 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def disk_usage(self) -> DiskUsage: ...
+
+    @abc.abstractmethod
+    def database_bytes(self) -> int:
+        """What the database takes now, cheaply (no scan): SQLite the file and its WAL;
+        Postgres wakemark's tables with their indexes and TOAST."""
 
     # --- tokens and audit ---------------------------------------------------------------
     @abc.abstractmethod

@@ -1020,6 +1020,48 @@ def test_retrievals_go_with_their_prompt_event(storage: Storage) -> None:
     assert [r.retrieval_id for r in storage.list_retrievals(NS)] == [keep.retrieval_id]
 
 
+def test_retrieval_sessions_sum_their_rows_and_page_by_key(storage: Storage) -> None:
+    prompts = [event(session="s1"), event(session="s2"), event(session="s1"), event(session="s3")]
+    storage.put_events(prompts)
+    rows = [
+        retrieval(prompts[0], minutes=0),
+        retrieval(prompts[1], minutes=1, decision="none", injected=[], bytes=0, latency_ms=2.0),
+        retrieval(prompts[2], minutes=2, latency_ms=6.0),
+        retrieval(prompts[3], minutes=3),
+    ]
+    for row in rows:
+        storage.put_retrieval(row)
+    first = storage.retrieval_sessions(NS, limit=2)
+    assert [s.session_id for s in first] == ["s3", "s1"]
+    s1 = first[1]
+    assert (s1.prompts, s1.injected, s1.records, s1.bytes) == (2, 2, 2, 642)
+    assert s1.latency_ms == pytest.approx(10.2)
+    assert (s1.first_at, s1.last_at) == (rows[0].created_at, rows[2].created_at)
+    rest = storage.retrieval_sessions(NS, limit=2, after=(s1.last_at, s1.session_id))
+    assert [(s.session_id, s.prompts, s.injected) for s in rest] == [("s2", 1, 0)]
+    # A session's prompts page by key too.
+    page = storage.list_retrievals(NS, "s1", limit=1)
+    more = storage.list_retrievals(NS, "s1", 1, after=(page[0].created_at, page[0].retrieval_id))
+    assert [r.retrieval_id for r in page + more] == [rows[2].retrieval_id, rows[0].retrieval_id]
+    totals = storage.retrieval_totals()
+    assert (totals["prompts"], totals["injected"], totals["records"]) == (4, 3, 3)
+    assert totals["bytes"] == 963 and storage.retrieval_totals("/actor/b/")["prompts"] == 0
+    # Deleting the prompt events takes their rows out of the sums, and empty sessions go.
+    _delete_event(storage, prompts[1].event_id)
+    _delete_event(storage, prompts[2].event_id)
+    assert [(s.session_id, s.prompts, s.bytes) for s in storage.retrieval_sessions(NS)] == [
+        ("s3", 1, 321),
+        ("s1", 1, 321),
+    ]
+
+
+def test_database_bytes_grow_with_what_is_stored(storage: Storage) -> None:
+    before = storage.database_bytes()
+    assert before > 0
+    storage.put_events([event(text="x" * 2000) for _ in range(200)])
+    assert storage.database_bytes() > before
+
+
 # --- tokens and audit -------------------------------------------------------------------
 
 

@@ -76,12 +76,36 @@ VALUES (%(retrieval_id)s, %(event_id)s, %(namespace)s, %(session_id)s, %(created
 """
 RETRIEVAL_COLUMNS = "retrieval_id, event_id, namespace, session_id, created_at, body"
 GET_RETRIEVAL = f"SELECT {RETRIEVAL_COLUMNS} FROM retrievals WHERE retrieval_id = %s"
-LIST_RETRIEVALS = f"""
+# Keyed (one session, after a page key): a session's rows come off retrievals_by_session.
+LIST_RETRIEVALS = {
+    (session, keyset): f"""
 SELECT {RETRIEVAL_COLUMNS} FROM retrievals
- WHERE namespace {NS}
-   AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
+ WHERE namespace {NS} {"AND session_id = %(session_id)s" if session else ""}
+ {"AND (created_at, retrieval_id) < (%(after_at)s, %(after_id)s)" if keyset else ""}
  ORDER BY created_at DESC, retrieval_id DESC
  LIMIT %(limit)s
+"""
+    for session in (False, True)
+    for keyset in (False, True)
+}
+
+RETRIEVAL_SESSION_COLUMNS = """namespace, session_id, prompts, injected, records, bytes,
+  latency_ms, first_at, last_at"""
+RETRIEVAL_SESSIONS = {
+    keyset: f"""
+SELECT {RETRIEVAL_SESSION_COLUMNS} FROM retrieval_sessions WHERE namespace = %(namespace)s
+ {"AND (last_at, session_id) < (%(after_at)s, %(after_id)s)" if keyset else ""}
+ ORDER BY last_at DESC, session_id DESC
+ LIMIT %(limit)s
+"""
+    for keyset in (False, True)
+}
+
+RETRIEVAL_TOTALS = f"""
+SELECT coalesce(sum(prompts), 0)::bigint, coalesce(sum(injected), 0)::bigint,
+       coalesce(sum(records), 0)::bigint, coalesce(sum(bytes), 0)::bigint,
+       coalesce(sum(latency_ms), 0.0)
+  FROM retrieval_sessions WHERE namespace {NS}
 """
 
 GET_TURNS = """
@@ -444,6 +468,11 @@ MARK_TRIMMED = "UPDATE turns SET trimmed_at = %s WHERE turn_id = %s"
 
 # wakemark's tables in the schema it runs in (the first of search_path), with the roles
 # allowed to vacuum them: the owner (or a member of its role) and superusers.
+DATABASE_BYTES = """
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
+ WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+"""
+
 TABLE_SIZES = """
 SELECT c.relname, pg_total_relation_size(c.oid), pg_has_role(c.relowner, 'USAGE')
   FROM pg_class c

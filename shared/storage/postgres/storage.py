@@ -33,6 +33,7 @@ from wakemark.shared.storage.base import (
     Page,
     PageKey,
     PutEventResult,
+    RetrievalSession,
     Storage,
     TermStats,
     Turn,
@@ -238,16 +239,40 @@ class PostgresStorage(Storage):
         return _retrieval(row) if row else None
 
     def list_retrievals(
-        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+        self,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        after: tuple[datetime, str] | None = None,
     ) -> list[Retrieval]:
-        params = {
+        params: dict[str, Any] = {
             "ns": lexical.namespace_pattern(namespace),
             "session_id": session_id,
             "limit": limit,
         }
+        if after is not None:
+            params.update(after_at=after[0], after_id=after[1])
+        sql = q.LIST_RETRIEVALS[session_id is not None, after is not None]
         with self._db.connection() as conn:
-            rows = conn.execute(q.LIST_RETRIEVALS, params).fetchall()
+            rows = conn.execute(sql, params).fetchall()
         return [_retrieval(r) for r in rows]
+
+    def retrieval_sessions(
+        self, namespace: str, limit: int = 50, after: tuple[datetime, str] | None = None
+    ) -> list[RetrievalSession]:
+        params: dict[str, Any] = {"namespace": namespace, "limit": limit}
+        if after is not None:
+            params.update(after_at=after[0], after_id=after[1])
+        with self._db.connection() as conn:
+            rows = conn.execute(q.RETRIEVAL_SESSIONS[after is not None], params).fetchall()
+        return [RetrievalSession(*r) for r in rows]
+
+    def retrieval_totals(self, namespace: str | None = None) -> dict[str, float]:
+        with self._db.connection() as conn:
+            row = conn.execute(q.RETRIEVAL_TOTALS, {"ns": lexical.namespace_pattern(namespace)})
+            values = row.fetchone() or (0, 0, 0, 0, 0.0)
+        keys = ("prompts", "injected", "records", "bytes", "latency_ms")
+        return dict(zip(keys, values, strict=True))
 
     def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
         ids = list(turn_ids)
@@ -632,6 +657,11 @@ class PostgresStorage(Storage):
             records = conn.execute(q.RECORD_BYTES).fetchall()
         tables = {name: int(size) for name, size, _ in sizes}
         return DiskUsage(sum(tables.values()), tables, columns.project_sizes(events, records))
+
+    def database_bytes(self) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(q.DATABASE_BYTES).fetchone()
+        return int(row[0]) if row else 0
 
     # --- tokens and audit -------------------------------------------------------------
     def token_by_hash(self, secret_sha256: str) -> ApiToken | None:

@@ -25,10 +25,30 @@ INSERT INTO retrievals (retrieval_id, event_id, namespace, session_id, created_a
 VALUES (:retrieval_id, :event_id, :namespace, :session_id, :created_at, :body)
 """
 GET_RETRIEVAL = "SELECT * FROM retrievals WHERE retrieval_id = ?"
-LIST_RETRIEVALS = f"""
+# Keyed (one session, after a page key): a session's rows come off retrievals_by_session.
+LIST_RETRIEVALS = {
+    (session, keyset): f"""
 SELECT * FROM retrievals
-WHERE {_NS} AND (:session_id IS NULL OR session_id = :session_id)
+WHERE {_NS} {"AND session_id = :session_id" if session else ""}
+{"AND (created_at, retrieval_id) < (:after_at, :after_id)" if keyset else ""}
 ORDER BY created_at DESC, retrieval_id DESC LIMIT :limit
+"""
+    for session in (False, True)
+    for keyset in (False, True)
+}
+RETRIEVAL_SESSIONS = {
+    keyset: f"""
+SELECT * FROM retrieval_sessions WHERE namespace = :namespace
+{"AND (last_at, session_id) < (:after_at, :after_id)" if keyset else ""}
+ORDER BY last_at DESC, session_id DESC LIMIT :limit
+"""
+    for keyset in (False, True)
+}
+RETRIEVAL_TOTALS = f"""
+SELECT coalesce(sum(prompts), 0) AS prompts, coalesce(sum(injected), 0) AS injected,
+       coalesce(sum(records), 0) AS records, coalesce(sum(bytes), 0) AS bytes,
+       coalesce(sum(latency_ms), 0.0) AS latency_ms
+  FROM retrieval_sessions WHERE {_NS}
 """
 # Keyed by "one full namespace": then the order comes straight off events_by_namespace
 # (a range would sort every event of the namespace first: ~100 ms at 150k events).
