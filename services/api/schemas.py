@@ -18,6 +18,7 @@ from wakemark.shared.models import (
     NAMESPACE_PATTERN,
     NAMESPACE_PREFIX_RE,
     MemoryRecord,
+    Namespace,
     ObservationType,
     Retrieval,
     StoredEvent,
@@ -157,6 +158,13 @@ class RetrievalsQuery(Query):
         None, description="one session"
     )
     limit: QueryInt = Field(50, ge=1, le=100, description="most rows returned")
+    after: Cursor | None = Field(None, description="the `next` of the previous page")
+
+
+class RetrievalSessionsQuery(Query):
+    namespace: Namespace = Field(description="one namespace `/actor/<actor>/project/<id>/`")
+    limit: QueryInt = Field(20, ge=1, le=100, description="most sessions returned")
+    after: Cursor | None = Field(None, description="the `next` of the previous page")
 
 
 class ExportQuery(Query):
@@ -249,6 +257,24 @@ class SearchResult(BaseModel):
 
 class RetrievalList(BaseModel):
     items: list[Retrieval]
+    next: str | None = Field(description="`after` for the next page; null after the last")
+
+
+class RetrievalSessionSummary(BaseModel):
+    namespace: str
+    session_id: str
+    prompts: int
+    injected: int = Field(description="prompts that got a block")
+    records: int = Field(description="records injected over the session")
+    bytes: int = Field(description="bytes injected over the session")
+    mean_latency_ms: float
+    first_at: datetime
+    last_at: datetime
+
+
+class RetrievalSessionList(BaseModel):
+    items: list[RetrievalSessionSummary]
+    next: str | None = Field(description="`after` for the next page; null after the last")
 
 
 class ContextResult(BaseModel):
@@ -282,6 +308,9 @@ class Health(BaseModel):
     version: str
     backend: Literal["sqlite", "postgres"]
     pending: dict[str, int] | None
+    database: dict[str, int] | None = Field(description="`{bytes}` the database takes")
+    gate: dict[str, Any] | None = Field(description="totals of the stored retrieval audit")
+    capture: dict[str, int]
     jobs: dict[str, Any]
     embedder: dict[str, Any]
     search: dict[str, Any]
