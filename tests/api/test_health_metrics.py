@@ -68,8 +68,8 @@ def test_health_reports_size_gate_totals_and_capture_misses(api: Api, runtime: R
     before = api.get("/health", token=None).json
     assert before["database"]["bytes"] > 0
     assert before["gate"]["prompts"] == 0 and before["gate"]["injected_share"] is None
-    api.post("/v1/memories", json={"namespace": make_event()["namespace"],
-                                   "title": "run the tests with make test", "summary": ""})  # fmt: skip
+    memory = {"namespace": make_event()["namespace"], "title": "run the tests with make test"}
+    api.post("/v1/memories", json={**memory, "summary": ""})
     for _ in range(2):
         api.post("/v1/events?retrieve=true", json=make_event())
     rows = api.get("/v1/retrievals").json["items"]

@@ -343,8 +343,8 @@ def test_audit_pages_sessions_and_their_prompts_by_key(api: Api) -> None:
     assert s1["injected"] == sum(r["decision"] == "inject" for r in rows["items"])
     assert s1["bytes"] == sum(r["bytes"] for r in rows["items"])
     assert s1["records"] == sum(len(r["injected"]) for r in rows["items"])
-    rest = api.get("/v1/retrievals/sessions",
-                   query_string={"namespace": NS, "limit": 2, "after": first["next"]}).json  # fmt: skip
+    page_two = {"namespace": NS, "limit": 2, "after": first["next"]}
+    rest = api.get("/v1/retrievals/sessions", query_string=page_two).json
     assert [s["session_id"] for s in rest["items"]] == ["s2"] and rest["next"] is None
     one = api.get("/v1/retrievals", query_string={"namespace": NS, "session_id": "s1", "limit": 1})
     two = api.get("/v1/retrievals", query_string={"namespace": NS, "session_id": "s1", "limit": 1,
