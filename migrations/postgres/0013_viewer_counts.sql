@@ -34,30 +34,49 @@ INSERT INTO namespace_record_counts (namespace, memories, embedded, last_record_
 SELECT namespace, count(*), count(embedding), max(created_at) FROM memory_records
  GROUP BY namespace;
 
-CREATE FUNCTION wakemark_count_events() RETURNS trigger
+-- Per statement, from the rows it added or removed: a batch of events (one INSERT, see
+-- INSERT_EVENTS) updates its project's row once, not once per event. Each update of a
+-- row leaves a dead version until vacuum; one per event made the one-row table grow by
+-- megabytes over a bulk ingest.
+CREATE FUNCTION wakemark_count_added_events() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO namespace_event_counts AS c
-               (namespace, events, last_event_at, project_path, project_path_at)
-        VALUES (NEW.namespace, 1, NEW.transaction_time, NEW.project_path,
-                CASE WHEN NEW.project_path IS NOT NULL THEN NEW.transaction_time END)
-        ON CONFLICT (namespace) DO UPDATE SET
-            events = c.events + 1,
-            last_event_at = greatest(c.last_event_at, excluded.last_event_at),
-            project_path = CASE WHEN excluded.project_path_at >= coalesce(c.project_path_at, '-infinity')
-                                THEN excluded.project_path ELSE c.project_path END,
-            project_path_at = greatest(c.project_path_at, excluded.project_path_at);
-    ELSE
-        UPDATE namespace_event_counts SET events = events - 1 WHERE namespace = OLD.namespace;
-    END IF;
+    INSERT INTO namespace_event_counts AS c
+           (namespace, events, last_event_at, project_path, project_path_at)
+    SELECT namespace, count(*), max(transaction_time),
+           (array_agg(project_path ORDER BY transaction_time DESC, event_id DESC)
+              FILTER (WHERE project_path IS NOT NULL))[1],
+           max(transaction_time) FILTER (WHERE project_path IS NOT NULL)
+      FROM added GROUP BY namespace ORDER BY namespace
+    ON CONFLICT (namespace) DO UPDATE SET
+        events = c.events + excluded.events,
+        last_event_at = greatest(c.last_event_at, excluded.last_event_at),
+        project_path = CASE WHEN excluded.project_path_at >= coalesce(c.project_path_at, '-infinity')
+                            THEN excluded.project_path ELSE c.project_path END,
+        project_path_at = greatest(c.project_path_at, excluded.project_path_at);
     RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER events_namespace_counts AFTER INSERT OR DELETE ON events
-    FOR EACH ROW EXECUTE FUNCTION wakemark_count_events();
+CREATE TRIGGER events_count_added AFTER INSERT ON events
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION wakemark_count_added_events();
+
+CREATE FUNCTION wakemark_count_removed_events() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    UPDATE namespace_event_counts c SET events = c.events - d.n
+      FROM (SELECT namespace, count(*) AS n FROM removed GROUP BY namespace) d
+     WHERE c.namespace = d.namespace;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER events_count_removed AFTER DELETE ON events
+    REFERENCING OLD TABLE AS removed
+    FOR EACH STATEMENT EXECUTE FUNCTION wakemark_count_removed_events();
 
 CREATE FUNCTION wakemark_count_records() RETURNS trigger
 LANGUAGE plpgsql

@@ -244,7 +244,7 @@ def _prompt(rt: Runtime, text: str, session: str) -> dict[str, Any]:
 def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: Path) -> None:
     rt = server.runtime
     fix = _turn(rt, PROMPT, "Coupon discount was applied twice in Cart.total",
-                summary="Cart.total subtracted the coupon twice.", files_touched=["src/cart.py"])  # fmt: skip
+                summary="Cart.total subtracted the coupon twice.")  # fmt: skip
     _record(rt, "Staging deploys need the VPN", minutes=30, summary="ops note")
     first = _prompt(rt, "the coupon total is wrong again", "morning")
     # The same record again in the same session: not injected twice (the gate's "seen").
@@ -260,7 +260,8 @@ def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: P
     newest = page.locator("details.session[data-session='afternoon']")
     newest.wait_for()
     sessions = page.locator("details.session")
-    assert [sessions.nth(i).get_attribute("data-session") for i in range(2)] == ["afternoon", "morning"]
+    order = [sessions.nth(i).get_attribute("data-session") for i in range(2)]
+    assert order == ["afternoon", "morning"]
     assert "1 prompt, 0 injected" in newest.locator("summary").inner_text()
     morning = page.locator("details.session[data-session='morning']")
     assert "2 prompts, 1 injected, 1 record" in morning.locator("summary").inner_text()

@@ -18,19 +18,16 @@ LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 # key space never overlaps LOCK_SESSION's bigint one.
 LOCK_RECORDS = "SELECT pg_advisory_xact_lock(1701734258, 1)"
 
-# A batch spanning projects takes the rows of their event counts (migration 0013) up
-# front, in one order, so two such batches cannot deadlock on them.
-LOCK_EVENT_COUNTS = """
-INSERT INTO namespace_event_counts AS c (namespace, events)
-SELECT n, 0 FROM unnest(%s::text[]) AS n ORDER BY n
-ON CONFLICT (namespace) DO UPDATE SET events = c.events
-"""
-
-INSERT_EVENT = f"""
+# One statement for a whole batch, a column array each (in EVENT_COLUMNS order): the
+# count trigger of migration 0013 then runs once per batch, not once per event, and
+# takes the count rows of a batch spanning projects in namespace order (no deadlock).
+EVENT_COLUMN_TYPES = (
+    "text", "text", "text", "text", "text", "text", "text", "timestamptz", "text", "text",
+    "text", "int", "timestamptz", "text",
+)  # fmt: skip
+INSERT_EVENTS = f"""
 INSERT INTO events ({EVENT_COLUMNS})
-VALUES (%(event_id)s, %(parent_event_id)s, %(session_id)s, %(actor_id)s, %(namespace)s,
-        %(kind)s, %(body)s, %(valid_time)s, %(source_surface)s, %(source_version)s,
-        %(project_path)s, %(schema_version)s, %(transaction_time)s, %(turn_id)s)
+SELECT * FROM unnest({", ".join(f"%s::{t}[]" for t in EVENT_COLUMN_TYPES)})
 ON CONFLICT (event_id) DO NOTHING
 """
 

@@ -84,9 +84,6 @@ class PostgresTx(Tx):
         # touching the same sessions cannot deadlock.
         for namespace, session_id in turns.sessions(events):
             conn.execute(q.LOCK_SESSION, (f"{namespace}\n{session_id}",))
-        namespaces = sorted({e.namespace for e in events})
-        if len(namespaces) > 1:
-            conn.execute(q.LOCK_EVENT_COUNTS, (namespaces,))
         ids = [e.event_id for e in events]
         stored: dict[str, str | None] = dict(conn.execute(q.EVENTS_TURNS, (ids,)).fetchall())
 
@@ -102,10 +99,10 @@ class PostgresTx(Tx):
                 (q.CLOSE_TURN, [(now, t) for t in plan.close]),
                 (q.INSERT_TURN, [t.row(now) for t in plan.new_turns]),
                 (q.TOUCH_TURN, [(now, t) for t in plan.touch]),
-                (q.INSERT_EVENT, [{**event_params(e, now), "turn_id": t} for e, t in plan.events]),
             ):
                 if params:
                     cur.executemany(sql, params)
+            _insert_events(cur, [{**event_params(e, now), "turn_id": t} for e, t in plan.events])
         return plan.results
 
     def _lock_records(self) -> None:
@@ -597,12 +594,11 @@ class PostgresStorage(Storage):
                      for t in batch.turns],
                 )  # fmt: skip
                 turns_written = max(cur.rowcount, 0)
-                cur.executemany(
-                    q.INSERT_EVENT,
+                events = _insert_events(
+                    cur,
                     [{**event_params(e, e.transaction_time), "turn_id": e.turn_id}
                      for e in batch.events],
                 )  # fmt: skip
-                events = max(cur.rowcount, 0)
             counts = ImportCounts(records, vectors, turns_written, events)
             if not commit:
                 raise psycopg.Rollback()  # leaves the block, rolled back, without raising
@@ -739,6 +735,16 @@ def _search_params(
         "limit": limit,
         "window": max(RECENT_MATCHES, limit),
     }
+
+
+def _insert_events(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> int:
+    """Insert the rows (``event_params`` plus ``turn_id``) in one statement; how many
+    were new (an event id already stored is left as it is)."""
+    if not rows:
+        return 0
+    names = [c.strip() for c in q.EVENT_COLUMNS.split(",")]
+    cur.execute(q.INSERT_EVENTS, [[row[name] for row in rows] for name in names])
+    return max(cur.rowcount, 0)
 
 
 def _retrieval(row: tuple[Any, ...]) -> Retrieval:
