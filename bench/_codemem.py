@@ -151,17 +151,10 @@ def build(project: str, home: Path, model: Path | None = None) -> None:
 def _gold_ids(runtime: Runtime, project: str) -> dict[str, str]:
     """Commit sha -> record id, through the prompt event each record cites."""
     by_event: dict[str, str] = {}
-    page_size, offset = 500, 0
-    while True:
-        page = runtime.storage.list_memory_records(
-            namespace(project), limit=page_size, offset=offset, count=False
-        )
-        for record in page.items:
+    for page in runtime.storage.record_pages(namespace(project)):
+        for record in page:
             for event_id in record.source_event_ids:
                 by_event[event_id] = record.record_id
-        offset += len(page.items)
-        if len(page.items) < page_size:
-            break
     out = {}
     for row in _rows(DATASET / project / "memories.jsonl"):
         event_id = _ulid(f"{row['id']}:prompt", datetime.fromisoformat(row["date"]))

@@ -27,6 +27,11 @@ from wakemark.shared.privacy import scrub
 
 bp = Blueprint("hooks", __name__)
 log = logging.getLogger("wakemark.api")
+STOP_WITHOUT_ANSWER = metrics.Counter(
+    "wakemark_hook_stop_without_answer_total",
+    "Stop hooks that carried no final answer (a tool-only turn, or a transcript the server "
+    "would not read): the turn is stored and extracted without one.",
+)
 
 
 @bp.post("/v1/hooks/<agent>")
@@ -44,6 +49,8 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
         raise ApiError(422, str(exc), code="invalid_hook_payload") from None
     for event in mapped.events:
         security.require_scope(event.namespace)
+        if event.kind == "session_summary" and not str(getattr(event.body, "content", "")).strip():
+            STOP_WITHOUT_ANSWER.inc()
     if mapped.events:
         current.store_events(mapped.events)
     context = ""
@@ -106,3 +113,4 @@ def _session_index(namespace: str) -> str:
 @bp.record_once
 def _register_metrics(_state: object) -> None:
     metrics.register(client_files.REFUSED.lines)
+    metrics.register(STOP_WITHOUT_ANSWER.lines)

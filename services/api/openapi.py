@@ -107,7 +107,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/v1/memories",
-        "records newest first → `{items, total, limit, offset}`; `limit` 1–100 (50)",
+        "records newest first → `{items, total, limit, next}`; `limit` 1–100 (50); the next "
+        "page is `after=<next>` (a keyset: a deep page costs what the first does); an "
+        "`offset` other than 0 answers 400",
         {200: s.MemoryPage}, query=s.MemoriesQuery,
     ),
     Route(
@@ -195,9 +197,16 @@ ROUTES: tuple[Route, ...] = (
         "audit rows of prompt-time retrievals, newest first → `{items: [{retrieval_id, "
         "event_id, namespace, session_id, created_at, decision, reason, mode, "
         "min_relevance, latency_ms, bytes, injected, candidates: [{record_id, rank, "
-        "match_source, score, relevance, evidence, injected, skipped}]}]}`; `limit` "
-        "1–100 (50)",
+        "match_source, score, relevance, evidence, injected, skipped}]}], next}`; `limit` "
+        "1–100 (50); the next page is `after=<next>`",
         {200: s.RetrievalList}, query=s.RetrievalsQuery,
+    ),
+    Route(
+        "GET", "/v1/retrievals/sessions",
+        "the audit summed per session, most recent prompt first → `{items: [{namespace, "
+        "session_id, prompts, injected, records, bytes, mean_latency_ms, first_at, "
+        "last_at}], next}`; `limit` 1–100 (20); the next page is `after=<next>`",
+        {200: s.RetrievalSessionList}, query=s.RetrievalSessionsQuery,
     ),
     Route(
         "GET", "/v1/retrievals/<retrieval_id>",
@@ -220,11 +229,14 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/health",
         "public, no user content: `{status, version, backend, pending: {extraction, "
-        "embedding}, skipped: {<reason>: turns}, dropped: {ignored_project}, jobs: {mode, "
+        "embedding}, skipped: {<reason>: turns}, database: {bytes}, gate: {prompts, "
+        "injected, injected_share, mean_records, mean_bytes, mean_latency_ms}, dropped: "
+        "{ignored_project}, capture: {stop_without_answer, file_reads_refused}, jobs: {mode, "
         "queue_depth}, embedder: {state}, search: {p50_ms, p95_ms, degraded_rate, ..., "
         "prompts: {prompts, injected_share, mean_records, mean_bytes}}, llm: {enabled, "
-        "tokens_used, budget, ...}}`; 503 with `status: degraded` when the database is "
-        "unreachable",
+        "state, tokens_used, budget, ...}}`; `gate` sums the stored audit (all processes, "
+        "since it began), `search.prompts`, `dropped` and `capture` count this process "
+        "since it started; 503 with `status: degraded` when the database is unreachable",
         {200: s.Health, 503: s.Health}, public=True,
     ),
     Route(

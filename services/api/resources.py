@@ -10,7 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from wakemark.services.api import current, security
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
-from wakemark.services.api.schemas import EventsQuery, MemoriesQuery, StatsQuery, TimelineQuery
+from wakemark.services.api.schemas import (
+    EventsQuery,
+    MemoriesQuery,
+    StatsQuery,
+    TimelineQuery,
+    cursor,
+    parse_cursor,
+)
 from wakemark.shared.jobs import EMBED
 from wakemark.shared.models import (
     RECORD_ID_PATTERN,
@@ -25,6 +32,7 @@ from wakemark.shared.models import (
     Title,
 )
 from wakemark.shared.privacy import scrub
+from wakemark.shared.storage import PageKey
 
 RECORD_ID_RE = re.compile(RECORD_ID_PATTERN)
 ULID_RE = re.compile(ULID_PATTERN)
@@ -84,15 +92,18 @@ def get_event(event_id: str) -> Response:
 @bp.get("/v1/memories")
 def list_memories() -> Response:
     args = query(MemoriesQuery)
-    # count=false: no total (counting a large namespace costs more than the page).
+    after = None
+    if args.after is not None:
+        at, record_id = parse_cursor(args.after)
+        after = PageKey(at, record_id)
     page = _storage().list_memory_records(
-        args.namespace, limit=args.limit, offset=args.offset, count=args.count
+        args.namespace, limit=args.limit, after=after, count=args.count
     )
     return jsonify(
         items=[_record(r) for r in page.items],
         total=page.total,
         limit=page.limit,
-        offset=page.offset,
+        next=cursor(page.next.created_at, page.next.record_id) if page.next else None,
     )
 
 

@@ -8,16 +8,17 @@ views build their JSON directly, and the schemathesis test checks it against the
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from wakemark.shared.models import (
     NAMESPACE_MAX,
     NAMESPACE_PATTERN,
     NAMESPACE_PREFIX_RE,
     MemoryRecord,
+    Namespace,
     ObservationType,
     Retrieval,
     StoredEvent,
@@ -51,6 +52,30 @@ _digits = BeforeValidator(_whole_number)
 # Bounds go before the validator in an optional parameter's Annotated, or pydantic writes
 # them into its JSON schema as "ge"/"le" instead of minimum/maximum.
 QueryInt = Annotated[int, _digits]
+_CURSOR_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def cursor(at: datetime, key: str) -> str:
+    """A keyset page's ``next``: where the page ended, ``<UTC time>,<id>``."""
+    return f"{at.astimezone(UTC).strftime(_CURSOR_TIME)},{key}"
+
+
+def parse_cursor(value: str) -> tuple[datetime, str]:
+    at, _, key = value.partition(",")
+    return datetime.strptime(at, _CURSOR_TIME).replace(tzinfo=UTC), key
+
+
+def _valid_cursor(value: str) -> str:
+    parse_cursor(value)  # a well-shaped but impossible time (month 13) is a 400 too
+    return value
+
+
+_CURSOR = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{6}Z,[^\x00]{1,200}$"
+Cursor = Annotated[
+    str,
+    Field(max_length=300, pattern=_CURSOR),
+    AfterValidator(_valid_cursor),
+]
 QueryBool = Annotated[bool, BeforeValidator(_flag)]
 NamespaceOrPrefix = Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_OR_PREFIX)]
 _NS_DOC = "a namespace `/actor/<actor>/project/<id>/`, or an actor prefix `/actor/<actor>/`"
@@ -105,7 +130,9 @@ class ContextQuery(Query):
 class MemoriesQuery(Query):
     namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
     limit: QueryInt = Field(50, ge=1, le=100, description="page size")
-    offset: QueryInt = Field(0, ge=0, le=1_000_000, description="records skipped")
+    after: Cursor | None = Field(None, description="the `next` of the previous page")
+    # Declared so a client still paging by offset gets a 400, not the first page forever.
+    offset: QueryInt = Field(0, ge=0, le=0, description="gone: page with `after`")
     count: QueryBool = Field(True, description="false: no `total` (cheaper on a large project)")
 
 
@@ -131,6 +158,13 @@ class RetrievalsQuery(Query):
         None, description="one session"
     )
     limit: QueryInt = Field(50, ge=1, le=100, description="most rows returned")
+    after: Cursor | None = Field(None, description="the `next` of the previous page")
+
+
+class RetrievalSessionsQuery(Query):
+    namespace: Namespace = Field(description="one namespace `/actor/<actor>/project/<id>/`")
+    limit: QueryInt = Field(20, ge=1, le=100, description="most sessions returned")
+    after: Cursor | None = Field(None, description="the `next` of the previous page")
 
 
 class ExportQuery(Query):
@@ -201,7 +235,7 @@ class MemoryPage(BaseModel):
     items: list[MemoryRecord]
     total: int | None = Field(description="null with `count=false`")
     limit: int
-    offset: int
+    next: str | None = Field(description="`after` for the next page; null after the last")
 
 
 class Created(BaseModel):
@@ -223,6 +257,24 @@ class SearchResult(BaseModel):
 
 class RetrievalList(BaseModel):
     items: list[Retrieval]
+    next: str | None = Field(description="`after` for the next page; null after the last")
+
+
+class RetrievalSessionSummary(BaseModel):
+    namespace: str
+    session_id: str
+    prompts: int
+    injected: int = Field(description="prompts that got a block")
+    records: int = Field(description="records injected over the session")
+    bytes: int = Field(description="bytes injected over the session")
+    mean_latency_ms: float
+    first_at: datetime
+    last_at: datetime
+
+
+class RetrievalSessionList(BaseModel):
+    items: list[RetrievalSessionSummary]
+    next: str | None = Field(description="`after` for the next page; null after the last")
 
 
 class ContextResult(BaseModel):
@@ -256,6 +308,9 @@ class Health(BaseModel):
     version: str
     backend: Literal["sqlite", "postgres"]
     pending: dict[str, int] | None
+    database: dict[str, int] | None = Field(description="`{bytes}` the database takes")
+    gate: dict[str, Any] | None = Field(description="totals of the stored retrieval audit")
+    capture: dict[str, int]
     jobs: dict[str, Any]
     embedder: dict[str, Any]
     search: dict[str, Any]

@@ -75,9 +75,7 @@ def _records(storage: Any, dry_run: bool) -> tuple[list[str], Counter[str]]:
     changed: list[str] = []
     kinds: Counter[str] = Counter()
     for ns in [p["namespace"] for p in storage.projects()]:
-        offset = 0
-        while page := storage.list_memory_records(ns, limit=PAGE, offset=offset, count=False).items:
-            offset += len(page)
+        for page in storage.record_pages(ns, PAGE):
             rewritten = [(r, c) for r in page if (c := scrub_record(r)) is not r]
             for old, new in rewritten:
                 kinds += _kinds(

@@ -95,8 +95,13 @@ def usage(settings: Settings) -> dict[str, Any]:
     day = _read(_path(settings)).get(_today())
     day = day if isinstance(day, dict) else {}
     tokens = int(day.get("tokens", 0))
+    enabled = bool(settings.llm_base_url and settings.llm_model)
+    spent = tokens >= settings.llm_daily_tokens or int(day.get("skipped", 0)) > 0
     return {
-        "enabled": bool(settings.llm_base_url and settings.llm_model),
+        "enabled": enabled,
+        # off: the deterministic extractor only; exhausted: today's calls past the budget
+        # were refused and those turns were extracted deterministically.
+        "state": "off" if not enabled else "exhausted" if spent else "ok",
         "date": _today(),
         "tokens_used": tokens,
         "budget": settings.llm_daily_tokens,

@@ -293,15 +293,8 @@ class Retriever:
 
     def _iter_records(self, namespace: str) -> Iterator[MemoryRecord]:
         """Pinned first, then newest, one storage page at a time."""
-        offset = 0
-        while True:
-            page = self._storage.list_memory_records(
-                namespace, limit=INDEX_PAGE, offset=offset, pinned_first=True, count=False
-            )
-            yield from page.items
-            offset += len(page.items)
-            if len(page.items) < INDEX_PAGE:
-                return
+        for page in self._storage.record_pages(namespace, INDEX_PAGE, pinned_first=True):
+            yield from page
 
     def warm_up(self) -> None:
         """Load the model in the background: a search never waits for a cold model."""

@@ -146,11 +146,29 @@ class MemoryFilter:
 
 
 @dataclass(frozen=True)
+class PageKey:
+    """Where a page of records ends, in their order: the next page starts after it, with
+    an index seek, however deep it is (an OFFSET walks every row it skips)."""
+
+    created_at: datetime
+    record_id: str
+    pinned: bool = False
+
+    @classmethod
+    def of(cls, record: Any) -> PageKey:
+        return cls(record.created_at, record.record_id, record.pinned)
+
+
+@dataclass(frozen=True)
 class Page:
     items: list[Any]
     total: int | None  # None: not counted (``list_memory_records(count=False)``)
     limit: int
-    offset: int
+    next: PageKey | None  # None: nothing after this page (a full page always has one)
+
+    @classmethod
+    def of(cls, items: list[Any], total: int | None, limit: int) -> Page:
+        return cls(items, total, limit, PageKey.of(items[-1]) if len(items) == limit else None)
 
 
 @dataclass(frozen=True)
@@ -198,6 +216,21 @@ class DiskUsage:
     total: int
     tables: dict[str, int]
     projects: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RetrievalSession:
+    """Sums over one session's retrieval audit rows (kept by triggers)."""
+
+    namespace: str
+    session_id: str
+    prompts: int
+    injected: int  # prompts that got a block
+    records: int  # records injected, over all its prompts
+    bytes: int  # bytes injected, over all its prompts
+    latency_ms: float  # summed
+    first_at: datetime
+    last_at: datetime
 
 
 @dataclass(frozen=True)
@@ -386,13 +419,27 @@ class Storage(abc.ABC):
         self,
         namespace: str,
         limit: int = 50,
-        offset: int = 0,
+        after: PageKey | None = None,
         pinned_first: bool = False,
         count: bool = True,
     ) -> Page:
         """Newest first (created_at desc, record_id desc); pinned ones first if asked.
-        ``count=False`` skips counting the namespace (``total`` is None): counting
-        walks every record of it, a page only the first few."""
+        ``after``: the ``next`` of the previous page (same ``pinned_first``); the page
+        holds the records past it. ``count=False``: ``total`` is None."""
+
+    def record_pages(
+        self, namespace: str, limit: int = 500, pinned_first: bool = False
+    ) -> Iterator[list[MemoryRecord]]:
+        """Every record under the namespace, one ``list_memory_records`` page at a time."""
+        after: PageKey | None = None
+        while True:
+            page = self.list_memory_records(
+                namespace, limit, after, pinned_first=pinned_first, count=False
+            )
+            if page.items:
+                yield page.items
+            if (after := page.next) is None:
+                return
 
     @abc.abstractmethod
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
@@ -526,9 +573,27 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def list_retrievals(
-        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+        self,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        after: tuple[datetime, str] | None = None,
     ) -> list[Retrieval]:
-        """Newest first (created_at desc, retrieval_id desc)."""
+        """Newest first (created_at desc, retrieval_id desc); ``after``: the
+        ``(created_at, retrieval_id)`` of the previous page's last row."""
+
+    @abc.abstractmethod
+    def retrieval_sessions(
+        self, namespace: str, limit: int = 50, after: tuple[datetime, str] | None = None
+    ) -> list[RetrievalSession]:
+        """The sessions of one namespace that have audit rows, most recent prompt first
+        (last_at desc, session_id desc); ``after``: the previous page's last
+        ``(last_at, session_id)``."""
+
+    @abc.abstractmethod
+    def retrieval_totals(self, namespace: str | None = None) -> dict[str, float]:
+        """``prompts``, ``injected``, ``records``, ``bytes``, ``latency_ms`` summed over
+        every audit row under the namespace (prefix; None: all)."""
 
     # --- export and import ------------------------------------------------------------
     @abc.abstractmethod
@@ -573,6 +638,11 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def disk_usage(self) -> DiskUsage: ...
+
+    @abc.abstractmethod
+    def database_bytes(self) -> int:
+        """What the database takes now, cheaply (no scan): SQLite the file and its WAL;
+        Postgres wakemark's tables with their indexes and TOAST."""
 
     # --- tokens and audit ---------------------------------------------------------------
     @abc.abstractmethod

@@ -47,8 +47,45 @@ def test_health_reports_llm_token_use(sqlite_settings: Settings) -> None:
         llm = client.get("/health", base_url=BASE).json["llm"]
     finally:
         rt.close()
-    assert llm["enabled"] is True
+    assert llm["enabled"] is True and llm["state"] == "ok"
     assert llm["budget"] == 1234 and llm["tokens_used"] == 0 and llm["remaining"] == 1234
+    assert usage(sqlite_settings)["state"] == "off"
+
+
+def test_health_state_is_exhausted_once_a_call_was_refused(sqlite_settings: Settings) -> None:
+    from wakemark.shared.extraction.budget import reserve, usage
+
+    tight = sqlite_settings.replace(llm_base_url="http://127.0.0.1:9/v1", llm_model="m",
+                                    llm_daily_tokens=100)  # fmt: skip
+    assert reserve(tight, 60) and usage(tight)["state"] == "ok"
+    assert not reserve(tight, 60)
+    assert usage(tight)["state"] == "exhausted"
+
+
+def test_health_reports_size_gate_totals_and_capture_misses(api: Api, runtime: Runtime) -> None:
+    from wakemark.services.api import hooks
+
+    before = api.get("/health", token=None).json
+    assert before["database"]["bytes"] > 0
+    assert before["gate"]["prompts"] == 0 and before["gate"]["injected_share"] is None
+    memory = {"namespace": make_event()["namespace"], "title": "run the tests with make test"}
+    api.post("/v1/memories", json={**memory, "summary": ""})
+    for _ in range(2):
+        api.post("/v1/events?retrieve=true", json=make_event())
+    rows = api.get("/v1/retrievals").json["items"]
+    stops = hooks.STOP_WITHOUT_ANSWER.value
+    stop = {"hook_event_name": "Stop", "session_id": "s9", "cwd": "/home/a/p1",
+            "last_assistant_message": ""}  # fmt: skip
+    assert api.post("/v1/hooks/claude-code", json=stop).status_code in (200, 204)
+    health = create_app(runtime=runtime).test_client().get("/health", base_url=BASE).json
+    gate = health["gate"]  # a fresh app: the cached answer of the first call is not reused
+    assert gate["prompts"] == len(rows) == 2
+    assert gate["injected"] == sum(r["decision"] == "inject" for r in rows)
+    injected = [r for r in rows if r["decision"] == "inject"]
+    assert injected, rows  # the record answers the prompt: the gate lets it through
+    assert gate["mean_bytes"] == round(sum(r["bytes"] for r in injected) / len(injected), 1)
+    assert health["capture"]["stop_without_answer"] == stops + 1
+    assert set(health["capture"]) == {"stop_without_answer", "file_reads_refused"}
 
 
 def test_health_has_no_user_content(api: Api) -> None:
@@ -73,6 +110,7 @@ def test_health_is_degraded_503_when_the_database_is_unreachable(tmp_path) -> No
         assert res.status_code == 503
         assert res.json["status"] == "degraded"
         assert res.json["pending"] is None and res.json["skipped"] is None
+        assert res.json["database"] is None and res.json["gate"] is None
     finally:
         rt.close()
 

@@ -149,6 +149,10 @@ def test_utf8_json_content_types_are_accepted(sqlite_api: Api, ctype: str) -> No
         "limit=%205",
         "limit=0x10",
         "offset=-0",
+        "offset=50",  # keyset paging only: an ignored offset would repeat the first page
+        "after=yesterday",
+        "after=2025-13-01T00:00:00.000000Z,mr_x",  # the shape of a cursor, an impossible time
+        "after=2025-01-01T00:00:00.000000Z,",
         "namespace=%ff%fe",
         "namespace=" + "a" * 10_000,
         "days=0",

@@ -233,6 +233,18 @@ def _retrievals(w: World, bob: Api) -> list[Any]:
     return [other, mine]
 
 
+def _retrieval_sessions(w: World, bob: Api) -> list[Any]:
+    prompt = make_event("prompt", namespace=ALICE, body={"type": "text", "content": WORD})
+    assert w.admin.post("/v1/events?retrieve=true", json=prompt).status_code == 201
+    other = bob.get("/v1/retrievals/sessions", query_string={"namespace": ALICE})
+    mine = bob.get("/v1/retrievals/sessions", query_string={"namespace": BOB})
+    assert (other.status_code, mine.status_code) == (403, 200)
+    assert mine.json["items"] == []
+    seen = w.admin.get("/v1/retrievals/sessions", query_string={"namespace": ALICE})
+    assert [s["prompts"] for s in seen.json["items"]] == [1]
+    return [other, mine]
+
+
 def _get_retrieval(w: World, bob: Api) -> list[Any]:
     prompt = make_event("prompt", namespace=ALICE, body={"type": "text", "content": WORD})
     made = w.admin.post("/v1/events?retrieve=true", json=prompt)
@@ -295,6 +307,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/ui/static/<path:name>"): lambda w, bob: [bob.get("/ui/static/nope.js")],
     ("GET", "/openapi.json"): _openapi,
     ("GET", "/v1/retrievals"): _retrievals,
+    ("GET", "/v1/retrievals/sessions"): _retrieval_sessions,
     ("GET", "/v1/retrievals/<retrieval_id>"): _get_retrieval,
     ("GET", "/v1/export"): _export,
     ("GET", "/health"): _health,

@@ -324,3 +324,36 @@ def test_nul_characters_are_never_a_500(api: Api) -> None:
         assert api.get(path).status_code == 404, path
     assert api.delete("/v1/memories/a%00b").status_code == 404
     assert api.get(f"/v1/memories/{rid}").json["title"] == "ok"
+
+
+def test_audit_pages_sessions_and_their_prompts_by_key(api: Api) -> None:
+    """Per session: its prompts, what was injected, bytes and latency, newest session
+    first, each list paged by ``next``; a malformed ``after`` is a 400, never a 500."""
+    api.post("/v1/memories", json={"namespace": NS, "title": "run the tests with make test",
+                                   "summary": "make test runs pytest"})  # fmt: skip
+    for session in ("s1", "s2", "s1", "s3"):
+        body = {"type": "text", "content": "how do I run the tests?"}
+        res = api.post("/v1/events?retrieve=true", json=make_event(session_id=session, body=body))
+        assert res.status_code == 201
+    first = api.get("/v1/retrievals/sessions", query_string={"namespace": NS, "limit": 2}).json
+    assert [s["session_id"] for s in first["items"]] == ["s3", "s1"]
+    s1 = first["items"][1]
+    rows = api.get("/v1/retrievals", query_string={"namespace": NS, "session_id": "s1"}).json
+    assert s1["prompts"] == len(rows["items"]) == 2 and rows["next"] is None
+    assert s1["injected"] == sum(r["decision"] == "inject" for r in rows["items"])
+    assert s1["bytes"] == sum(r["bytes"] for r in rows["items"])
+    assert s1["records"] == sum(len(r["injected"]) for r in rows["items"])
+    page_two = {"namespace": NS, "limit": 2, "after": first["next"]}
+    rest = api.get("/v1/retrievals/sessions", query_string=page_two).json
+    assert [s["session_id"] for s in rest["items"]] == ["s2"] and rest["next"] is None
+    one = api.get("/v1/retrievals", query_string={"namespace": NS, "session_id": "s1", "limit": 1})
+    two = api.get("/v1/retrievals", query_string={"namespace": NS, "session_id": "s1", "limit": 1,
+                                                  "after": one.json["next"]})  # fmt: skip
+    paged = [r["retrieval_id"] for r in one.json["items"] + two.json["items"]]
+    assert paged == [r["retrieval_id"] for r in rows["items"]]
+    for bad in ("nope", "2025-02-30T00:00:00.000000Z,x"):
+        query = {"namespace": NS, "after": bad}
+        assert api.get("/v1/retrievals/sessions", query_string=query).status_code == 400
+        assert api.get("/v1/retrievals", query_string=query).status_code == 400
+    prefix = {"namespace": "/actor/alice/"}  # sessions are listed per project
+    assert api.get("/v1/retrievals/sessions", query_string=prefix).status_code == 400

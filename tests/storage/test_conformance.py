@@ -393,16 +393,23 @@ def test_list_get_pin_timeline(storage: Storage) -> None:
     storage.put_memory_record(record("elsewhere", ns="/actor/a/project/b/"))
     ids = [r.record_id for r in recs]
 
-    page = storage.list_memory_records(NS, limit=2, offset=1)
-    assert (page.total, page.limit, page.offset) == (5, 2, 1)
-    assert [r.record_id for r in page.items] == [ids[3], ids[2]]
-    uncounted = storage.list_memory_records(NS, limit=2, offset=1, count=False)
+    first = storage.list_memory_records(NS, limit=2)
+    assert [r.record_id for r in first.items] == [ids[4], ids[3]]
+    page = storage.list_memory_records(NS, limit=2, after=first.next)
+    assert (page.total, page.limit) == (5, 2)
+    assert [r.record_id for r in page.items] == [ids[2], ids[1]]
+    uncounted = storage.list_memory_records(NS, limit=2, after=first.next, count=False)
     assert uncounted.total is None and uncounted.items == page.items
+    last = storage.list_memory_records(NS, limit=2, after=page.next)
+    assert [r.record_id for r in last.items] == [ids[0]] and last.next is None
+    assert [r.record_id for p in storage.record_pages(NS, 2) for r in p] == ids[::-1]
 
     pinned = storage.set_pinned(ids[1], True)
     assert pinned.pinned and pinned.record_id == ids[1]
     first = storage.list_memory_records(NS, limit=2, pinned_first=True).items
     assert [r.record_id for r in first] == [ids[1], ids[4]]
+    paged = [r.record_id for p in storage.record_pages(NS, 2, pinned_first=True) for r in p]
+    assert paged == [ids[1], ids[4], ids[3], ids[2], ids[0]]
     assert storage.list_memory_records(NS, limit=1).items[0].record_id == ids[4]
     assert not storage.set_pinned(ids[1], False).pinned
     with pytest.raises(NotFoundError):
@@ -488,6 +495,46 @@ def test_projects(storage: Storage) -> None:
     assert rows["/actor/a/project/b/"]["project_path"] is None
     assert (rows[NS]["event_count"], rows[NS]["memory_count"]) == (2, 1)
     assert isinstance(rows[NS]["last_activity"], datetime)
+
+
+def test_counts_follow_deletes_embeddings_and_edits(storage: Storage) -> None:
+    """The per-project counts (kept by triggers) agree with the rows after every kind of
+    write: idempotent repeats, deletes, embedding writes and the edit that clears one."""
+    first = event(project_path="/home/u/wakemark")
+    storage.put_event(first)
+    storage.put_event(first)  # stored once, counted once
+    second = storage.put_event(event("note"))
+    kept, gone = record("kept"), record("gone", minutes=1)
+    storage.put_memory_record(kept)
+    storage.put_memory_record(gone)
+    storage.put_embedding(kept.record_id, vec(1))
+    storage.put_embedding(kept.record_id, vec(2))  # re-embedding is not a second vector
+    storage.put_embedding(gone.record_id, vec(3))
+    assert storage.stats(NS)["embedded"] == 2
+    with storage.transaction() as tx:
+        assert tx.delete_memory_records([gone.record_id]) == [gone.record_id]
+        assert tx.delete_events([second.event_id]) == 1
+    storage.edit_memory_record(kept.record_id, title="kept, corrected")
+    stats = storage.stats(NS)
+    assert (stats["events"], stats["memories"], stats["embedded"]) == (1, 1, 0)
+    assert stats["pending_embedding"] == 1
+    page = storage.list_memory_records(NS, count=True)
+    assert page.total == 1
+    (row,) = storage.projects()
+    assert (row["event_count"], row["memory_count"]) == (1, 1)
+    assert row["project_path"] == "/home/u/wakemark"
+    with storage.transaction() as tx:
+        tx.delete_memory_records([kept.record_id])
+        tx.delete_events([first.event_id])
+    assert storage.projects() == []  # a project with nothing left is not listed
+    assert storage.stats()["events"] == 0
+
+
+def test_a_batch_spanning_projects_counts_each(storage: Storage) -> None:
+    other = "/actor/b/project/b/"
+    storage.put_events([event(ns=other), event(), event(ns=other, session="s2")])
+    counts = {p["namespace"]: p["event_count"] for p in storage.projects()}
+    assert counts == {NS: 1, other: 2}
 
 
 def test_ping_and_close_twice(backend_settings: Any) -> None:
@@ -971,6 +1018,48 @@ def test_retrievals_go_with_their_prompt_event(storage: Storage) -> None:
     _delete_event(storage, dropped.event_id)
     assert storage.get_retrieval(drop.retrieval_id) is None
     assert [r.retrieval_id for r in storage.list_retrievals(NS)] == [keep.retrieval_id]
+
+
+def test_retrieval_sessions_sum_their_rows_and_page_by_key(storage: Storage) -> None:
+    prompts = [event(session="s1"), event(session="s2"), event(session="s1"), event(session="s3")]
+    storage.put_events(prompts)
+    rows = [
+        retrieval(prompts[0], minutes=0),
+        retrieval(prompts[1], minutes=1, decision="none", injected=[], bytes=0, latency_ms=2.0),
+        retrieval(prompts[2], minutes=2, latency_ms=6.0),
+        retrieval(prompts[3], minutes=3),
+    ]
+    for row in rows:
+        storage.put_retrieval(row)
+    first = storage.retrieval_sessions(NS, limit=2)
+    assert [s.session_id for s in first] == ["s3", "s1"]
+    s1 = first[1]
+    assert (s1.prompts, s1.injected, s1.records, s1.bytes) == (2, 2, 2, 642)
+    assert s1.latency_ms == pytest.approx(10.2)
+    assert (s1.first_at, s1.last_at) == (rows[0].created_at, rows[2].created_at)
+    rest = storage.retrieval_sessions(NS, limit=2, after=(s1.last_at, s1.session_id))
+    assert [(s.session_id, s.prompts, s.injected) for s in rest] == [("s2", 1, 0)]
+    # A session's prompts page by key too.
+    page = storage.list_retrievals(NS, "s1", limit=1)
+    more = storage.list_retrievals(NS, "s1", 1, after=(page[0].created_at, page[0].retrieval_id))
+    assert [r.retrieval_id for r in page + more] == [rows[2].retrieval_id, rows[0].retrieval_id]
+    totals = storage.retrieval_totals()
+    assert (totals["prompts"], totals["injected"], totals["records"]) == (4, 3, 3)
+    assert totals["bytes"] == 963 and storage.retrieval_totals("/actor/b/")["prompts"] == 0
+    # Deleting the prompt events takes their rows out of the sums, and empty sessions go.
+    _delete_event(storage, prompts[1].event_id)
+    _delete_event(storage, prompts[2].event_id)
+    assert [(s.session_id, s.prompts, s.bytes) for s in storage.retrieval_sessions(NS)] == [
+        ("s3", 1, 321),
+        ("s1", 1, 321),
+    ]
+
+
+def test_database_bytes_grow_with_what_is_stored(storage: Storage) -> None:
+    before = storage.database_bytes()
+    assert before > 0
+    storage.put_events([event(text="x" * 2000) for _ in range(200)])
+    assert storage.database_bytes() > before
 
 
 # --- tokens and audit -------------------------------------------------------------------

@@ -189,3 +189,61 @@ def test_a_database_migrated_under_the_former_name_keeps_working(
         assert [h.record.record_id for h in hits] == [record.record_id]
     finally:
         store.close()
+
+
+def test_the_project_counts_start_from_the_rows_already_stored(
+    target: tuple[str, str], tmp_path: Path
+) -> None:
+    """The counts migration fills its tables from what a database already holds; the
+    triggers carry on from there."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from wakemark.shared.config import Settings
+    from wakemark.shared.models import Event, MemoryRecord, new_ulid
+    from wakemark.shared.storage import open_storage
+
+    backend, where = target
+    shipped = discover(default_directory(backend))
+    counts = next(m.id for m in shipped if m.name == "viewer_counts")
+    before = tmp_path / "before"
+    before.mkdir()
+    for m in shipped:
+        if m.id < counts:
+            (before / f"{m.label}.sql").write_text(m.sql)
+    settings = Settings(home=tmp_path / "home", embedder="off",
+                        database_url=where if backend == "postgres" else None)  # fmt: skip
+    if backend == "sqlite":
+        target = ("sqlite", str(settings.sqlite_path))
+    migrate(target, before)
+    ns = "/actor/a/project/p/"
+
+    def event(path: str | None) -> Event:
+        return Event.model_validate(
+            {"event_id": new_ulid(), "session_id": "s", "actor_id": "a", "namespace": ns,
+             "kind": "note", "body": {"type": "text", "content": "x"},
+             "valid_time": datetime.now(UTC).isoformat(),
+             "source": {"surface": "test", "project_path": path}}
+        )  # fmt: skip
+
+    store = open_storage(settings)
+    try:
+        store.put_events([event("/src/old"), event("/src/p"), event(None)])
+        records = [MemoryRecord(namespace=ns, title=f"r{i}") for i in range(3)]
+        for r in records:
+            store.put_memory_record(r)
+        store.put_embedding(records[0].record_id, np.ones(384, dtype=np.float32))
+    finally:
+        store.close()
+    migrate(target, default_directory(backend))
+    store = open_storage(settings)
+    try:
+        stats = store.stats(ns)
+        assert (stats["events"], stats["memories"], stats["embedded"]) == (3, 3, 1)
+        store.put_memory_record(MemoryRecord(namespace=ns, title="after"))
+        (project,) = store.projects()
+        assert (project["event_count"], project["memory_count"]) == (3, 4)
+        assert project["project_path"] == "/src/p"
+    finally:
+        store.close()

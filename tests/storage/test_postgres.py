@@ -248,13 +248,18 @@ def test_one_namespace_lists_in_index_order(
 
     for i in range(5):
         store.put_memory_record(rec(f"r{i}", minutes=i))
-    params = {"ns": lexical.namespace_pattern(NS), "exact": NS, "limit": 10, "offset": 0}
+    params = {"ns": lexical.namespace_pattern(NS), "exact": NS, "limit": 10,
+              "after_at": T0, "after_id": "m", "after_pinned": False}  # fmt: skip
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("SET enable_sort = off")  # a sort is then chosen only if no index fits
         conn.execute("ANALYZE memory_records")
-        plan = conn.execute("EXPLAIN " + q.LIST_RECORDS[pinned_first, True], params).fetchall()
-    text = "\n".join(r[0] for r in plan)
-    assert "Sort" not in text, text
+        for keyset in (False, True):
+            sql = q.LIST_RECORDS[pinned_first, True, keyset]
+            text = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params).fetchall())
+            assert "Sort" not in text, text
+            if keyset:  # a deep page seeks past its key: an index condition, not a filter
+                conds = [line for line in text.splitlines() if "Index Cond" in line]
+                assert any("created_at" in line for line in conds), text
     listed = store.list_memory_records(NS, pinned_first=pinned_first).items
     assert [r.title for r in listed] == [f"r{i}" for i in reversed(range(5))]
 

@@ -173,18 +173,24 @@ def test_the_write_lock_is_reentrant_and_held_until_the_outermost_exit(tmp_path:
 # --- reads that must not scan or sort a whole namespace -----------------------------------
 
 
+@pytest.mark.parametrize("keyset", [False, True])
 @pytest.mark.parametrize("pinned_first", [False, True])
-def test_one_namespace_lists_in_index_order(sqlite_store: Any, pinned_first: bool) -> None:
+def test_one_namespace_lists_in_index_order(
+    sqlite_store: Any, pinned_first: bool, keyset: bool
+) -> None:
     from wakemark.shared.storage import lexical
     from wakemark.shared.storage.sqlite import queries as q
 
-    params = {**lexical.namespace_range("/actor/a/project/a/"), "limit": 10, "offset": 0}
-    plan = _plan(sqlite_store, q.LIST_RECORDS[pinned_first, True], params)
+    after = {"after_at": "2025-01-01T00:00:00.000000+00:00", "after_id": "m", "after_pinned": 0}
+    params = {**lexical.namespace_range("/actor/a/project/a/"), "limit": 10, **after}
+    plan = _plan(sqlite_store, q.LIST_RECORDS[pinned_first, True, keyset], params)
     assert "TEMP B-TREE" not in plan and "SCAN memory_records" not in plan, plan
+    if keyset:  # a deep page seeks past its key instead of walking the rows before it
+        assert "created_at" in plan and "<" in plan, plan
     # A prefix over several namespaces still seeks its range of the index.
-    prefix = {**lexical.namespace_range("/actor/a/"), "limit": 10, "offset": 0}
+    prefix = {**lexical.namespace_range("/actor/a/"), "limit": 10, **after}
     assert "SCAN memory_records" not in _plan(
-        sqlite_store, q.LIST_RECORDS[pinned_first, False], prefix
+        sqlite_store, q.LIST_RECORDS[pinned_first, False, keyset], prefix
     )
 
 

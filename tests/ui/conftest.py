@@ -80,8 +80,9 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
-def shot(page: Any, name: str, tmp_path: Path) -> None:
-    """A screenshot of the page as it is; into SHOTS too when set."""
+def shot(page: Any, name: str, tmp_path: Path, full_page: bool = False) -> None:
+    """A screenshot of the page as it is (``full_page``: all of it, not only the
+    viewport); into SHOTS too when set."""
     folder = Path(SHOTS) if SHOTS else tmp_path
     folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / f"{name}.png"))
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=full_page)

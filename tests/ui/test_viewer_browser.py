@@ -223,16 +223,88 @@ def test_a_user_walks_through_the_viewer(
     page.wait_for_selector("#index")
     assert fix.title not in page.inner_text("#index")
 
-    page.click("a[href='#/health']")
+    page.click("a[href='#/audit']")
     page.wait_for_selector("#audit")
     # The preview stored nothing, so the audit (prompt-time retrievals) is still empty.
     assert "No prompt-time retrieval recorded yet" in page.inner_text("#audit")
-    shot(page, "health", tmp_path)
 
     assert seen["dialogs"] == [] and seen["errors"] == []
     assert seen["ui"] and all(r.headers["content-security-policy"] == CSP for r in seen["ui"])
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "/ui" in logged and server.token not in logged
+
+
+def _prompt(rt: Runtime, text: str, session: str) -> dict[str, Any]:
+    """A prompt as the hook sends it: stored, then retrieved for (its audit row written)."""
+    event = _event("prompt", {"type": "text", "content": text}, datetime.now(UTC), session)
+    rt.storage.put_events([event])
+    return rt.retriever.for_prompt(NS, event)
+
+
+def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: Path) -> None:
+    rt = server.runtime
+    fix = _turn(rt, PROMPT, "Coupon discount was applied twice in Cart.total",
+                summary="Cart.total subtracted the coupon twice.")  # fmt: skip
+    _record(rt, "Staging deploys need the VPN", minutes=30, summary="ops note")
+    first = _prompt(rt, "the coupon total is wrong again", "morning")
+    # The same record again in the same session: not injected twice (the gate's "seen").
+    _prompt(rt, "why is the coupon applied twice in the cart total", "morning")
+    _prompt(rt, "hello there", "afternoon")  # nothing relevant: no block
+    assert fix.record_id in first["records"]
+    seen = _watch(page)
+    _open(page, server)
+    page.get_by_role("button", name="Open").click()
+    page.wait_for_selector("#live")
+
+    page.click("a[href='#/audit']")
+    newest = page.locator("details.session[data-session='afternoon']")
+    newest.wait_for()
+    sessions = page.locator("details.session")
+    order = [sessions.nth(i).get_attribute("data-session") for i in range(2)]
+    assert order == ["afternoon", "morning"]
+    assert "1 prompt, 0 injected" in newest.locator("summary").inner_text()
+    morning = page.locator("details.session[data-session='morning']")
+    assert "2 prompts, 1 injected, 1 record" in morning.locator("summary").inner_text()
+    morning.locator("summary").click()
+    rows = morning.locator("tr[data-retrieval]")
+    rows.first.wait_for()
+    assert rows.count() == 2
+    audit = rt.storage.list_retrievals(NS, "morning")  # newest first, as the rows
+    assert [rows.nth(i).get_attribute("data-retrieval") for i in range(2)] == [
+        r.retrieval_id for r in audit
+    ]
+    assert "none" in rows.first.inner_text() and "inject" in rows.nth(1).inner_text()
+    injected = rows.nth(1).locator(f"[data-record='{fix.record_id}']")
+    assert fix.title in injected.inner_text() and "relevance" in injected.inner_text()
+    assert rows.nth(1).locator("td.num").first.inner_text() == str(audit[1].bytes)
+    shot(page, "audit", tmp_path)
+
+    page.click("a[href='#/health']")
+    page.wait_for_selector("#gate")
+    gate = page.inner_text("#gate")
+    assert "prompts seen\n3" in gate and "1 (33.3 %)" in gate, gate
+    assert "off" in page.inner_text("#llm")
+    assert "Stop hooks without a final answer" in page.inner_text("#capture")
+    assert "bytes" in page.inner_text("#database")
+    shot(page, "health", tmp_path, full_page=True)
+    assert seen["dialogs"] == [] and seen["errors"] == []
+
+
+def test_the_feed_pages_by_key(server: Server, page: Any) -> None:
+    rt = server.runtime
+    records = [_record(rt, f"note {i:03d}", minutes=i) for i in range(120)]  # newest first
+    _open(page, server)
+    page.get_by_role("button", name="Open").click()
+    page.wait_for_selector(f"tr[data-record='{records[0].record_id}']")
+    page.click("#older")
+    page.wait_for_selector(f"tr[data-record='{records[50].record_id}']")
+    page.click("#older")
+    page.wait_for_selector(f"tr[data-record='{records[119].record_id}']")
+    assert page.inner_text("#page-number") == "page 3" and page.locator("#older").is_disabled()
+    assert page.locator("tbody tr[data-record]").count() == 20
+    page.click("#newer")
+    page.wait_for_selector(f"tr[data-record='{records[50].record_id}']")
+    assert page.inner_text("#page-number") == "page 2"
 
 
 HOSTILE = '<img src=x onerror="window.__pwned=1;alert(1)">'

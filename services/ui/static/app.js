@@ -1,5 +1,6 @@
 import { hasToken, namespace, setToken, takeTokenFromFragment } from "./api.js";
 import { h, t } from "./dom.js";
+import { auditPage } from "./pages/audit.js";
 import { contextPage } from "./pages/context.js";
 import { feedPage } from "./pages/feed.js";
 import { healthPage } from "./pages/health.js";
@@ -13,6 +14,7 @@ const ROUTES = {
   search: searchPage,
   record: recordPage,
   context: contextPage,
+  audit: auditPage,
   health: healthPage,
 };
 

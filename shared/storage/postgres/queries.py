@@ -18,11 +18,16 @@ LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 # key space never overlaps LOCK_SESSION's bigint one.
 LOCK_RECORDS = "SELECT pg_advisory_xact_lock(1701734258, 1)"
 
-INSERT_EVENT = f"""
+# One statement for a whole batch, a column array each (in EVENT_COLUMNS order): the
+# count trigger of migration 0013 then runs once per batch, not once per event, and
+# takes the count rows of a batch spanning projects in namespace order (no deadlock).
+EVENT_COLUMN_TYPES = (
+    "text", "text", "text", "text", "text", "text", "text", "timestamptz", "text", "text",
+    "text", "int", "timestamptz", "text",
+)  # fmt: skip
+INSERT_EVENTS = f"""
 INSERT INTO events ({EVENT_COLUMNS})
-VALUES (%(event_id)s, %(parent_event_id)s, %(session_id)s, %(actor_id)s, %(namespace)s,
-        %(kind)s, %(body)s, %(valid_time)s, %(source_surface)s, %(source_version)s,
-        %(project_path)s, %(schema_version)s, %(transaction_time)s, %(turn_id)s)
+SELECT * FROM unnest({", ".join(f"%s::{t}[]" for t in EVENT_COLUMN_TYPES)})
 ON CONFLICT (event_id) DO NOTHING
 """
 
@@ -68,12 +73,36 @@ VALUES (%(retrieval_id)s, %(event_id)s, %(namespace)s, %(session_id)s, %(created
 """
 RETRIEVAL_COLUMNS = "retrieval_id, event_id, namespace, session_id, created_at, body"
 GET_RETRIEVAL = f"SELECT {RETRIEVAL_COLUMNS} FROM retrievals WHERE retrieval_id = %s"
-LIST_RETRIEVALS = f"""
+# Keyed (one session, after a page key): a session's rows come off retrievals_by_session.
+LIST_RETRIEVALS = {
+    (session, keyset): f"""
 SELECT {RETRIEVAL_COLUMNS} FROM retrievals
- WHERE namespace {NS}
-   AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
+ WHERE namespace {NS} {"AND session_id = %(session_id)s" if session else ""}
+ {"AND (created_at, retrieval_id) < (%(after_at)s, %(after_id)s)" if keyset else ""}
  ORDER BY created_at DESC, retrieval_id DESC
  LIMIT %(limit)s
+"""
+    for session in (False, True)
+    for keyset in (False, True)
+}
+
+RETRIEVAL_SESSION_COLUMNS = """namespace, session_id, prompts, injected, records, bytes,
+  latency_ms, first_at, last_at"""
+RETRIEVAL_SESSIONS = {
+    keyset: f"""
+SELECT {RETRIEVAL_SESSION_COLUMNS} FROM retrieval_sessions WHERE namespace = %(namespace)s
+ {"AND (last_at, session_id) < (%(after_at)s, %(after_id)s)" if keyset else ""}
+ ORDER BY last_at DESC, session_id DESC
+ LIMIT %(limit)s
+"""
+    for keyset in (False, True)
+}
+
+RETRIEVAL_TOTALS = f"""
+SELECT coalesce(sum(prompts), 0)::bigint, coalesce(sum(injected), 0)::bigint,
+       coalesce(sum(records), 0)::bigint, coalesce(sum(bytes), 0)::bigint,
+       coalesce(sum(latency_ms), 0.0)
+  FROM retrieval_sessions WHERE namespace {NS}
 """
 
 GET_TURNS = """
@@ -150,24 +179,30 @@ GET_RECORD = f"SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = %s"
 
 GET_RECORDS = f"SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = ANY(%s::text[])"
 
-COUNT_RECORDS = f"SELECT count(*) FROM memory_records WHERE namespace {NS}"
+COUNT_RECORDS = f"""
+SELECT coalesce(sum(memories), 0)::bigint FROM namespace_record_counts WHERE namespace {NS}
+"""
 
-# A page of records, keyed (pinned first, one full namespace). For one namespace the
-# order comes straight off memory_records_namespace_recent / _pinned_first (migration
-# 0005); a prefix spanning namespaces sorts what it matched.
-_ORDERS = {
-    False: "created_at DESC, record_id DESC",
-    True: "pinned DESC, created_at DESC, record_id DESC",
+# A page of records, keyed (pinned first, one full namespace, after a page key). For one
+# namespace the order comes straight off memory_records_namespace_recent / _pinned_first
+# (migration 0005) and a page key is a seek into it; a prefix spanning namespaces sorts
+# what it matched.
+_KEYS = {False: "created_at, record_id", True: "pinned, created_at, record_id"}
+_AFTER = {
+    False: "%(after_at)s, %(after_id)s",
+    True: "%(after_pinned)s, %(after_at)s, %(after_id)s",
 }
 LIST_RECORDS = {
-    (pinned, exact): f"""
+    (pinned, exact, keyset): f"""
 SELECT {RECORD_COLUMNS} FROM memory_records
  WHERE {"namespace = %(exact)s" if exact else "namespace " + NS}
- ORDER BY {_ORDERS[pinned]}
- LIMIT %(limit)s OFFSET %(offset)s
+ {f"AND ({_KEYS[pinned]}) < ({_AFTER[pinned]})" if keyset else ""}
+ ORDER BY {_KEYS[pinned].replace(",", " DESC,")} DESC
+ LIMIT %(limit)s
 """
     for pinned in (False, True)
     for exact in (False, True)
+    for keyset in (False, True)
 }
 
 SET_PINNED = f"""
@@ -373,18 +408,23 @@ SELECT record_id, 1 - (embedding <=> %(vector)s) FROM memory_records
 """
 
 # --- stats ----------------------------------------------------------------------------------
+_TURN_EVENTS = "SELECT count(*) FROM events e WHERE e.turn_id = t.turn_id"
+# events, memories and embedded come from the counts the triggers of migration 0013 keep:
+# one row per project, however many events and records it holds.
 STATS = f"""
 SELECT
-  (SELECT count(*) FROM events WHERE namespace {NS}),
-  (SELECT count(*) FROM memory_records WHERE namespace {NS}),
-  (SELECT count(*) FROM memory_records WHERE namespace {NS} AND embedding IS NOT NULL),
+  (SELECT coalesce(sum(events), 0)::bigint FROM namespace_event_counts WHERE namespace {NS}),
+  (SELECT coalesce(sum(memories), 0)::bigint FROM namespace_record_counts WHERE namespace {NS}),
+  (SELECT coalesce(sum(embedded), 0)::bigint FROM namespace_record_counts WHERE namespace {NS}),
   -- from the unextracted turns (closed ones, then open ones: two partial indexes) to
-  -- their events: costs what is pending, not what is stored
-  (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
+  -- their events, one index lookup per turn: costs what is pending, not what is stored
+  -- (as a join the planner hashed every event of the database: 50 ms at 165k events)
+  (SELECT coalesce(sum(({_TURN_EVENTS})), 0)::bigint FROM turns t
     WHERE t.closed_at IS NOT NULL AND t.extracted_at IS NULL AND t.namespace {NS})
-  + (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
+  + (SELECT coalesce(sum(({_TURN_EVENTS})), 0)::bigint FROM turns t
     WHERE t.closed_at IS NULL AND t.namespace {NS}),
-  (SELECT count(*) FROM memory_records WHERE namespace {NS} AND embedding IS NULL)
+  (SELECT coalesce(sum(memories - embedded), 0)::bigint FROM namespace_record_counts
+    WHERE namespace {NS})
 """
 
 SKIPPED_TURNS = """
@@ -392,19 +432,12 @@ SELECT skip_reason, count(*) FROM turns WHERE skip_reason IS NOT NULL GROUP BY s
 """
 
 PROJECTS = """
-WITH ev AS (
-  SELECT namespace, count(*) AS events, max(transaction_time) AS last_event,
-         (array_agg(project_path ORDER BY transaction_time DESC, event_id DESC)
-            FILTER (WHERE project_path IS NOT NULL))[1] AS project_path
-    FROM events GROUP BY namespace
-), mr AS (
-  SELECT namespace, count(*) AS memories, max(created_at) AS last_record
-    FROM memory_records GROUP BY namespace
-)
-SELECT coalesce(ev.namespace, mr.namespace), ev.project_path,
-       coalesce(ev.events, 0), coalesce(mr.memories, 0),
-       greatest(ev.last_event, mr.last_record)
-  FROM ev FULL JOIN mr ON mr.namespace = ev.namespace
+SELECT coalesce(e.namespace, r.namespace), e.project_path,
+       coalesce(e.events, 0), coalesce(r.memories, 0),
+       greatest(e.last_event_at, r.last_record_at)
+  FROM (SELECT * FROM namespace_event_counts WHERE events > 0) e
+  FULL JOIN (SELECT * FROM namespace_record_counts WHERE memories > 0) r
+    ON r.namespace = e.namespace
  ORDER BY 5 DESC NULLS LAST, 1
 """
 
@@ -473,6 +506,11 @@ MARK_TRIMMED = "UPDATE turns SET trimmed_at = %s WHERE turn_id = %s"
 
 # wakemark's tables in the schema it runs in (the first of search_path), with the roles
 # allowed to vacuum them: the owner (or a member of its role) and superusers.
+DATABASE_BYTES = """
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
+ WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+"""
+
 TABLE_SIZES = """
 SELECT c.relname, pg_total_relation_size(c.oid), pg_has_role(c.relowner, 'USAGE')
   FROM pg_class c

@@ -31,7 +31,9 @@ from wakemark.shared.storage.base import (
     MemoryFilter,
     NotFoundError,
     Page,
+    PageKey,
     PutEventResult,
+    RetrievalSession,
     Storage,
     TermStats,
     Turn,
@@ -98,10 +100,10 @@ class PostgresTx(Tx):
                 (q.CLOSE_TURN, [(now, t) for t in plan.close]),
                 (q.INSERT_TURN, [t.row(now) for t in plan.new_turns]),
                 (q.TOUCH_TURN, [(now, t) for t in plan.touch]),
-                (q.INSERT_EVENT, [{**event_params(e, now), "turn_id": t} for e, t in plan.events]),
             ):
                 if params:
                     cur.executemany(sql, params)
+            _insert_events(cur, [{**event_params(e, now), "turn_id": t} for e, t in plan.events])
         return plan.results
 
     def _lock_records(self) -> None:
@@ -240,16 +242,40 @@ class PostgresStorage(Storage):
         return _retrieval(row) if row else None
 
     def list_retrievals(
-        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+        self,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        after: tuple[datetime, str] | None = None,
     ) -> list[Retrieval]:
-        params = {
+        params: dict[str, Any] = {
             "ns": lexical.namespace_pattern(namespace),
             "session_id": session_id,
             "limit": limit,
         }
+        if after is not None:
+            params.update(after_at=after[0], after_id=after[1])
+        sql = q.LIST_RETRIEVALS[session_id is not None, after is not None]
         with self._db.connection() as conn:
-            rows = conn.execute(q.LIST_RETRIEVALS, params).fetchall()
+            rows = conn.execute(sql, params).fetchall()
         return [_retrieval(r) for r in rows]
+
+    def retrieval_sessions(
+        self, namespace: str, limit: int = 50, after: tuple[datetime, str] | None = None
+    ) -> list[RetrievalSession]:
+        params: dict[str, Any] = {"namespace": namespace, "limit": limit}
+        if after is not None:
+            params.update(after_at=after[0], after_id=after[1])
+        with self._db.connection() as conn:
+            rows = conn.execute(q.RETRIEVAL_SESSIONS[after is not None], params).fetchall()
+        return [RetrievalSession(*r) for r in rows]
+
+    def retrieval_totals(self, namespace: str | None = None) -> dict[str, float]:
+        with self._db.connection() as conn:
+            row = conn.execute(q.RETRIEVAL_TOTALS, {"ns": lexical.namespace_pattern(namespace)})
+            values = row.fetchone() or (0, 0, 0, 0, 0.0)
+        keys = ("prompts", "injected", "records", "bytes", "latency_ms")
+        return dict(zip(keys, values, strict=True))
 
     def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
         ids = list(turn_ids)
@@ -313,22 +339,27 @@ class PostgresStorage(Storage):
         self,
         namespace: str,
         limit: int = 50,
-        offset: int = 0,
+        after: PageKey | None = None,
         pinned_first: bool = False,
         count: bool = True,
     ) -> Page:
         ns = lexical.namespace_pattern(namespace)
         exact = NAMESPACE_RE.fullmatch(namespace) is not None
-        params = {"ns": ns, "exact": namespace, "limit": limit, "offset": offset}
+        params: dict[str, Any] = {"ns": ns, "exact": namespace, "limit": limit}
+        if after is not None:
+            params.update(
+                after_at=after.created_at, after_id=after.record_id, after_pinned=after.pinned
+            )
         total: int | None = None
         # No transaction around the two: under READ COMMITTED each statement takes its
         # own snapshot anyway, and BEGIN and COMMIT cost a round trip each.
         with self._db.connection() as conn:
-            rows = conn.execute(q.LIST_RECORDS[pinned_first, exact], params).fetchall()
+            sql = q.LIST_RECORDS[pinned_first, exact, after is not None]
+            rows = conn.execute(sql, params).fetchall()
             if count:
                 row = conn.execute(q.COUNT_RECORDS, {"ns": ns}).fetchone()
                 total = row[0] if row else 0
-        return Page([memory_record(r) for r in rows], total, limit, offset)
+        return Page.of([memory_record(r) for r in rows], total, limit)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
         with self._db.connection() as conn:
@@ -608,12 +639,11 @@ class PostgresStorage(Storage):
                      for t in batch.turns],
                 )  # fmt: skip
                 turns_written = max(cur.rowcount, 0)
-                cur.executemany(
-                    q.INSERT_EVENT,
+                events = _insert_events(
+                    cur,
                     [{**event_params(e, e.transaction_time), "turn_id": e.turn_id}
                      for e in batch.events],
                 )  # fmt: skip
-                events = max(cur.rowcount, 0)
             counts = ImportCounts(records, vectors, turns_written, events)
             if not commit:
                 raise psycopg.Rollback()  # leaves the block, rolled back, without raising
@@ -668,6 +698,11 @@ class PostgresStorage(Storage):
             records = conn.execute(q.RECORD_BYTES).fetchall()
         tables = {name: int(size) for name, size, _ in sizes}
         return DiskUsage(sum(tables.values()), tables, columns.project_sizes(events, records))
+
+    def database_bytes(self) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(q.DATABASE_BYTES).fetchone()
+        return int(row[0]) if row else 0
 
     # --- tokens and audit -------------------------------------------------------------
     def token_by_hash(self, secret_sha256: str) -> ApiToken | None:
@@ -745,6 +780,16 @@ def _search_params(
         "limit": limit,
         "window": max(RECENT_MATCHES, limit),
     }
+
+
+def _insert_events(cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> int:
+    """Insert the rows (``event_params`` plus ``turn_id``) in one statement; how many
+    were new (an event id already stored is left as it is)."""
+    if not rows:
+        return 0
+    names = [c.strip() for c in q.EVENT_COLUMNS.split(",")]
+    cur.execute(q.INSERT_EVENTS, [[row[name] for row in rows] for name in names])
+    return max(cur.rowcount, 0)
 
 
 def _retrieval(row: tuple[Any, ...]) -> Retrieval:

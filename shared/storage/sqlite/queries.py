@@ -25,10 +25,30 @@ INSERT INTO retrievals (retrieval_id, event_id, namespace, session_id, created_a
 VALUES (:retrieval_id, :event_id, :namespace, :session_id, :created_at, :body)
 """
 GET_RETRIEVAL = "SELECT * FROM retrievals WHERE retrieval_id = ?"
-LIST_RETRIEVALS = f"""
+# Keyed (one session, after a page key): a session's rows come off retrievals_by_session.
+LIST_RETRIEVALS = {
+    (session, keyset): f"""
 SELECT * FROM retrievals
-WHERE {_NS} AND (:session_id IS NULL OR session_id = :session_id)
+WHERE {_NS} {"AND session_id = :session_id" if session else ""}
+{"AND (created_at, retrieval_id) < (:after_at, :after_id)" if keyset else ""}
 ORDER BY created_at DESC, retrieval_id DESC LIMIT :limit
+"""
+    for session in (False, True)
+    for keyset in (False, True)
+}
+RETRIEVAL_SESSIONS = {
+    keyset: f"""
+SELECT * FROM retrieval_sessions WHERE namespace = :namespace
+{"AND (last_at, session_id) < (:after_at, :after_id)" if keyset else ""}
+ORDER BY last_at DESC, session_id DESC LIMIT :limit
+"""
+    for keyset in (False, True)
+}
+RETRIEVAL_TOTALS = f"""
+SELECT coalesce(sum(prompts), 0) AS prompts, coalesce(sum(injected), 0) AS injected,
+       coalesce(sum(records), 0) AS records, coalesce(sum(bytes), 0) AS bytes,
+       coalesce(sum(latency_ms), 0.0) AS latency_ms
+  FROM retrieval_sessions WHERE {_NS}
 """
 # Keyed by "one full namespace": then the order comes straight off events_by_namespace
 # (a range would sort every event of the namespace first: ~100 ms at 150k events).
@@ -101,21 +121,22 @@ RETURNING record_id, namespace
 """
 GET_RECORD = "SELECT * FROM memory_records WHERE record_id = ?"
 GET_RECORDS = "SELECT * FROM memory_records WHERE record_id IN (SELECT value FROM json_each(?))"
-COUNT_RECORDS = f"SELECT count(*) FROM memory_records WHERE {_NS}"
-# A page of records, keyed (pinned first, one full namespace). For one namespace the
-# order comes straight off memory_by_namespace / memory_pinned_first (migration 0004); a
-# prefix spanning namespaces sorts what it matched.
-_ORDERS = {
-    False: "created_at DESC, record_id DESC",
-    True: "pinned DESC, created_at DESC, record_id DESC",
-}
+COUNT_RECORDS = f"SELECT coalesce(sum(memories), 0) FROM namespace_record_counts WHERE {_NS}"
+# A page of records, keyed (pinned first, one full namespace, after a page key). For one
+# namespace the order comes straight off memory_by_namespace / memory_pinned_first
+# (migration 0004) and a page key is a seek into it; a prefix spanning namespaces sorts
+# what it matched.
+_KEYS = {False: "created_at, record_id", True: "pinned, created_at, record_id"}
+_AFTER = {False: ":after_at, :after_id", True: ":after_pinned, :after_at, :after_id"}
 LIST_RECORDS = {
-    (pinned, exact): f"""
+    (pinned, exact, keyset): f"""
 SELECT * FROM memory_records WHERE {"namespace = :ns_lo" if exact else _NS}
-ORDER BY {_ORDERS[pinned]} LIMIT :limit OFFSET :offset
+{f"AND ({_KEYS[pinned]}) < ({_AFTER[pinned]})" if keyset else ""}
+ORDER BY {_KEYS[pinned].replace(",", " DESC,")} DESC LIMIT :limit
 """
     for pinned in (False, True)
     for exact in (False, True)
+    for keyset in (False, True)
 }
 SET_PINNED = "UPDATE memory_records SET pinned = ? WHERE record_id = ? RETURNING *"
 # A None field is left as it is; the update trigger re-indexes the full-text entry.
@@ -215,37 +236,36 @@ LIMIT :limit
 """
 
 # --- stats ----------------------------------------------------------------------------
+# events, memories and embedded come from the counts the triggers of migration 0011 keep:
+# one row per project, however many events and records it holds.
 STATS = f"""
 SELECT
-  (SELECT count(*) FROM events WHERE {_NS}) AS events,
-  (SELECT count(*) FROM memory_records WHERE {_NS}) AS memories,
-  (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NOT NULL) AS embedded,
+  (SELECT coalesce(sum(events), 0) FROM namespace_event_counts WHERE {_NS}) AS events,
+  (SELECT coalesce(sum(memories), 0) FROM namespace_record_counts WHERE {_NS}) AS memories,
+  (SELECT coalesce(sum(embedded), 0) FROM namespace_record_counts WHERE {_NS}) AS embedded,
   -- from the unextracted turns (a partial index) to their events: costs what is
   -- pending, not what is stored (counting from the events read all of them)
   (SELECT count(*) FROM turns t JOIN events e ON e.turn_id = t.turn_id
     WHERE t.extracted_at IS NULL AND {_T_NS}) AS pending_extraction,
-  -- both counts come off indexes; counting the NULLs would read every wide row
-  (SELECT count(*) FROM memory_records WHERE {_NS})
-    - (SELECT count(*) FROM memory_records WHERE {_NS} AND embedding IS NOT NULL)
+  (SELECT coalesce(sum(memories - embedded), 0) FROM namespace_record_counts WHERE {_NS})
     AS pending_embedding
 """
 SKIPPED_TURNS = """
 SELECT skip_reason, count(*) AS n FROM turns WHERE skip_reason IS NOT NULL GROUP BY skip_reason
 """
 PROJECTS = """
-WITH names AS (SELECT namespace FROM events UNION SELECT namespace FROM memory_records)
-SELECT n.namespace,
-  (SELECT count(*) FROM events e WHERE e.namespace = n.namespace) AS event_count,
-  (SELECT count(*) FROM memory_records r WHERE r.namespace = n.namespace) AS memory_count,
-  (SELECT max(t) FROM (
-      SELECT max(transaction_time) AS t FROM events e WHERE e.namespace = n.namespace
-      UNION ALL
-      SELECT max(created_at) FROM memory_records r WHERE r.namespace = n.namespace
-  )) AS last_activity,
-  (SELECT json_extract(e.source, '$.project_path') FROM events e
-    WHERE e.namespace = n.namespace AND json_extract(e.source, '$.project_path') IS NOT NULL
-    ORDER BY e.transaction_time DESC, e.event_id DESC LIMIT 1) AS project_path
-FROM names n ORDER BY last_activity DESC, n.namespace
+WITH names AS (
+  SELECT namespace FROM namespace_event_counts WHERE events > 0
+  UNION SELECT namespace FROM namespace_record_counts WHERE memories > 0
+)
+SELECT n.namespace, coalesce(e.events, 0) AS event_count, coalesce(r.memories, 0) AS memory_count,
+       nullif(max(coalesce(e.last_event_at, ''), coalesce(r.last_record_at, '')), '')
+         AS last_activity,
+       e.project_path
+  FROM names n
+  LEFT JOIN namespace_event_counts e ON e.namespace = n.namespace
+  LEFT JOIN namespace_record_counts r ON r.namespace = n.namespace
+ ORDER BY last_activity DESC, n.namespace
 """
 PING = "SELECT 1"
 

@@ -33,7 +33,9 @@ from wakemark.shared.storage.base import (
     MemoryFilter,
     NotFoundError,
     Page,
+    PageKey,
     PutEventResult,
+    RetrievalSession,
     Storage,
     TermStats,
     Turn,
@@ -202,10 +204,37 @@ class SqliteStorage(Storage):
         return _retrieval(rows[0]) if rows else None
 
     def list_retrievals(
-        self, namespace: str | None = None, session_id: str | None = None, limit: int = 50
+        self,
+        namespace: str | None = None,
+        session_id: str | None = None,
+        limit: int = 50,
+        after: tuple[datetime, str] | None = None,
     ) -> list[Retrieval]:
         params = {**lexical.namespace_range(namespace), "session_id": session_id, "limit": limit}
-        return [_retrieval(r) for r in self._read(q.LIST_RETRIEVALS, params)]
+        if after is not None:
+            params.update(after_at=codec.ts(after[0]), after_id=after[1])
+        sql = q.LIST_RETRIEVALS[session_id is not None, after is not None]
+        return [_retrieval(r) for r in self._read(sql, params)]
+
+    def retrieval_sessions(
+        self, namespace: str, limit: int = 50, after: tuple[datetime, str] | None = None
+    ) -> list[RetrievalSession]:
+        params: dict[str, Any] = {"namespace": namespace, "limit": limit}
+        if after is not None:
+            params.update(after_at=codec.ts(after[0]), after_id=after[1])
+        rows = self._read(q.RETRIEVAL_SESSIONS[after is not None], params)
+        return [
+            RetrievalSession(
+                **{k: r[k] for k in r.keys() if k not in ("first_at", "last_at")},  # noqa: SIM118
+                first_at=codec.from_ts(r["first_at"]),
+                last_at=codec.from_ts(r["last_at"]),
+            )
+            for r in rows
+        ]
+
+    def retrieval_totals(self, namespace: str | None = None) -> dict[str, float]:
+        row = self._read(q.RETRIEVAL_TOTALS, lexical.namespace_range(namespace))[0]
+        return {k: row[k] for k in row.keys()}  # noqa: SIM118 - Row has no iter
 
     def get_turns(self, turn_ids: Sequence[str]) -> list[Turn]:
         ids = json.dumps(list(turn_ids))
@@ -284,17 +313,25 @@ class SqliteStorage(Storage):
         self,
         namespace: str,
         limit: int = 50,
-        offset: int = 0,
+        after: PageKey | None = None,
         pinned_first: bool = False,
         count: bool = True,
     ) -> Page:
         ns = lexical.namespace_range(namespace)
-        sql = q.LIST_RECORDS[pinned_first, NAMESPACE_RE.fullmatch(ns["ns_lo"]) is not None]
+        exact = NAMESPACE_RE.fullmatch(ns["ns_lo"]) is not None
+        sql = q.LIST_RECORDS[pinned_first, exact, after is not None]
+        params: dict[str, Any] = {**ns, "limit": limit}
+        if after is not None:
+            params.update(
+                after_at=codec.ts(after.created_at),
+                after_id=after.record_id,
+                after_pinned=int(after.pinned),
+            )
         conn = self._conns.get()
         with _snapshot(conn):  # the page and its total from one snapshot
-            rows = conn.execute(sql, {**ns, "limit": limit, "offset": offset}).fetchall()
+            rows = conn.execute(sql, params).fetchall()
             total = conn.execute(q.COUNT_RECORDS, ns).fetchone()[0] if count else None
-        return Page([codec.to_record(r) for r in rows], total, limit, offset)
+        return Page.of([codec.to_record(r) for r in rows], total, limit)
 
     def set_pinned(self, record_id: str, pinned: bool) -> MemoryRecord:
         with self._conns.write() as conn:
@@ -575,6 +612,10 @@ class SqliteStorage(Storage):
                 conn.execute(q.EVENT_BYTES), conn.execute(q.RECORD_BYTES)
             ),
         )
+
+    def database_bytes(self) -> int:
+        files = (self.path, self.path.with_name(self.path.name + "-wal"))
+        return sum(f.stat().st_size for f in files if f.exists())
 
     # --- tokens and audit -------------------------------------------------------------
     def token_by_hash(self, secret_sha256: str) -> ApiToken | None:

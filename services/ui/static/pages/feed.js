@@ -18,7 +18,9 @@ function eventText(event) {
 export async function feedPage(view) {
   const ns = requireProject(view);
   if (!ns) return;
-  let offset = 0;
+  // Keyset pages: each page starts after the previous one's `next`; the stack holds the
+  // start of every page back to the first, so "Newer" retraces them.
+  const starts = [undefined];
   let timer = null;
   let lastKey = "";
   const selected = new Set();
@@ -30,11 +32,11 @@ export async function feedPage(view) {
 
   async function load() {
     const [page, events] = await Promise.all([
-      get("/v1/memories", { namespace: ns, limit: PAGE, offset, count: "false" }),
+      get("/v1/memories", { namespace: ns, limit: PAGE, after: starts[starts.length - 1], count: "false" }),
       get("/v1/events", { namespace: ns, limit: 30 }),
     ]);
     status.textContent = `live · updated ${new Date().toLocaleTimeString()}`;
-    const key = JSON.stringify([offset, page.items.map((r) => [r.record_id, r.pinned, r.edited_at]), events.items.map((e) => e.event_id)]);
+    const key = JSON.stringify([starts.length, page.items.map((r) => [r.record_id, r.pinned, r.edited_at]), events.items.map((e) => e.event_id)]);
     if (key === lastKey) return; // nothing new: keep the DOM (and any checkbox focus) as it is
     lastKey = key;
     const box = (r) => h("td", null, h("input", {
@@ -51,13 +53,13 @@ export async function feedPage(view) {
           h("td", null, when(e.valid_time)))))
       : h("p", { class: "muted" }, "No events yet."));
     pager.replaceChildren(
-      h("button", { type: "button", disabled: offset === 0, onclick: () => go(offset - PAGE) }, "Newer"),
-      h("span", { class: "muted" }, `records ${offset + 1}–${offset + page.items.length}`),
-      h("button", { type: "button", disabled: page.items.length < PAGE, onclick: () => go(offset + PAGE) }, "Older"));
+      h("button", { type: "button", id: "newer", disabled: starts.length === 1, onclick: () => go(() => starts.pop()) }, "Newer"),
+      h("span", { class: "muted", id: "page-number" }, `page ${starts.length}`),
+      h("button", { type: "button", id: "older", disabled: !page.next, onclick: () => go(() => starts.push(page.next)) }, "Older"));
   }
 
-  function go(to) {
-    offset = Math.max(0, to);
+  function go(move) {
+    if (move) move();
     lastKey = "";
     load().catch((err) => message.replaceChildren(errorBox(err)));
   }
@@ -69,7 +71,7 @@ export async function feedPage(view) {
       if (done) {
         selected.clear();
         message.replaceChildren(h("p", null, `Deleted ${done.records} record(s) and ${done.events} event(s).`));
-        go(offset);
+        go();
       }
     } catch (err) {
       message.replaceChildren(errorBox(err));
