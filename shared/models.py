@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -66,7 +67,19 @@ def _iso_datetime(value: Any) -> Any:
     raise ValueError("must be an ISO-8601 date-time with a UTC offset")
 
 
-IsoDatetime = Annotated[AwareDatetime, BeforeValidator(_iso_datetime)]
+def _in_utc_range(value: datetime) -> datetime:
+    # 0001-01-01T00:00+03:04 is a valid aware datetime whose UTC instant is before year 1:
+    # storage writes times in UTC, so such a time must fail here, as input, not there.
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("must fall within years 1-9999 in UTC") from None
+    return value
+
+
+IsoDatetime = Annotated[
+    AwareDatetime, BeforeValidator(_iso_datetime), AfterValidator(_in_utc_range)
+]
 
 
 def new_ulid() -> str:

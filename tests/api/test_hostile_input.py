@@ -201,6 +201,15 @@ def test_valid_time_is_an_iso_string_not_a_unix_time(sqlite_api: Api, when: obje
     assert res.json["details"][0]["loc"] == ["valid_time"]
 
 
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+03:04", "9999-12-31T23:59:59-00:01"])
+def test_a_valid_time_outside_the_utc_range_is_422(api: Api, when: str) -> None:
+    # Found by schemathesis: storage writes UTC, and these instants fall before year 1 or
+    # after year 9999 once converted.
+    res = api.post("/v1/events", json=make_event(valid_time=when))
+    _error(res, 422, "validation_error")
+    assert res.json["details"][0]["loc"] == ["valid_time"]
+
+
 def _depth(value: object) -> int:
     if isinstance(value, dict):
         return 1 + max(map(_depth, value.values()), default=0)
