@@ -22,10 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="source",
-        choices=["claude-code", "markdown", "claude-mem"],
+        choices=["claude-code", "codex", "markdown", "claude-mem"],
         default=None,
         help="import another tool's data instead: claude-code (a transcript .jsonl, or a"
-        " directory such as ~/.claude/projects, replayed as events); markdown (CLAUDE.md,"
+        " directory such as ~/.claude/projects, replayed as events); codex (a rollout .jsonl, or"
+        " a directory such as ~/.codex/sessions, replayed as events); markdown (CLAUDE.md,"
         " auto-memory, Cursor .mdc rules, Cline memory-bank files, or a directory of them:"
         " one manual record per section); claude-mem (its SQLite database: observations and"
         " session summaries)",
@@ -98,12 +99,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_from(args: argparse.Namespace) -> int:
-    from wakemark.services.importers import claude_code
+    """Session logs replayed as events: Claude Code transcripts or Codex rollouts."""
+    from wakemark.services.importers import claude_code, codex
     from wakemark.shared import project
 
+    source = codex if args.source == "codex" else claude_code
     files = claude_code.transcripts(args.path)
     if not files:
-        print(f"wakemark import: no transcript (.jsonl) at {args.path}", file=sys.stderr)
+        print(f"wakemark import: no session log (.jsonl) at {args.path}", file=sys.stderr)
         return 2
     runtime = _open(args.dry_run)
     if runtime is None:
@@ -115,7 +118,7 @@ def _run_from(args: argparse.Namespace) -> int:
         for path in files:
             with open(path, "rb") as lines:
                 batch: list[Any] = []
-                for event in claude_code.session_events(lines, actor):
+                for event in source.session_events(lines, actor):
                     namespaces.add(event.namespace)
                     batch.append(event)
                     if len(batch) == 500:
@@ -127,7 +130,7 @@ def _run_from(args: argparse.Namespace) -> int:
         runtime.close()
     verb = "read" if args.dry_run else "stored"
     print(
-        f"{len(files)} transcript(s), {seen} event(s) in {len(namespaces)} project(s);"
+        f"{len(files)} session log(s), {seen} event(s) in {len(namespaces)} project(s);"
         f" {verb} {stored if not args.dry_run else seen}"
         f"{' new' if not args.dry_run else ''}. The server extracts each turn as it closes"
         " (a session's last turn after WAKEMARK_TURN_IDLE_S).",
