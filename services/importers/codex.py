@@ -102,7 +102,10 @@ def session_events(lines: Iterable[str | bytes], actor: str) -> Iterator[Event]:
         if line.get("type") != "response_item":
             continue
         if kind in _CALLS:
-            calls[str(payload.get("call_id"))] = (str(payload.get("name") or "shell"), _arguments(payload))
+            calls[str(payload.get("call_id"))] = (
+                str(payload.get("name") or "shell"),
+                _arguments(payload),
+            )
         elif kind in _OUTPUTS:
             call_id = str(payload.get("call_id"))
             name, arguments = calls.pop(call_id, ("unknown", None))

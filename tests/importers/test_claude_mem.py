@@ -99,7 +99,9 @@ def test_the_command_imports_once_into_the_named_project(tmp_path: Path) -> None
     assert failed.returncode == 1 and b"not a claude-mem database" in failed.stderr
 
 
-REAL = Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "claude-mem-observations.json"
+REAL = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "claude-mem-observations.json"
+)
 
 
 def test_a_real_observation_row_becomes_its_record(tmp_path: Path) -> None:
