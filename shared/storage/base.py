@@ -316,9 +316,17 @@ class Storage(abc.ABC):
         """Every event, in ``event_id`` order, after ``after`` (None: from the first)."""
 
     @abc.abstractmethod
-    def replace_event_bodies(self, events: Sequence[Event]) -> int:
-        """Overwrite the body of each stored event with the same ``event_id`` by
-        ``event``'s (``wakemark scrub``); nothing else changes. Returns how many existed."""
+    def rewrite_events(self, events: Sequence[Event]) -> int:
+        """Overwrite the client text of each stored event with the same ``event_id`` by
+        ``event``'s — its body, source and actor (``wakemark scrub``); ids, namespace,
+        session, times and turn stay. Returns how many existed."""
+
+    @abc.abstractmethod
+    def rename_session(self, namespace: str, old: str, new: str) -> int:
+        """Move session ``old`` of ``namespace`` to the id ``new`` (``wakemark scrub``
+        redacting a session id): its events, turns and retrieval audit rows. Should ``new``
+        already have an open turn there, ``old``'s open turn closes at its last event (a
+        session has one open turn). Returns how many events moved."""
 
     def get_turn(self, turn_id: str) -> Turn | None:
         turns = self.get_turns([turn_id])

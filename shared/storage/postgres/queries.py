@@ -46,7 +46,24 @@ CLOSE_TURN = "UPDATE turns SET closed_at = %s WHERE turn_id = %s AND closed_at I
 
 GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = %s"
 EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id > %s ORDER BY event_id LIMIT %s"
-SET_EVENT_BODY = "UPDATE events SET body = %s WHERE event_id = %s"
+REWRITE_EVENT = """
+UPDATE events SET body = %s, source_surface = %s, source_version = %s, project_path = %s,
+    actor_id = %s
+WHERE event_id = %s
+"""
+# rename_session: the statements in order, all with %(namespace)s, %(old)s, %(new)s.
+RENAME_SESSION = (
+    """UPDATE turns SET closed_at = last_event_at
+    WHERE namespace = %(namespace)s AND session_id = %(old)s AND closed_at IS NULL
+      AND EXISTS (SELECT 1 FROM turns WHERE namespace = %(namespace)s
+                  AND session_id = %(new)s AND closed_at IS NULL)""",
+    "UPDATE turns SET session_id = %(new)s WHERE namespace = %(namespace)s"
+    " AND session_id = %(old)s",
+    "UPDATE retrievals SET session_id = %(new)s WHERE namespace = %(namespace)s"
+    " AND session_id = %(old)s",
+    "UPDATE events SET session_id = %(new)s WHERE namespace = %(namespace)s"
+    " AND session_id = %(old)s",
+)
 
 # Keyed by "one full namespace": then the order comes straight off
 # events_namespace_recent (a LIKE would sort every event of the namespace first).

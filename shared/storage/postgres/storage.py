@@ -183,10 +183,19 @@ class PostgresStorage(Storage):
             rows = conn.execute(q.EVENTS_AFTER, (after or "", limit)).fetchall()
         return [stored_event(r) for r in rows]
 
-    def replace_event_bodies(self, events: Sequence[Event]) -> int:
+    def rewrite_events(self, events: Sequence[Event]) -> int:
+        rows = [
+            (e.body_json(), e.source.surface, e.source.version, e.source.project_path,
+             e.actor_id, e.event_id)
+            for e in events
+        ]  # fmt: skip
         with self._db.connection() as conn, conn.transaction():
-            rows = [(e.body_json(), e.event_id) for e in events]
-            return sum(conn.execute(q.SET_EVENT_BODY, row).rowcount for row in rows)
+            return sum(conn.execute(q.REWRITE_EVENT, row).rowcount for row in rows)
+
+    def rename_session(self, namespace: str, old: str, new: str) -> int:
+        params = {"namespace": namespace, "old": old, "new": new}
+        with self._db.connection() as conn, conn.transaction():
+            return [conn.execute(sql, params).rowcount for sql in q.RENAME_SESSION][-1]
 
     def get_event(self, event_id: str) -> StoredEvent | None:
         with self._db.connection() as conn:

@@ -19,7 +19,17 @@ VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, 
 """
 GET_EVENT = "SELECT * FROM events WHERE event_id = ?"
 EVENTS_AFTER = "SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?"
-SET_EVENT_BODY = "UPDATE events SET body = ? WHERE event_id = ?"
+REWRITE_EVENT = "UPDATE events SET body = ?, source = ?, actor_id = ? WHERE event_id = ?"
+# rename_session: the statements in order, all with :namespace, :old, :new.
+RENAME_SESSION = (
+    """UPDATE turns SET closed_at = last_event_at
+    WHERE namespace = :namespace AND session_id = :old AND closed_at IS NULL
+      AND EXISTS (SELECT 1 FROM turns WHERE namespace = :namespace AND session_id = :new
+                  AND closed_at IS NULL)""",
+    "UPDATE turns SET session_id = :new WHERE namespace = :namespace AND session_id = :old",
+    "UPDATE retrievals SET session_id = :new WHERE namespace = :namespace AND session_id = :old",
+    "UPDATE events SET session_id = :new WHERE namespace = :namespace AND session_id = :old",
+)
 INSERT_RETRIEVAL = """
 INSERT INTO retrievals (retrieval_id, event_id, namespace, session_id, created_at, body)
 VALUES (:retrieval_id, :event_id, :namespace, :session_id, :created_at, :body)

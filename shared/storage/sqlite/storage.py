@@ -161,10 +161,15 @@ class SqliteStorage(Storage):
     def events_after(self, after: str | None, limit: int) -> list[StoredEvent]:
         return [codec.to_event(r) for r in self._read(q.EVENTS_AFTER, (after or "", limit))]
 
-    def replace_event_bodies(self, events: Sequence[Event]) -> int:
+    def rewrite_events(self, events: Sequence[Event]) -> int:
+        rows = [(e.body_json(), e.source.model_dump_json(), e.actor_id, e.event_id) for e in events]
         with self._conns.write() as conn:
-            rows = [(e.body_json(), e.event_id) for e in events]
-            return sum(conn.execute(q.SET_EVENT_BODY, row).rowcount for row in rows)
+            return sum(conn.execute(q.REWRITE_EVENT, row).rowcount for row in rows)
+
+    def rename_session(self, namespace: str, old: str, new: str) -> int:
+        params = {"namespace": namespace, "old": old, "new": new}
+        with self._conns.write() as conn:
+            return [conn.execute(sql, params).rowcount for sql in q.RENAME_SESSION][-1]
 
     def count_events(self, event_ids: Sequence[str]) -> int:
         return int(self._read(q.COUNT_EVENTS, (json.dumps(list(event_ids)),))[0][0])
