@@ -130,6 +130,7 @@ class MemoryFilter:
     before: datetime | None = None  # created_at < before
     after: datetime | None = None  # created_at >= after
     session_id: str | None = None  # a source event of the record is of this session
+    pinned: bool | None = None  # only pinned (True) or only unpinned (False) records
 
 
 @dataclass(frozen=True)
@@ -531,6 +532,17 @@ class Storage(abc.ABC):
         """One transaction: for each turn id, set the bodies (JSON text) of the events
         named (events of other turns are left alone) and mark the turn trimmed, so it is
         never listed again; returns the number of events changed."""
+
+    @abc.abstractmethod
+    def expire_turns(self, extracted_before: datetime, limit: int) -> tuple[int, int]:
+        """One transaction: delete up to ``limit`` trimmed turns extracted before the time
+        (oldest extraction first) with their events and those events' retrieval audit rows;
+        records stay, their ``source_event_ids`` then naming expired events. Returns
+        (turns, events) deleted."""
+
+    @abc.abstractmethod
+    def delete_retrievals(self, created_before: datetime) -> int:
+        """Delete the retrieval audit rows created before the time; returns how many."""
 
     @abc.abstractmethod
     def compact(self) -> list[str]:

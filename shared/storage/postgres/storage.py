@@ -371,6 +371,7 @@ class PostgresStorage(Storage):
             "before": where.before,
             "after": where.after,
             "session_id": where.session_id,
+            "pinned": where.pinned,
         }
         with self._db.connection() as conn:
             return [r[0] for r in conn.execute(q.FIND_RECORDS, params).fetchall()]
@@ -603,6 +604,17 @@ class PostgresStorage(Storage):
                 changed = max(cur.rowcount, 0)
             cur.executemany(q.MARK_TRIMMED, [(now, t) for t in bodies])
         return changed
+
+    def expire_turns(self, extracted_before: datetime, limit: int) -> tuple[int, int]:
+        with self._db.connection() as conn, conn.transaction():
+            rows = conn.execute(q.EXPIRABLE_TURNS, (extracted_before, limit)).fetchall()
+            ids = [r[0] for r in rows]
+            events = conn.execute(q.EXPIRE_EVENTS, (ids,)).rowcount
+            return conn.execute(q.EXPIRE_TURNS, (ids,)).rowcount, events
+
+    def delete_retrievals(self, created_before: datetime) -> int:
+        with self._db.connection() as conn, conn.transaction():
+            return conn.execute(q.DELETE_RETRIEVALS, (created_before,)).rowcount
 
     def compact(self) -> list[str]:
         lines: list[str] = []

@@ -145,6 +145,7 @@ WHERE {_R_NS}
   AND (:observation_type IS NULL OR r.observation_type = :observation_type)
   AND (:before IS NULL OR r.created_at < :before)
   AND (:after IS NULL OR r.created_at >= :after)
+  AND (:pinned IS NULL OR r.pinned = :pinned)
   AND (:session_id IS NULL OR EXISTS (
         SELECT 1 FROM json_each(r.source_event_ids) j JOIN events e ON e.event_id = j.value
         WHERE e.session_id = :session_id))
@@ -309,6 +310,14 @@ VALUES (:row_id, :event_id, :parent_event_id, :session_id, :actor_id, :namespace
         :body, :valid_time, :source, :schema_version, :transaction_time, :turn_id)
 """
 MARK_TRIMMED = "UPDATE turns SET trimmed_at = :now WHERE turn_id = :turn_id"
+EXPIRABLE_TURNS = """
+SELECT turn_id FROM turns WHERE trimmed_at IS NOT NULL AND extracted_at < ?
+ORDER BY extracted_at, turn_id LIMIT ?
+"""
+# Events first: their retrieval rows go with them (ON DELETE CASCADE).
+EXPIRE_EVENTS = "DELETE FROM events WHERE turn_id IN (SELECT value FROM json_each(?))"
+EXPIRE_TURNS = "DELETE FROM turns WHERE turn_id IN (SELECT value FROM json_each(?))"
+DELETE_RETRIEVALS = "DELETE FROM retrievals WHERE created_at < ?"
 # Bytes per table, its indexes included (FTS5 shadow tables count as the index's).
 TABLE_SIZES = """
 SELECT CASE WHEN coalesce(m.tbl_name, d.name) LIKE 'memory\\_fts%' ESCAPE '\\'

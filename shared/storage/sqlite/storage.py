@@ -337,6 +337,7 @@ class SqliteStorage(Storage):
             "before": codec.ts(where.before) if where.before else None,
             "after": codec.ts(where.after) if where.after else None,
             "session_id": where.session_id,
+            "pinned": None if where.pinned is None else int(where.pinned),
         }
         return [r[0] for r in self._read(q.FIND_RECORDS, params)]
 
@@ -546,6 +547,17 @@ class SqliteStorage(Storage):
                         changed += 1
                 conn.execute(q.MARK_TRIMMED, {"now": now, "turn_id": turn_id})
         return changed
+
+    def expire_turns(self, extracted_before: datetime, limit: int) -> tuple[int, int]:
+        with self._conns.write() as conn:
+            rows = conn.execute(q.EXPIRABLE_TURNS, (codec.ts(extracted_before), limit))
+            ids = json.dumps([r[0] for r in rows.fetchall()])
+            events = conn.execute(q.EXPIRE_EVENTS, (ids,)).rowcount
+            return conn.execute(q.EXPIRE_TURNS, (ids,)).rowcount, events
+
+    def delete_retrievals(self, created_before: datetime) -> int:
+        with self._conns.write() as conn:
+            return conn.execute(q.DELETE_RETRIEVALS, (codec.ts(created_before),)).rowcount
 
     def compact(self) -> list[str]:
         with self._conns.exclusive() as conn:
