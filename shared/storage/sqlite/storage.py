@@ -562,6 +562,10 @@ class SqliteStorage(Storage):
     def compact(self) -> list[str]:
         with self._conns.exclusive() as conn:
             before = _file_bytes(conn)
+            # A deleted or rewritten record leaves a tombstone in the full-text indexes
+            # until a merge reaches its segment; 'optimize' merges each into one segment.
+            for fts_table in q.FTS_TABLES:
+                conn.execute(f"INSERT INTO {fts_table} ({fts_table}) VALUES ('optimize')")
             # auto_vacuum=INCREMENTAL (2) can hand free pages back without a rewrite;
             # NONE (0, the default) and FULL (1) need VACUUM, which rewrites the file.
             if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
