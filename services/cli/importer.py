@@ -8,6 +8,7 @@ fixed file again writes only what is missing.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from typing import Any
@@ -22,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="source",
-        choices=["claude-code", "codex", "markdown", "claude-mem"],
+        metavar="SOURCE",
         default=None,
         help="import another tool's data instead: claude-code (a transcript .jsonl, or a"
         " directory such as ~/.claude/projects, replayed as events); codex (a rollout .jsonl, or"
@@ -54,12 +55,15 @@ def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.backfill import ProgressBar
     from wakemark.shared.transfer import ImportFormatError, import_lines, parse_namespace_map
 
-    if args.source == "markdown":
-        return _run_markdown(args)
-    if args.source == "claude-mem":
-        return _run_claude_mem(args)
     if args.source is not None:
-        return _run_from(args)
+        importers = _importers()
+        if args.source not in importers:
+            known = ", ".join(importers)
+            print(
+                f"wakemark import: unknown --from {args.source!r} (known: {known})", file=sys.stderr
+            )
+            return 2
+        return importers[args.source](args)
     try:
         mapping = parse_namespace_map(args.namespace_map)
     except ValueError as exc:
@@ -98,12 +102,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_from(args: argparse.Namespace) -> int:
-    """Session logs replayed as events: Claude Code transcripts or Codex rollouts."""
+def _importers() -> dict[str, Any]:
+    """``--from`` name -> its runner; the session-log importers are named by their agent."""
     from wakemark.services.importers import claude_code, codex
+
+    logs = {m.AGENT: functools.partial(_run_session_logs, m) for m in (claude_code, codex)}
+    return {**logs, "markdown": _run_markdown, "claude-mem": _run_claude_mem}
+
+
+def _run_session_logs(source: Any, args: argparse.Namespace) -> int:
+    """Session logs replayed as events: Claude Code transcripts or Codex rollouts."""
+    from wakemark.services.importers import claude_code
     from wakemark.shared import project
 
-    source = codex if args.source == "codex" else claude_code
     files = claude_code.transcripts(args.path)
     if not files:
         print(f"wakemark import: no session log (.jsonl) at {args.path}", file=sys.stderr)
