@@ -121,6 +121,7 @@ def expire(
                 break
             totals["expired_turns"] += turns
             totals["expired_events"] += events
+    storage.merge_indexes()
     if totals["retrievals"] or totals["expired_turns"] or totals["records"]:
         log.info(
             "retention deleted %(retrievals)d retrieval rows, %(expired_turns)d expired turns"

@@ -545,6 +545,13 @@ class Storage(abc.ABC):
         """Delete the retrieval audit rows created before the time; returns how many."""
 
     @abc.abstractmethod
+    def merge_indexes(self) -> None:
+        """A bounded step of index upkeep the retention pass runs each time: SQLite merges
+        its full-text segments so the entries of deleted and rewritten records are dropped
+        (without it the full-text indexes grow with every delete); Postgres leaves it to
+        autovacuum."""
+
+    @abc.abstractmethod
     def compact(self) -> list[str]:
         """Give freed space back (SQLite: VACUUM or incremental vacuum; Postgres: VACUUM
         (ANALYZE) of the big tables where the role may); returns what was done, one line

@@ -217,3 +217,27 @@ def test_celery_beat_schedules_the_retention_task(settings: Settings) -> None:
     assert entry["task"] == RETENTION.name and entry["schedule"] == RETENTION.every_s == 3600
     routes = celery_config(deploy)["task_routes"]
     assert RETENTION.name in app.tasks and routes[RETENTION.name]["queue"] == QUEUE_BACKFILL
+
+
+def test_merging_the_indexes_drops_deleted_records_entries(storage: Storage) -> None:
+    rng = random.Random(3)
+    recs = [
+        record(f"r{i}", summary=" ".join(f"w{rng.randrange(10**6)}" for _ in range(40)))
+        for i in range(400)
+    ]
+    for r in recs:
+        storage.put_memory_record(r)
+    with storage.transaction() as tx:
+        tx.delete_memory_records([r.record_id for r in recs[:300]])
+    before = storage.disk_usage().tables
+    for _ in range(5):
+        storage.merge_indexes()
+    after = storage.disk_usage().tables
+    if storage.backend == "sqlite":
+        assert after["memory_trgm_data"] < before["memory_trgm_data"] * 0.6
+        assert after["memory_fts"] < before["memory_fts"]
+    # Search still finds what is left, and only that.
+    word = recs[350].summary.split()[0]
+    assert [h.record.record_id for h in search_lexical(storage, NS, word, 10)] == [
+        recs[350].record_id
+    ]

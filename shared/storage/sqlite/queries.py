@@ -318,7 +318,10 @@ ORDER BY extracted_at, turn_id LIMIT ?
 EXPIRE_EVENTS = "DELETE FROM events WHERE turn_id IN (SELECT value FROM json_each(?))"
 EXPIRE_TURNS = "DELETE FROM turns WHERE turn_id IN (SELECT value FROM json_each(?))"
 DELETE_RETRIEVALS = "DELETE FROM retrievals WHERE created_at < ?"
-FTS_TABLES = ("memory_fts", "memory_trgm")  # the full-text indexes compact() optimizes
+FTS_TABLES = ("memory_fts", "memory_trgm")  # the full-text indexes merge and optimize
+# Leaf pages one merge_indexes() step merges per index. Negative: merge across levels, so
+# the old segments that hold a deleted record's entries are reached too.
+FTS_MERGE_PAGES = -500
 # Bytes per table, its indexes included (FTS5 shadow tables count as the index's).
 TABLE_SIZES = """
 SELECT CASE WHEN coalesce(m.tbl_name, d.name) LIKE 'memory\\_fts%' ESCAPE '\\'

@@ -559,13 +559,21 @@ class SqliteStorage(Storage):
         with self._conns.write() as conn:
             return conn.execute(q.DELETE_RETRIEVALS, (codec.ts(created_before),)).rowcount
 
+    def merge_indexes(self) -> None:
+        with self._conns.write() as conn:
+            for table in q.FTS_TABLES:
+                conn.execute(
+                    f"INSERT INTO {table} ({table}, rank) VALUES ('merge', ?)",
+                    (q.FTS_MERGE_PAGES,),
+                )
+
     def compact(self) -> list[str]:
         with self._conns.exclusive() as conn:
             before = _file_bytes(conn)
             # A deleted or rewritten record leaves a tombstone in the full-text indexes
             # until a merge reaches its segment; 'optimize' merges each into one segment.
-            for fts_table in q.FTS_TABLES:
-                conn.execute(f"INSERT INTO {fts_table} ({fts_table}) VALUES ('optimize')")
+            for table in q.FTS_TABLES:
+                conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
             # auto_vacuum=INCREMENTAL (2) can hand free pages back without a rewrite;
             # NONE (0, the default) and FULL (1) need VACUUM, which rewrites the file.
             if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
