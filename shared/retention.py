@@ -121,7 +121,9 @@ def expire(
                 break
             totals["expired_turns"] += turns
             totals["expired_events"] += events
-    storage.merge_indexes()
+    if totals["records"]:
+        # Merging rewrites index segments: worth it only to drop what was deleted.
+        storage.merge_indexes()
     if totals["retrievals"] or totals["expired_turns"] or totals["records"]:
         log.info(
             "retention deleted %(retrievals)d retrieval rows, %(expired_turns)d expired turns"

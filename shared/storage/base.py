@@ -546,10 +546,10 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def merge_indexes(self) -> None:
-        """A bounded step of index upkeep the retention pass runs each time: SQLite merges
-        its full-text segments so the entries of deleted and rewritten records are dropped
-        (without it the full-text indexes grow with every delete); Postgres leaves it to
-        autovacuum."""
+        """A bounded step of index upkeep the retention pass runs after deleting records:
+        SQLite merges its full-text segments so the deleted records' entries are dropped
+        (without it the full-text indexes keep growing while records are deleted as fast
+        as they come); Postgres leaves it to autovacuum."""
 
     @abc.abstractmethod
     def compact(self) -> list[str]:
