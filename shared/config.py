@@ -199,6 +199,19 @@ class Settings:
         "Days an extracted turn's raw event bodies are kept before they are trimmed to"
         " stubs (ids, kind, time, tool, files, exit code stay); 0 keeps them forever.",
     )
+    event_expiry_days: int = _setting(
+        0,
+        _int(0, 36_500),
+        "Days after extraction an extracted turn's trimmed events (their stubs) and the turn"
+        " are deleted; records stay. 0 keeps the stubs forever; counts only once a turn is"
+        " trimmed (after WAKEMARK_EVENT_RETENTION_DAYS).",
+    )
+    record_retention_days: int = _setting(
+        0,
+        _int(0, 36_500),
+        "Days a memory record is kept after it was created, then deleted with its vector and"
+        " index entries (pinned records stay); 0 keeps records forever.",
+    )
     log_level: str = _setting(
         "info", _choice("debug", "info", "warning", "error"), "Log level of every process."
     )

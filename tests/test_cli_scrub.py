@@ -87,3 +87,41 @@ def test_scrub_rewrites_reindexes_and_reembeds(
     assert (
         "would rewrite 0 event(s) and 0 record(s); redactions: nothing" in capsys.readouterr().out
     )
+
+
+def test_every_client_string_of_events_and_records_is_rescanned(
+    old_data: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rt = old_data[0]
+    ghp, slack = GHP[1], SLACK[1]
+    # A token in every field of an event a client writes: session, actor and source.
+    leaky = Event(
+        event_id=new_ulid(), session_id=f"sess-{ghp}", actor_id=f"bot {slack}", namespace=NS,
+        kind="prompt", body={"type": "text", "content": "deploy it"}, valid_time=utcnow(),
+        source={"surface": "test", "version": ghp, "project_path": f"/srv/{ghp}/app"},
+    )  # fmt: skip
+    later = leaky.model_copy(update={"event_id": new_ulid(), "kind": "note"})
+    rt.storage.put_events([leaky, later])
+    record = MemoryRecord(
+        namespace=NS, title="Deploy notes", concepts=[f"key {ghp}"],
+        files_touched=[f"/srv/{slack}/deploy.sh"],
+    )  # fmt: skip
+    rt.storage.put_memory_record(record)
+    assert main(["scrub"]) == 0
+    assert "rewrote 3 event(s) and 2 record(s)" in capsys.readouterr().out
+    session = "sess-[REDACTED:github-token]"
+    for ev in (leaky, later):
+        stored = rt.storage.get_event(ev.event_id)
+        assert stored is not None
+        assert ghp not in stored.model_dump_json() and slack not in stored.model_dump_json()
+        assert stored.session_id == session and stored.actor_id == "bot [REDACTED:slack-token]"
+        assert stored.source.version == "[REDACTED:github-token]"
+        assert stored.source.project_path == "/srv/[REDACTED:github-token]/app"
+    # The session moved whole: its turn went with its events.
+    turns = {rt.storage.get_event(e.event_id).turn_id for e in (leaky, later)}  # type: ignore[union-attr]
+    assert {t.turn_id for t in rt.storage.session_turns(NS, session)} == turns
+    assert rt.storage.session_turns(NS, f"sess-{ghp}") == []
+    fixed = rt.storage.get_memory_record(record.record_id)
+    assert fixed is not None and fixed.concepts == ["key [REDACTED:github-token]"]
+    assert fixed.files_touched == ["/srv/[REDACTED:slack-token]/deploy.sh"]
+    assert rt.storage.has_embedding(record.record_id)

@@ -30,6 +30,12 @@ from wakemark.services.agents.base import (
 _EXIT_CODE = re.compile(r"^Exit code: (\d+)", re.MULTILINE)
 
 
+def exit_code(response: Any) -> int | None:
+    """The exit code Codex writes into a shell tool's output text, if any."""
+    match = _EXIT_CODE.search(response) if isinstance(response, str) else None
+    return int(match.group(1)) if match else None
+
+
 BEGIN = "# >>> wakemark (managed by `wakemark install codex`) >>>"
 END = "# <<< wakemark <<<"
 
@@ -61,12 +67,11 @@ class Codex(Agent):
             answer = payload.get("last_assistant_message")
             return Mapped(hook, OBSERVE, _summary(ctx, session, turn, answer))
         response = payload.get("tool_response")
-        match = _EXIT_CODE.search(response) if isinstance(response, str) else None
         data = tool_data(
             text_field(payload, "tool_name"),
             payload.get("tool_input"),
             response,
-            exit_code=int(match.group(1)) if match else None,
+            exit_code=exit_code(response),
         )
         event = make_event(
             ctx,

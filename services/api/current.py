@@ -51,15 +51,16 @@ class _LogOnce:
 _once = _LogOnce()
 
 
-def store_events(events: Sequence[Event]) -> list[PutEventResult]:
+def store_events(events: Sequence[Event]) -> tuple[list[PutEventResult], dict[str, str]]:
     """Store the events (one transaction) but those of ignored projects; the turns they
-    closed are enqueued on commit."""
+    closed are enqueued on commit. Gives one result per event, and why each ignored
+    project's events were dropped (by project path)."""
     rt = runtime()
-    kept = optout.kept(rt.settings, events)
+    kept, ignored = optout.kept(rt.settings, events)
     with rt.storage.transaction() as tx:
         results = tx.put_events(kept)
         enqueue_on_commit(tx, EXTRACT, [t for r in results for t in r.closed_turns])
-    return optout.answers(events, results)
+    return optout.answers(events, results), ignored
 
 
 def enqueue(job: Job, ids: Sequence[str], rt: Runtime | None = None) -> None:

@@ -26,6 +26,7 @@ from wakemark.shared.models import utcnow
 from wakemark.shared.privacy import scrub
 
 bp = Blueprint("hooks", __name__)
+IGNORED_HEADER = "X-Wakemark-Ignored"
 log = logging.getLogger("wakemark.api")
 STOP_WITHOUT_ANSWER = metrics.Counter(
     "wakemark_hook_stop_without_answer_total",
@@ -51,8 +52,9 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
         security.require_scope(event.namespace)
         if event.kind == "session_summary" and not str(getattr(event.body, "content", "")).strip():
             STOP_WITHOUT_ANSWER.inc()
+    ignored: dict[str, str] = {}
     if mapped.events:
-        current.store_events(mapped.events)
+        _, ignored = current.store_events(mapped.events)
     context = ""
     if handler.wants_context(mapped):
         if mapped.intent == PROMPT and mapped.events:
@@ -60,9 +62,13 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
         elif mapped.intent == SESSION_START:
             context = _session_index(ctx.namespace)
     body = handler.reply(mapped, context)
-    if body is None:
-        return Response(status=204)  # Claude Code: a 2xx with an empty body is "success"
-    return jsonify(body), 200
+    # Claude Code: a 2xx with an empty body is "success"
+    response = Response(status=204) if body is None else jsonify(body)
+    if ignored:
+        # The forwarder writes this into its log: the user sees why nothing was stored.
+        note = f"{len(mapped.events)} event(s) not stored: " + "; ".join(ignored.values())
+        response.headers[IGNORED_HEADER] = note.encode("ascii", "backslashreplace").decode()
+    return response
 
 
 def _context(agent: str, payload: dict[str, Any]) -> HookContext:

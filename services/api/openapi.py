@@ -81,7 +81,9 @@ ROUTES: tuple[Route, ...] = (
         f"an agent's own hook payload ({', '.join(f'`{a}`' for a in agents.names())}); answers in "
         "that agent's hook-output format (200, or 204 with an empty body for Claude Code "
         "when there is nothing to add). Optional headers `X-Wakemark-Project`, "
-        "`X-Wakemark-Actor`; `?event=` names the hook when the payload does not",
+        "`X-Wakemark-Actor`; `?event=` names the hook when the payload does not. When the "
+        "project is ignored, nothing is stored and the reply carries `X-Wakemark-Ignored` "
+        "(why)",
         {200: ANY_OBJECT, 204: None},
         body=ANY_OBJECT, query=s.HookQuery,
         headers={

@@ -20,16 +20,18 @@ _dropped = 0
 _logged: set[str] = set()
 
 
-def kept(settings: Settings, events: Sequence[Event]) -> list[Event]:
-    """The events whose project is not ignored; the others are counted and logged."""
+def kept(settings: Settings, events: Sequence[Event]) -> tuple[list[Event], dict[str, str]]:
+    """The events whose project is not ignored, and why each ignored project is (by its
+    path); the dropped events are counted and logged."""
     patterns = settings.ignore_projects
     reasons = {
         path: optout.ignored(path, patterns) for path in {e.source.project_path for e in events}
     }
     keep = [e for e in events if not reasons[e.source.project_path]]
+    why = {p: r for p, r in reasons.items() if p and r}
     if len(keep) < len(events):
-        _count(len(events) - len(keep), {p: r for p, r in reasons.items() if r})
-    return keep
+        _count(len(events) - len(keep), why)
+    return keep, why
 
 
 def answers(events: Sequence[Event], results: Sequence[PutEventResult]) -> list[PutEventResult]:
@@ -43,12 +45,12 @@ def answers(events: Sequence[Event], results: Sequence[PutEventResult]) -> list[
     ]
 
 
-def _count(n: int, reasons: dict[str | None, str]) -> None:
+def _count(n: int, reasons: dict[str, str]) -> None:
     global _dropped
     with _lock:
         _dropped += n
         new = {p: r for p, r in reasons.items() if p not in _logged}
-        _logged.update(p for p in new if p)
+        _logged.update(new)
     for path, reason in new.items():
         log.info("dropping events of ignored project %s (%s); not logged again", path, reason)
 

@@ -12,8 +12,9 @@ the server is ``shared/project.py``, which is stdlib-only and is loaded by its p
 this installed tree, without ``wakemark/__init__`` or anything else of the package.
 
 Fail-open: whatever happens it exits 0 and prints nothing but the agent's reply; errors
-go to ``$WAKEMARK_HOME/logs/hook.log`` (capped, one rotation). Exit code 2 means "block"
-or "retry" to most agents, so it must never escape from here.
+go to ``$WAKEMARK_HOME/logs/hook.log`` (capped, one rotation), and so does the API's
+note that it stored nothing because the project is ignored (``X-Wakemark-Ignored``).
+Exit code 2 means "block" or "retry" to most agents, so it must never escape from here.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ DEFAULT_PORT = 37800
 # (services/agents), copied here because this file cannot import the registry; a test
 # fails when the two differ.
 FAILSAFE = {"cursor": '{"continue": true}', "gemini-cli": "{}"}
+IGNORED_HEADER = b"x-wakemark-ignored"  # services/api/hooks.py IGNORED_HEADER, lower-cased
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -58,10 +60,14 @@ def _forward(agent: str, rest: list[str], deadline: float) -> None:
         payload = _read_stdin(deadline)
     if not payload.strip():
         raise ValueError("empty payload")
-    status, body = _post(agent, event, payload, deadline)
+    status, head, body = _post(agent, event, payload, deadline)
     if not 200 <= status < 300:
         raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
     _print(_stdout_for(agent, body))
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == IGNORED_HEADER:
+            _log(f"{agent} {event or '-'}: {value.strip().decode('ascii', 'replace')}")
 
 
 def _stdout_for(agent: str, body: bytes) -> str:
@@ -126,7 +132,7 @@ def _project_module():  # -> ModuleType; `types` and `typing` cost more than the
     return module
 
 
-def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int, bytes]:
+def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int, bytes, bytes]:
     import _socket  # the C module: see the module docstring
 
     port = int(os.environ.get("WAKEMARK_PORT") or DEFAULT_PORT)
@@ -163,7 +169,7 @@ def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int,
         sock.close()
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
-    return int(status_line[1]), body
+    return int(status_line[1]), head, body
 
 
 def _left(deadline: float) -> float:

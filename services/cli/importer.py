@@ -8,6 +8,7 @@ fixed file again writes only what is missing.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from typing import Any
@@ -22,10 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="source",
-        choices=["claude-code", "markdown", "claude-mem"],
+        metavar="SOURCE",
         default=None,
         help="import another tool's data instead: claude-code (a transcript .jsonl, or a"
-        " directory such as ~/.claude/projects, replayed as events); markdown (CLAUDE.md,"
+        " directory such as ~/.claude/projects, replayed as events); codex (a rollout .jsonl, or"
+        " a directory such as ~/.codex/sessions, replayed as events); markdown (CLAUDE.md,"
         " auto-memory, Cursor .mdc rules, Cline memory-bank files, or a directory of them:"
         " one manual record per section); claude-mem (its SQLite database: observations and"
         " session summaries)",
@@ -53,12 +55,15 @@ def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.backfill import ProgressBar
     from wakemark.shared.transfer import ImportFormatError, import_lines, parse_namespace_map
 
-    if args.source == "markdown":
-        return _run_markdown(args)
-    if args.source == "claude-mem":
-        return _run_claude_mem(args)
     if args.source is not None:
-        return _run_from(args)
+        importers = _importers()
+        if args.source not in importers:
+            known = ", ".join(importers)
+            print(
+                f"wakemark import: unknown --from {args.source!r} (known: {known})", file=sys.stderr
+            )
+            return 2
+        return importers[args.source](args)
     try:
         mapping = parse_namespace_map(args.namespace_map)
     except ValueError as exc:
@@ -97,13 +102,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_from(args: argparse.Namespace) -> int:
+def _importers() -> dict[str, Any]:
+    """``--from`` name -> its runner; the session-log importers are named by their agent."""
+    from wakemark.services.importers import claude_code, codex
+
+    logs = {m.AGENT: functools.partial(_run_session_logs, m) for m in (claude_code, codex)}
+    return {**logs, "markdown": _run_markdown, "claude-mem": _run_claude_mem}
+
+
+def _run_session_logs(source: Any, args: argparse.Namespace) -> int:
+    """Session logs replayed as events: Claude Code transcripts or Codex rollouts."""
     from wakemark.services.importers import claude_code
     from wakemark.shared import project
 
     files = claude_code.transcripts(args.path)
     if not files:
-        print(f"wakemark import: no transcript (.jsonl) at {args.path}", file=sys.stderr)
+        print(f"wakemark import: no session log (.jsonl) at {args.path}", file=sys.stderr)
         return 2
     runtime = _open(args.dry_run)
     if runtime is None:
@@ -115,7 +129,7 @@ def _run_from(args: argparse.Namespace) -> int:
         for path in files:
             with open(path, "rb") as lines:
                 batch: list[Any] = []
-                for event in claude_code.session_events(lines, actor):
+                for event in source.session_events(lines, actor):
                     namespaces.add(event.namespace)
                     batch.append(event)
                     if len(batch) == 500:
@@ -127,7 +141,7 @@ def _run_from(args: argparse.Namespace) -> int:
         runtime.close()
     verb = "read" if args.dry_run else "stored"
     print(
-        f"{len(files)} transcript(s), {seen} event(s) in {len(namespaces)} project(s);"
+        f"{len(files)} session log(s), {seen} event(s) in {len(namespaces)} project(s);"
         f" {verb} {stored if not args.dry_run else seen}"
         f"{' new' if not args.dry_run else ''}. The server extracts each turn as it closes"
         " (a session's last turn after WAKEMARK_TURN_IDLE_S).",

@@ -1,9 +1,13 @@
 """``wakemark scrub [--dry-run]``: re-scan what is already stored with today's rules.
 
 Events and memory records stored before a rule existed (or before secret scanning at
-all) are scanned like new ones (``shared/privacy.py``); matches are rewritten in place.
-A rewritten record loses its embedding, its full-text entry follows the new text, and it
-is embedded again here (or by the next sweep with ``WAKEMARK_EMBEDDER=off`` set now).
+all) are scanned like new ones (``shared/privacy.py``), every string a client could have
+written: an event's body, source (surface, version, project path), actor and session id;
+a record's title, summary, facts, concepts and files. Matches are rewritten in place; a
+redacted session id moves the session's turns and audit rows with it. A rewritten record
+loses its embedding, its full-text entry follows the new text, and it is embedded again
+here (or by the next sweep with ``WAKEMARK_EMBEDDER=off`` set now). Ids, namespaces and
+times are wakemark's own and are not rewritten.
 """
 
 from __future__ import annotations
@@ -49,23 +53,44 @@ def _kinds(before: Any, after: Any) -> Counter[str]:
 
 
 def _events(storage: Any, dry_run: bool) -> tuple[int, Counter[str]]:
+    from wakemark.shared.models import Source
     from wakemark.shared.privacy import scrub
 
     changed = 0
     kinds: Counter[str] = Counter()
+    renames: dict[tuple[str, str], str] = {}  # (namespace, session id) -> its redacted id
     after: str | None = None
     while page := storage.events_after(after, PAGE):
         after = page[-1].event_id
         rewritten = []
         for event in page:
-            body = event.body.model_dump(mode="json")
-            clean = scrub(body)
-            if clean != body:
-                kinds += _kinds(body, clean)
-                rewritten.append(event.model_copy(update={"body": clean}))
-        changed += len(rewritten)
+            text = {
+                "body": event.body.model_dump(mode="json"),
+                "source": event.source.model_dump(mode="json"),
+                "actor_id": event.actor_id,
+                "session_id": event.session_id,
+            }
+            clean = scrub(text)
+            if clean == text:
+                continue
+            changed += 1
+            kinds += _kinds(text, clean)
+            if clean["session_id"] != event.session_id:
+                renames[(event.namespace, event.session_id)] = clean["session_id"][:200]
+            # A marker can be longer than what it hides: keep the fields' limits.
+            source = {k: v[:100] if k in ("surface", "version") and v else v
+                      for k, v in clean["source"].items()}  # fmt: skip
+            update = {
+                "body": clean["body"],
+                "source": Source.model_validate(source),
+                "actor_id": clean["actor_id"][:200],
+            }
+            rewritten.append(event.model_copy(update=update))
         if rewritten and not dry_run:
-            storage.replace_event_bodies(rewritten)
+            storage.rewrite_events(rewritten)
+    if not dry_run:
+        for (namespace, old), new in renames.items():
+            storage.rename_session(namespace, old, new)
     return changed, kinds
 
 

@@ -28,7 +28,7 @@ from wakemark.shared.privacy import scrub
 AGENT = "claude-code"
 
 
-def context_for(cwd: str | None, actor: str) -> HookContext:
+def context_for(cwd: str | None, actor: str, agent: str = AGENT) -> HookContext:
     # As the API does for a hook: a directory this machine has is resolved to its project
     # root; one it does not have (a transcript from elsewhere) is the root as given.
     if cwd and os.path.isdir(cwd):
@@ -37,7 +37,7 @@ def context_for(cwd: str | None, actor: str) -> HookContext:
         root = os.path.normpath(cwd) if cwd else None
     actor = project.sanitize_actor(actor)
     return HookContext(
-        agent=AGENT,
+        agent=agent,
         namespace=project.namespace_for(actor, project.project_id(root)),
         actor=actor,
         project_path=str(root) if root else None,
@@ -45,7 +45,7 @@ def context_for(cwd: str | None, actor: str) -> HookContext:
     )
 
 
-def _when(line: dict[str, Any]) -> datetime | None:
+def line_time(line: dict[str, Any]) -> datetime | None:
     raw = line.get("timestamp")
     try:
         when = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
@@ -129,7 +129,7 @@ def _event(
         kind=kind,
         body=scrub(body),
         stable_ids=ids,
-        when=_when(line),
+        when=line_time(line),
         version=version if isinstance(version, str) else None,
     )
 

@@ -285,12 +285,17 @@ def backfill_embeddings(
 
 
 def trim_events(ctx: Context) -> dict[str, int]:
-    """Trim the raw bodies of turns extracted more than ``WAKEMARK_EVENT_RETENTION_DAYS``
-    ago to stubs (``shared/retention.py``), a bounded number of turns a run."""
+    """The retention pass (``shared/retention.py``): trim the raw bodies of turns extracted
+    more than ``WAKEMARK_EVENT_RETENTION_DAYS`` ago to stubs, drop retrieval audit rows of
+    that age, expire turns past ``WAKEMARK_EVENT_EXPIRY_DAYS`` and records past
+    ``WAKEMARK_RECORD_RETENTION_DAYS``; a bounded number a run."""
     from wakemark.shared import retention
 
-    days = ctx.settings.event_retention_days
-    return retention.trim_expired(ctx.storage, days, max_turns=retention.RUN_MAX_TURNS)
+    s = ctx.settings
+    return retention.expire(
+        ctx.storage, s.event_retention_days, s.event_expiry_days, s.record_retention_days,
+        max_turns=retention.RUN_MAX_TURNS,
+    )  # fmt: skip
 
 
 # --- sweep --------------------------------------------------------------------------------

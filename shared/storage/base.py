@@ -143,6 +143,7 @@ class MemoryFilter:
     before: datetime | None = None  # created_at < before
     after: datetime | None = None  # created_at >= after
     session_id: str | None = None  # a source event of the record is of this session
+    pinned: bool | None = None  # only pinned (True) or only unpinned (False) records
 
 
 @dataclass(frozen=True)
@@ -365,9 +366,17 @@ class Storage(abc.ABC):
         """Every event, in ``event_id`` order, after ``after`` (None: from the first)."""
 
     @abc.abstractmethod
-    def replace_event_bodies(self, events: Sequence[Event]) -> int:
-        """Overwrite the body of each stored event with the same ``event_id`` by
-        ``event``'s (``wakemark scrub``); nothing else changes. Returns how many existed."""
+    def rewrite_events(self, events: Sequence[Event]) -> int:
+        """Overwrite the client text of each stored event with the same ``event_id`` by
+        ``event``'s — its body, source and actor (``wakemark scrub``); ids, namespace,
+        session, times and turn stay. Returns how many existed."""
+
+    @abc.abstractmethod
+    def rename_session(self, namespace: str, old: str, new: str) -> int:
+        """Move session ``old`` of ``namespace`` to the id ``new`` (``wakemark scrub``
+        redacting a session id): its events, turns and retrieval audit rows. Should ``new``
+        already have an open turn there, ``old``'s open turn closes at its last event (a
+        session has one open turn). Returns how many events moved."""
 
     def get_turn(self, turn_id: str) -> Turn | None:
         turns = self.get_turns([turn_id])
@@ -629,6 +638,24 @@ class Storage(abc.ABC):
         """One transaction: for each turn id, set the bodies (JSON text) of the events
         named (events of other turns are left alone) and mark the turn trimmed, so it is
         never listed again; returns the number of events changed."""
+
+    @abc.abstractmethod
+    def expire_turns(self, extracted_before: datetime, limit: int) -> tuple[int, int]:
+        """One transaction: delete up to ``limit`` trimmed turns extracted before the time
+        (oldest extraction first) with their events and those events' retrieval audit rows;
+        records stay, their ``source_event_ids`` then naming expired events. Returns
+        (turns, events) deleted."""
+
+    @abc.abstractmethod
+    def delete_retrievals(self, created_before: datetime) -> int:
+        """Delete the retrieval audit rows created before the time; returns how many."""
+
+    @abc.abstractmethod
+    def merge_indexes(self) -> None:
+        """A bounded step of index upkeep the retention pass runs after deleting records:
+        SQLite merges its full-text segments so the deleted records' entries are dropped
+        (without it the full-text indexes keep growing while records are deleted as fast
+        as they come); Postgres leaves it to autovacuum."""
 
     @abc.abstractmethod
     def compact(self) -> list[str]:

@@ -110,6 +110,25 @@ def test_codex_notify_payload_comes_as_an_argument(
     assert sorted(kinds) == ["prompt", "session_summary"]
 
 
+def test_an_ignored_projects_hook_says_so_in_the_log(
+    server: Server, project_dir: Path, namespace: str
+) -> None:
+    (project_dir / ".wakemarkignore").write_text("")
+    log = server.settings.home / "logs" / "hook.log"
+    env = _env(server.settings.home, server.settings.port, server.token)
+    payload = json.dumps(load("claude-code", "UserPromptSubmit", project_dir)).encode()
+    out = _hook(env, project_dir, "claude-code", "UserPromptSubmit", stdin=payload)
+    assert (out.returncode, out.stderr) == (0, b"")  # the agent's reply is unchanged
+    assert server.runtime.storage.list_events(namespace=namespace) == []
+    [line] = log.read_text().splitlines()
+    marker = project_dir.resolve() / ".wakemarkignore"
+    assert line.endswith(f"claude-code UserPromptSubmit: 1 event(s) not stored: {marker} exists")
+    (project_dir / ".wakemarkignore").unlink()
+    out = _hook(env, project_dir, "claude-code", "UserPromptSubmit", stdin=payload)
+    assert len(log.read_text().splitlines()) == 1  # a stored event logs nothing
+    assert len(server.runtime.storage.list_events(namespace=namespace)) == 1
+
+
 @pytest.mark.parametrize("stdin", [b"{not json", b"", b"[1, 2]", b"\xff\xfe"])
 def test_malformed_stdin_exits_0_quietly(server: Server, project_dir: Path, stdin: bytes) -> None:
     env = _env(server.settings.home, server.settings.port, server.token)

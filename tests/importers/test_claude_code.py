@@ -63,6 +63,6 @@ def test_the_command_imports_a_projects_directory(tmp_path: Path) -> None:
     env = _env(tmp_path)
     done = _wakemark("import", "--from", "claude-code", str(tmp_path / "projects"), env=env)
     assert done.returncode == 0, done.stderr
-    assert b"1 transcript(s), 6 event(s) in 1 project(s); stored 6 new" in done.stderr
+    assert b"1 session log(s), 6 event(s) in 1 project(s); stored 6 new" in done.stderr
     again = _wakemark("import", "--from", "claude-code", str(tmp_path / "projects"), env=env)
     assert b"stored 0 new" in again.stderr

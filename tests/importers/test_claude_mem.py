@@ -97,3 +97,46 @@ def test_the_command_imports_once_into_the_named_project(tmp_path: Path) -> None
     bad.write_text("not sqlite")
     failed = _wakemark("import", "--from", "claude-mem", str(bad), env=env)
     assert failed.returncode == 1 and b"not a claude-mem database" in failed.stderr
+
+
+REAL = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "claude-mem-observations.json"
+)
+
+
+def test_a_real_observation_row_becomes_its_record(tmp_path: Path) -> None:
+    # A row as a real claude-mem database returned it (its get_observations tool),
+    # inserted into the tables claude-mem creates; every column the row has is kept.
+    rows = json.loads(REAL.read_text())
+    path = tmp_path / "claude-mem.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA.read_text())
+    for row in rows:
+        conn.execute(
+            "INSERT INTO sdk_sessions (content_session_id, memory_session_id, project,"
+            " started_at, started_at_epoch) VALUES (?, ?, ?, ?, ?)",
+            (row["memory_session_id"], row["memory_session_id"], row["project"],
+             row["created_at"], row["created_at_epoch"]),
+        )  # fmt: skip
+        columns = ", ".join(row)
+        conn.execute(
+            f"INSERT INTO observations ({columns}) VALUES ({', '.join('?' * len(row))})",
+            tuple(row.values()),
+        )
+    conn.commit()
+    conn.close()
+    recs = list(records(str(path), lambda name: f"/actor/me/project/{name}/"))
+    assert len(recs) == len(rows) == 1
+    rec = recs[0]
+    assert rec.namespace == "/actor/me/project/brain/"
+    assert rec.title == "LinkedIn article written announcing Brain open-source release"
+    assert rec.observation_type == "feature" and rec.strategy == "llm"
+    assert rec.summary.startswith("A comprehensive LinkedIn announcement article was written")
+    assert len(rec.facts) == 11
+    assert rec.facts[0] == (
+        'Article titled "I open-sourced my AI coordination layer. Here\'s why."'
+        " created at docs/linkedin-open-source-article.md"
+    )
+    assert rec.concepts == ["why-it-exists", "problem-solution", "pattern", "trade-off"]
+    assert rec.files_touched == ["/Users/marcus/Git/brain/docs/linkedin-open-source-article.md"]
+    assert rec.created_at.isoformat() == "2026-03-11T02:53:39.551000+00:00"

@@ -16,6 +16,7 @@ from wakemark.shared.models import (
     MemoryRecord,
     Retrieval,
     RetrievalCandidate,
+    Source,
     new_record_id,
     new_ulid,
 )
@@ -111,19 +112,45 @@ def test_events_after_pages_every_event_in_id_order(storage: Storage) -> None:
     assert storage.events_after(ids[-1], 4) == []
 
 
-def test_replace_event_bodies_changes_only_the_body(storage: Storage) -> None:
+def test_rewrite_events_changes_only_the_client_text(storage: Storage) -> None:
     kept, changed = event(text="keep me"), event(text="token=abc", session="s2")
     storage.put_events([kept, changed])
     before = storage.get_event(changed.event_id)
     assert before is not None
-    redacted = changed.model_copy(update={"body": {"type": "text", "content": "token=[R]"}})
-    assert storage.replace_event_bodies([redacted, event()]) == 1
+    redacted = changed.model_copy(
+        update={
+            "body": {"type": "text", "content": "token=[R]"},
+            "source": Source(surface="test", version="[R]", project_path="/p/[R]"),
+            "actor_id": "[R]",
+        }
+    )
+    assert storage.rewrite_events([redacted, event()]) == 1
     after = storage.get_event(changed.event_id)
     assert after is not None and after.body.content == "token=[R]"  # type: ignore[union-attr]
-    assert (after.transaction_time, after.turn_id, after.session_id) == (
-        before.transaction_time, before.turn_id, "s2"
+    assert after.source == Source(surface="test", version="[R]", project_path="/p/[R]")
+    assert after.actor_id == "[R]"
+    assert (after.transaction_time, after.turn_id, after.session_id, after.namespace) == (
+        before.transaction_time, before.turn_id, "s2", before.namespace
     )  # fmt: skip
     assert storage.get_event(kept.event_id).body.content == "keep me"  # type: ignore[union-attr]
+
+
+def test_rename_session_moves_events_turns_and_audit_rows(storage: Storage) -> None:
+    leaky, other = event(session="ghp_secret"), event(session="[R]")
+    storage.put_events([leaky, other])
+    storage.put_retrieval(row := retrieval(leaky))
+    untouched = event(session="ghp_secret", ns="/actor/bob/project/p/")
+    storage.put_event(untouched)
+    assert storage.rename_session(NS, "ghp_secret", "[R]") == 1
+    moved = storage.get_event(leaky.event_id)
+    assert moved is not None and moved.session_id == "[R]" and moved.turn_id is not None
+    turns = storage.session_turns(NS, "[R]")
+    assert len(turns) == 2 and storage.session_turns(NS, "ghp_secret") == []
+    # One session has one open turn: the renamed one closed at its last event.
+    assert [t.turn_id for t in turns if not t.closed] == [storage.get_event(other.event_id).turn_id]  # type: ignore[union-attr]
+    assert storage.get_retrieval(row.retrieval_id).session_id == "[R]"  # type: ignore[union-attr]
+    assert storage.get_event(untouched.event_id).session_id == "ghp_secret"  # type: ignore[union-attr]
+    assert storage.rename_session(NS, "nothing", "[R]") == 0
 
 
 def test_batch_put_events_is_all_or_nothing(storage: Storage) -> None:

@@ -9,12 +9,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.storage.test_conformance import event, record
+from tests.storage.test_conformance import event, record, retrieval
 from wakemark.shared.config import Settings
 from wakemark.shared.jobs.inprocess import InProcessDispatcher
 from wakemark.shared.jobs.tasks import RETENTION
 from wakemark.shared.models import Event, StoredEvent, new_ulid
-from wakemark.shared.retention import STUB_KEY, trim_expired
+from wakemark.shared.retention import STUB_KEY, expire, trim_expired
+from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import ImportBatch, Storage, TurnRow
 
@@ -97,6 +98,58 @@ def test_zero_days_keeps_everything(storage: Storage) -> None:
     assert storage.trimmable_turns(later, 10) != []
 
 
+def test_expiry_deletes_trimmed_turns_and_old_audit_rows_never_records(
+    storage: Storage,
+) -> None:
+    turn_id, ids, rid = extracted_turn(storage, "s1")
+    now = datetime.now(UTC)
+    prompt = storage.get_event(ids[0])
+    assert prompt is not None
+    storage.put_retrieval(audit := retrieval(prompt, created_at=now))
+    record_before = storage.get_memory_record(rid)
+    # Inside the window: nothing goes. Past it: bodies trimmed, the audit row deleted.
+    assert expire(storage, 30, 90, now=now + timedelta(days=29))["retrievals"] == 0
+    assert storage.get_retrieval(audit.retrieval_id) is not None
+    done = expire(storage, 30, 90, now=now + timedelta(days=31))
+    assert (done["turns"], done["retrievals"], done["expired_turns"]) == (1, 1, 0)
+    assert storage.get_retrieval(audit.retrieval_id) is None
+    assert all(storage.get_event(i) is not None for i in ids)  # stubs stay until expiry
+    assert expire(storage, 30, 0, now=now + timedelta(days=400))["expired_turns"] == 0
+    done = expire(storage, 30, 90, now=now + timedelta(days=91))
+    assert (done["expired_turns"], done["expired_events"]) == (1, 3)
+    assert [storage.get_event(i) for i in ids] == [None] * 3
+    assert storage.get_turn(turn_id) is None
+    # The record, its provenance ids and its search entries are untouched.
+    assert storage.get_memory_record(rid) == record_before
+    assert storage.list_memory_records(NS).total == 1
+    assert expire(storage, 30, 90, now=now + timedelta(days=200))["expired_turns"] == 0
+
+
+def test_record_retention_deletes_old_unpinned_records_only(storage: Storage) -> None:
+    old = record("old", minutes=0)
+    pinned = record("old but pinned", minutes=1, pinned=True)
+    young = record("young", minutes=0).model_copy(update={"created_at": datetime.now(UTC)})
+    for r in (old, pinned, young):
+        storage.put_memory_record(r)
+    now = datetime.now(UTC)
+    assert expire(storage, 30, 0, 0, now=now)["records"] == 0  # off by default
+    done = expire(storage, 30, 0, 365, now=now)
+    assert done["records"] == 1
+    assert storage.get_memory_record(old.record_id) is None
+    assert {r.record_id for r in storage.list_memory_records(NS).items} == {
+        pinned.record_id, young.record_id,
+    }  # fmt: skip
+    assert search_lexical(storage, NS, "old", 10)[0].record.record_id == pinned.record_id
+    [entry] = [a for a in storage.list_audit() if a.action == "record_retention"]
+    assert (entry.who, entry.targets, entry.count) == ("retention", (old.record_id,), 1)
+
+
+def test_an_untrimmed_turn_never_expires(storage: Storage) -> None:
+    extracted_turn(storage, "s1")
+    later = datetime.now(UTC) + timedelta(days=400)
+    assert expire(storage, 0, 30, now=later)["expired_turns"] == 0  # retention off: no stubs
+
+
 def old_turns(storage: Storage, n: int, days_ago: int = 40) -> None:
     """Turns extracted ``days_ago`` days ago, written as an import would."""
     at = datetime.now(UTC) - timedelta(days=days_ago)
@@ -147,6 +200,7 @@ def test_the_sweep_thread_runs_retention(backend_settings: Settings) -> None:
         # Nothing is left to trim: a run now changes nothing.
         assert RETENTION.run(runtime.tasks) == {
             "turns": 0, "events": 0, "bytes_before": 0, "bytes_after": 0,
+            "retrievals": 0, "expired_turns": 0, "expired_events": 0, "records": 0,
         }  # fmt: skip
     finally:
         runtime.close()
@@ -163,3 +217,27 @@ def test_celery_beat_schedules_the_retention_task(settings: Settings) -> None:
     assert entry["task"] == RETENTION.name and entry["schedule"] == RETENTION.every_s == 3600
     routes = celery_config(deploy)["task_routes"]
     assert RETENTION.name in app.tasks and routes[RETENTION.name]["queue"] == QUEUE_BACKFILL
+
+
+def test_merging_the_indexes_drops_deleted_records_entries(storage: Storage) -> None:
+    rng = random.Random(3)
+    recs = [
+        record(f"r{i}", summary=" ".join(f"w{rng.randrange(10**6)}" for _ in range(40)))
+        for i in range(400)
+    ]
+    for r in recs:
+        storage.put_memory_record(r)
+    with storage.transaction() as tx:
+        tx.delete_memory_records([r.record_id for r in recs[:300]])
+    before = storage.disk_usage().tables
+    for _ in range(5):
+        storage.merge_indexes()
+    after = storage.disk_usage().tables
+    if storage.backend == "sqlite":
+        assert after["memory_trgm_data"] < before["memory_trgm_data"] * 0.6
+        assert after["memory_fts"] < before["memory_fts"]
+    # Search still finds what is left, and only that.
+    word = recs[350].summary.split()[0]
+    assert [h.record.record_id for h in search_lexical(storage, NS, word, 10)] == [
+        recs[350].record_id
+    ]

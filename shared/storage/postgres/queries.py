@@ -51,7 +51,24 @@ CLOSE_TURN = "UPDATE turns SET closed_at = %s WHERE turn_id = %s AND closed_at I
 
 GET_EVENT = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = %s"
 EVENTS_AFTER = f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id > %s ORDER BY event_id LIMIT %s"
-SET_EVENT_BODY = "UPDATE events SET body = %s WHERE event_id = %s"
+REWRITE_EVENT = """
+UPDATE events SET body = %s, source_surface = %s, source_version = %s, project_path = %s,
+    actor_id = %s
+WHERE event_id = %s
+"""
+# rename_session: the statements in order, all with %(namespace)s, %(old)s, %(new)s.
+RENAME_SESSION = (
+    """UPDATE turns SET closed_at = last_event_at
+    WHERE namespace = %(namespace)s AND session_id = %(old)s AND closed_at IS NULL
+      AND EXISTS (SELECT 1 FROM turns WHERE namespace = %(namespace)s
+                  AND session_id = %(new)s AND closed_at IS NULL)""",
+    "UPDATE turns SET session_id = %(new)s WHERE namespace = %(namespace)s"
+    " AND session_id = %(old)s",
+    "UPDATE retrievals SET session_id = %(new)s WHERE namespace = %(namespace)s"
+    " AND session_id = %(old)s",
+    "UPDATE events SET session_id = %(new)s WHERE namespace = %(namespace)s"
+    " AND session_id = %(old)s",
+)
 
 # Keyed by "one full namespace": then the order comes straight off
 # events_namespace_recent (a LIKE would sort every event of the namespace first).
@@ -227,6 +244,7 @@ SELECT r.record_id FROM memory_records r
    AND (%(type)s::text IS NULL OR r.observation_type = %(type)s)
    AND (%(before)s::timestamptz IS NULL OR r.created_at < %(before)s)
    AND (%(after)s::timestamptz IS NULL OR r.created_at >= %(after)s)
+   AND (%(pinned)s::boolean IS NULL OR r.pinned = %(pinned)s)
    AND (%(session_id)s::text IS NULL OR EXISTS (
          SELECT 1 FROM events e
           WHERE e.event_id = ANY(r.source_event_ids) AND e.session_id = %(session_id)s))
@@ -503,6 +521,16 @@ SELECT turn_id FROM turns
 TRIM_EVENT_BODY = "UPDATE events SET body = %s WHERE event_id = %s AND turn_id = %s"
 
 MARK_TRIMMED = "UPDATE turns SET trimmed_at = %s WHERE turn_id = %s"
+
+EXPIRABLE_TURNS = """
+SELECT turn_id FROM turns WHERE trimmed_at IS NOT NULL AND extracted_at < %s
+ORDER BY extracted_at, turn_id LIMIT %s
+FOR UPDATE SKIP LOCKED
+"""
+# Events first (they reference their turn); their retrieval rows go with them (CASCADE).
+EXPIRE_EVENTS = "DELETE FROM events WHERE turn_id = ANY(%s)"
+EXPIRE_TURNS = "DELETE FROM turns WHERE turn_id = ANY(%s)"
+DELETE_RETRIEVALS = "DELETE FROM retrievals WHERE created_at < %s"
 
 # wakemark's tables in the schema it runs in (the first of search_path), with the roles
 # allowed to vacuum them: the owner (or a member of its role) and superusers.

@@ -191,10 +191,19 @@ class PostgresStorage(Storage):
             rows = conn.execute(q.EVENTS_AFTER, (after or "", limit)).fetchall()
         return [stored_event(r) for r in rows]
 
-    def replace_event_bodies(self, events: Sequence[Event]) -> int:
+    def rewrite_events(self, events: Sequence[Event]) -> int:
+        rows = [
+            (e.body_json(), e.source.surface, e.source.version, e.source.project_path,
+             e.actor_id, e.event_id)
+            for e in events
+        ]  # fmt: skip
         with self._db.connection() as conn, conn.transaction():
-            rows = [(e.body_json(), e.event_id) for e in events]
-            return sum(conn.execute(q.SET_EVENT_BODY, row).rowcount for row in rows)
+            return sum(conn.execute(q.REWRITE_EVENT, row).rowcount for row in rows)
+
+    def rename_session(self, namespace: str, old: str, new: str) -> int:
+        params = {"namespace": namespace, "old": old, "new": new}
+        with self._db.connection() as conn, conn.transaction():
+            return [conn.execute(sql, params).rowcount for sql in q.RENAME_SESSION][-1]
 
     def get_event(self, event_id: str) -> StoredEvent | None:
         with self._db.connection() as conn:
@@ -399,6 +408,7 @@ class PostgresStorage(Storage):
             "before": where.before,
             "after": where.after,
             "session_id": where.session_id,
+            "pinned": where.pinned,
         }
         with self._db.connection() as conn:
             return [r[0] for r in conn.execute(q.FIND_RECORDS, params).fetchall()]
@@ -669,6 +679,20 @@ class PostgresStorage(Storage):
                 changed = max(cur.rowcount, 0)
             cur.executemany(q.MARK_TRIMMED, [(now, t) for t in bodies])
         return changed
+
+    def expire_turns(self, extracted_before: datetime, limit: int) -> tuple[int, int]:
+        with self._db.connection() as conn, conn.transaction():
+            rows = conn.execute(q.EXPIRABLE_TURNS, (extracted_before, limit)).fetchall()
+            ids = [r[0] for r in rows]
+            events = conn.execute(q.EXPIRE_EVENTS, (ids,)).rowcount
+            return conn.execute(q.EXPIRE_TURNS, (ids,)).rowcount, events
+
+    def delete_retrievals(self, created_before: datetime) -> int:
+        with self._db.connection() as conn, conn.transaction():
+            return conn.execute(q.DELETE_RETRIEVALS, (created_before,)).rowcount
+
+    def merge_indexes(self) -> None:
+        return None  # GIN and trigram indexes drop dead entries when (auto)vacuum runs
 
     def compact(self) -> list[str]:
         lines: list[str] = []

@@ -19,7 +19,17 @@ VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, 
 """
 GET_EVENT = "SELECT * FROM events WHERE event_id = ?"
 EVENTS_AFTER = "SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?"
-SET_EVENT_BODY = "UPDATE events SET body = ? WHERE event_id = ?"
+REWRITE_EVENT = "UPDATE events SET body = ?, source = ?, actor_id = ? WHERE event_id = ?"
+# rename_session: the statements in order, all with :namespace, :old, :new.
+RENAME_SESSION = (
+    """UPDATE turns SET closed_at = last_event_at
+    WHERE namespace = :namespace AND session_id = :old AND closed_at IS NULL
+      AND EXISTS (SELECT 1 FROM turns WHERE namespace = :namespace AND session_id = :new
+                  AND closed_at IS NULL)""",
+    "UPDATE turns SET session_id = :new WHERE namespace = :namespace AND session_id = :old",
+    "UPDATE retrievals SET session_id = :new WHERE namespace = :namespace AND session_id = :old",
+    "UPDATE events SET session_id = :new WHERE namespace = :namespace AND session_id = :old",
+)
 INSERT_RETRIEVAL = """
 INSERT INTO retrievals (retrieval_id, event_id, namespace, session_id, created_at, body)
 VALUES (:retrieval_id, :event_id, :namespace, :session_id, :created_at, :body)
@@ -156,6 +166,7 @@ WHERE {_R_NS}
   AND (:observation_type IS NULL OR r.observation_type = :observation_type)
   AND (:before IS NULL OR r.created_at < :before)
   AND (:after IS NULL OR r.created_at >= :after)
+  AND (:pinned IS NULL OR r.pinned = :pinned)
   AND (:session_id IS NULL OR EXISTS (
         SELECT 1 FROM json_each(r.source_event_ids) j JOIN events e ON e.event_id = j.value
         WHERE e.session_id = :session_id))
@@ -319,6 +330,18 @@ VALUES (:row_id, :event_id, :parent_event_id, :session_id, :actor_id, :namespace
         :body, :valid_time, :source, :schema_version, :transaction_time, :turn_id)
 """
 MARK_TRIMMED = "UPDATE turns SET trimmed_at = :now WHERE turn_id = :turn_id"
+EXPIRABLE_TURNS = """
+SELECT turn_id FROM turns WHERE trimmed_at IS NOT NULL AND extracted_at < ?
+ORDER BY extracted_at, turn_id LIMIT ?
+"""
+# Events first: their retrieval rows go with them (ON DELETE CASCADE).
+EXPIRE_EVENTS = "DELETE FROM events WHERE turn_id IN (SELECT value FROM json_each(?))"
+EXPIRE_TURNS = "DELETE FROM turns WHERE turn_id IN (SELECT value FROM json_each(?))"
+DELETE_RETRIEVALS = "DELETE FROM retrievals WHERE created_at < ?"
+FTS_TABLES = ("memory_fts", "memory_trgm")  # the full-text indexes merge and optimize
+# Leaf pages one merge_indexes() step merges per index. Negative: merge across levels, so
+# the old segments that hold a deleted record's entries are reached too.
+FTS_MERGE_PAGES = -500
 # Bytes per table, its indexes included (FTS5 shadow tables count as the index's).
 TABLE_SIZES = """
 SELECT CASE WHEN coalesce(m.tbl_name, d.name) LIKE 'memory\\_fts%' ESCAPE '\\'

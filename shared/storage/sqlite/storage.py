@@ -163,10 +163,15 @@ class SqliteStorage(Storage):
     def events_after(self, after: str | None, limit: int) -> list[StoredEvent]:
         return [codec.to_event(r) for r in self._read(q.EVENTS_AFTER, (after or "", limit))]
 
-    def replace_event_bodies(self, events: Sequence[Event]) -> int:
+    def rewrite_events(self, events: Sequence[Event]) -> int:
+        rows = [(e.body_json(), e.source.model_dump_json(), e.actor_id, e.event_id) for e in events]
         with self._conns.write() as conn:
-            rows = [(e.body_json(), e.event_id) for e in events]
-            return sum(conn.execute(q.SET_EVENT_BODY, row).rowcount for row in rows)
+            return sum(conn.execute(q.REWRITE_EVENT, row).rowcount for row in rows)
+
+    def rename_session(self, namespace: str, old: str, new: str) -> int:
+        params = {"namespace": namespace, "old": old, "new": new}
+        with self._conns.write() as conn:
+            return [conn.execute(sql, params).rowcount for sql in q.RENAME_SESSION][-1]
 
     def count_events(self, event_ids: Sequence[str]) -> int:
         return int(self._read(q.COUNT_EVENTS, (json.dumps(list(event_ids)),))[0][0])
@@ -369,6 +374,7 @@ class SqliteStorage(Storage):
             "before": codec.ts(where.before) if where.before else None,
             "after": codec.ts(where.after) if where.after else None,
             "session_id": where.session_id,
+            "pinned": None if where.pinned is None else int(where.pinned),
         }
         return [r[0] for r in self._read(q.FIND_RECORDS, params)]
 
@@ -579,9 +585,32 @@ class SqliteStorage(Storage):
                 conn.execute(q.MARK_TRIMMED, {"now": now, "turn_id": turn_id})
         return changed
 
+    def expire_turns(self, extracted_before: datetime, limit: int) -> tuple[int, int]:
+        with self._conns.write() as conn:
+            rows = conn.execute(q.EXPIRABLE_TURNS, (codec.ts(extracted_before), limit))
+            ids = json.dumps([r[0] for r in rows.fetchall()])
+            events = conn.execute(q.EXPIRE_EVENTS, (ids,)).rowcount
+            return conn.execute(q.EXPIRE_TURNS, (ids,)).rowcount, events
+
+    def delete_retrievals(self, created_before: datetime) -> int:
+        with self._conns.write() as conn:
+            return conn.execute(q.DELETE_RETRIEVALS, (codec.ts(created_before),)).rowcount
+
+    def merge_indexes(self) -> None:
+        with self._conns.write() as conn:
+            for table in q.FTS_TABLES:
+                conn.execute(
+                    f"INSERT INTO {table} ({table}, rank) VALUES ('merge', ?)",
+                    (q.FTS_MERGE_PAGES,),
+                )
+
     def compact(self) -> list[str]:
         with self._conns.exclusive() as conn:
             before = _file_bytes(conn)
+            # A deleted or rewritten record leaves a tombstone in the full-text indexes
+            # until a merge reaches its segment; 'optimize' merges each into one segment.
+            for table in q.FTS_TABLES:
+                conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
             # auto_vacuum=INCREMENTAL (2) can hand free pages back without a rewrite;
             # NONE (0, the default) and FULL (1) need VACUUM, which rewrites the file.
             if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
