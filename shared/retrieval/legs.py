@@ -95,6 +95,10 @@ PART_CHARS = 3
 MAX_FRAGMENTS = 16  # each costs a query: a long CJK paragraph is cut here
 
 
+def has_cjk(query: str) -> bool:
+    return _CJK_RUN.search(query) is not None
+
+
 def _cjk_bigrams(query: str) -> list[str]:
     # Two characters is the common length of a Chinese word and the shortest that says
     # something; a run of one is itself.
@@ -136,7 +140,13 @@ def fragments(query: str) -> list[str]:
 
 class TrigramLeg:
     """Substrings a word index cannot see: CJK words and parts of identifiers, through the
-    trigram indexes (FTS5 ``trigram``, ``pg_trgm``). Nothing to do for other queries."""
+    trigram indexes (FTS5 ``trigram``, ``pg_trgm``). Nothing to do for other queries.
+
+    The retriever runs it beside the others for a CJK query, and for an identifier only
+    when the lexical leg came back short of candidates: with a full lexical list, its
+    substring hits of the identifier's parts (mostly records the lexical leg ranked too)
+    only pushed better-ranked records down (recall@10 .925 -> .919 on codemem-dev).
+    """
 
     name = TRIGRAM
 

@@ -25,6 +25,7 @@ from wakemark.shared.retrieval.legs import (
     TrigramLeg,
     Unavailable,
     VectorLeg,
+    has_cjk,
 )
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import query_text
@@ -62,7 +63,8 @@ class Retriever:
         self._storage = storage
         self._fusion = params_for(settings.fusion)
         self._vector = VectorLeg(settings, storage, embedder, epochs)
-        self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector, TrigramLeg(storage))
+        self._trigram = TrigramLeg(storage)
+        self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector, self._trigram)
         self._metrics = SearchMetrics()
         self._audit = Audit(lambda: storage)
         self._start_pools()
@@ -208,11 +210,12 @@ class Retriever:
         # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
         first, *others = self._legs
-        futures = [
-            (leg, self._inner.submit(leg.search, namespace, text, k, observation_type, since))
-            for leg in others
-        ]
-        ranked = {first.name: first.search(namespace, text, k, observation_type, since)}
+        args = (namespace, text, k, observation_type, since)
+        eager = [leg for leg in others if leg is not self._trigram or has_cjk(text)]
+        futures = [(leg, self._inner.submit(leg.search, *args)) for leg in eager]
+        ranked = {first.name: first.search(*args)}
+        if self._trigram not in eager and len(ranked[first.name]) < k:
+            futures.append((self._trigram, self._inner.submit(self._trigram.search, *args)))
         degraded = False
         for leg, future in futures:
             found = self._leg_result(leg, future)
