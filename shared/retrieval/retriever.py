@@ -126,11 +126,17 @@ class Retriever:
         start = time.perf_counter()
         try:
             threshold = self._settings.min_relevance if min_relevance is None else min_relevance
+            min_prompt = self._settings.min_prompt_relevance
             result = self.search(namespace, event, limit=PROMPT_CANDIDATES)
             stored = isinstance(event, Event)
             seen = self._seen(event) if stored else set()
             selection = inject.select(
-                result.items, threshold, seen, self._settings.prompt_max_bytes, PROMPT_LIMIT
+                result.items,
+                min_prompt,
+                threshold,
+                seen,
+                self._settings.prompt_max_bytes,
+                PROMPT_LIMIT,
             )
             out: dict[str, Any] = {
                 "context": selection.context,
@@ -138,7 +144,7 @@ class Retriever:
                 "latency_ms": result.latency_ms,
             }
             if stored and event.namespace == namespace:
-                row = build_row(event, result, selection, threshold, _ms(start))
+                row = build_row(event, result, selection, min_prompt, threshold, _ms(start))
                 if audit:
                     self._audit.count(selection)
                     self._audit.write(row)
