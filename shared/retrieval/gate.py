@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.query import CJK_RUN, cjk_bigrams, has_cjk
 
 BASELINE_RANK = 10  # the vector candidate whose cosine is the query's "background"
 POOL = 20  # the lexical candidates a term's rarity is counted among
@@ -104,11 +105,16 @@ class Evidence:
 
 
 def terms(text: str) -> list[str]:
-    """Content terms, crudely stemmed (a suffix off, then truncated), deduplicated in order."""
+    """Content terms, crudely stemmed (a suffix off, then truncated), deduplicated in order;
+    a run of CJK characters (no spaces between its words) as its two-character pieces."""
     seen: dict[str, None] = {}
     for word in _WORD.findall(text.lower()):
-        if len(word) > 1 and word not in STOPWORDS:
-            seen.setdefault(_stem(word), None)
+        pieces = [word]
+        if has_cjk(word):
+            pieces = [p for p in CJK_RUN.split(word) if p] + cjk_bigrams(word)
+        for piece in pieces:
+            if len(piece) > 1 and piece not in STOPWORDS:
+                seen.setdefault(_stem(piece), None)
     return list(seen)
 
 

@@ -25,10 +25,9 @@ from wakemark.shared.retrieval.legs import (
     TrigramLeg,
     Unavailable,
     VectorLeg,
-    has_cjk,
 )
 from wakemark.shared.retrieval.metrics import SearchMetrics
-from wakemark.shared.retrieval.query import query_text
+from wakemark.shared.retrieval.query import has_cjk, query_text
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
@@ -252,7 +251,12 @@ class Retriever:
         """The hits with the gate's evidence and relevance; their order is unchanged."""
         if not items:
             return items
-        lexical = ranked.get(LEXICAL, [])
+        # The trigram leg's hits the word index lacks are lexical evidence too, after it: a
+        # CJK word or an identifier's parts is what the prompt says.
+        words = ranked.get(LEXICAL, [])
+        known = {c.record_id for c in words}
+        trigram = [c for c in ranked.get(self._trigram.name, []) if c.record_id not in known]
+        lexical = words + trigram
         semantic = ranked.get(self._vector.name)
         lexical_ranks = {c.record_id: i for i, c in enumerate(lexical)}
         vector_ranks: dict[str, int] = {}

@@ -78,8 +78,12 @@ def test_an_english_query_is_left_to_the_other_legs(runtime: Runtime) -> None:
 def test_trigram_only_hits_pass_through_the_relevance_gate(runtime: Runtime) -> None:
     put(runtime, [CHINESE, JAPANESE])
     [hit] = runtime.retriever.search(NS, "连接池").items
-    assert hit.evidence is not None and hit.evidence.lexical_rank is None
-    assert 0.0 <= hit.relevance <= 1.0
-    block = runtime.retriever.for_prompt(NS, "连接池", min_relevance=0.0)
+    # The trigram hit is the prompt's lexical evidence (the word index has none), its CJK
+    # pieces the terms it covers.
+    assert hit.evidence is not None and hit.evidence.lexical_rank == 0
+    assert hit.evidence.coverage == 1.0 and 0.0 <= hit.relevance <= 1.0
+    # "How should the database connection pool size be configured?"
+    block = runtime.retriever.for_prompt(NS, "数据库连接池的大小怎么配置")
     assert block["records"] == [CHINESE.record_id] and "数据库连接池的配置" in block["context"]
+    assert runtime.retriever.for_prompt(NS, "天气怎么样")["records"] == []  # "how's the weather"
     assert runtime.retriever.metrics()["errors"] == 0
