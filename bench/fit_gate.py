@@ -41,7 +41,7 @@ from wakemark.shared.retrieval.hits import SearchHit
 from wakemark.shared.retrieval.retriever import PROMPT_CANDIDATES, PROMPT_LIMIT, Retriever
 
 FIT = "werkzeug"
-TARGET_REJECT = 0.90  # of the fit project's negatives left without context (the target)
+TARGET_REJECT = 0.91  # of the fit project's negatives left without context (target 0.90)
 BYTES_TARGET = 900  # mean injected bytes per real prompt of the fit project (target 1 KB)
 MAX_BYTES = 1536  # the default WAKEMARK_PROMPT_MAX_BYTES
 FLOORS = tuple(round(0.001 * 1.25**i, 4) for i in range(24))  # 0.001 to ~0.17
@@ -264,7 +264,7 @@ def constants(shipped: dict[str, Any]) -> str:
             f"PROMPT_INTERCEPT = {h['prompt']['intercept']}",
             f"LEXICAL_PROMPT_COEF = {tuple(lx['prompt']['coef'])}",
             f"LEXICAL_PROMPT_INTERCEPT = {lx['prompt']['intercept']}",
-            f"DEFAULT_MIN_PROMPT_RELEVANCE = {math.floor(h['min_prompt'] * 1000) / 1000}"
+            f"DEFAULT_MIN_PROMPT_RELEVANCE = {math.ceil(h['min_prompt'] * 1000) / 1000}"
             "  # config.py",
             f"DEFAULT_MIN_RELEVANCE = {h['floor']}  # config.py",
         ]

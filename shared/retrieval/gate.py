@@ -68,13 +68,13 @@ HYBRID_COEF = (0.3196, 4.2543, 0.2058, 1.5859, 0.8155, 0.7551, 0.4309, 1.928, 1.
 HYBRID_INTERCEPT = -7.939
 LEXICAL_FEATURES = ("coverage", "title_coverage", "identifier", "top", "lexical_rr")
 LEXICAL_COEF = (1.832, 5.4571, 0.8357, 0.5785, 2.3026)
-LEXICAL_INTERCEPT = -6.8574
+LEXICAL_INTERCEPT = -6.8652
 PROMPT_FEATURES = ("expected", "top_cosine")
 PROMPT_COEF = (2.2122, 2.6054)
 PROMPT_INTERCEPT = 1.7349
 LEXICAL_PROMPT_FEATURES = ("expected",)
-LEXICAL_PROMPT_COEF = (2.3907,)
-LEXICAL_PROMPT_INTERCEPT = 1.9139
+LEXICAL_PROMPT_COEF = (2.3866,)
+LEXICAL_PROMPT_INTERCEPT = 1.9113
 # --- end of fitted constants ----------------------------------------------------------------
 
 
