@@ -4,7 +4,8 @@ same code the worker runs. The built SQLite database is cached outside the repos
 (``$WAKEMARK_BENCH_CACHE``, default ``~/.wakemark-data/codemem``), keyed by the dataset and
 the extraction code, so a re-run only replays the prompts. Not a benchmark on its own:
 ``bench/gate.py`` and ``bench/fit_gate.py`` use it (the leading underscore keeps
-``python -m bench`` from running it).
+``python -m bench`` from running it). On Postgres there is no cache: each run replays the
+projects into a fresh schema.
 """
 
 from __future__ import annotations
@@ -126,10 +127,9 @@ def settings_for(home: Path, model: Path | None = None) -> Settings:
     return Settings(home=home, model_path=model or Settings.from_env().onnx_model_path)
 
 
-def build(project: str, home: Path, model: Path | None = None) -> None:
-    """Replay every commit of ``project`` into a fresh SQLite database under ``home``."""
-    settings = settings_for(home, model)
-    home.mkdir(parents=True, exist_ok=True)
+def build(project: str, settings: Settings) -> None:
+    """Replay every commit of ``project`` into the fresh database of ``settings``."""
+    settings.home.mkdir(parents=True, exist_ok=True)
     migrate(settings)
     runtime = Runtime.build(settings)
     try:
@@ -164,22 +164,34 @@ def _gold_ids(runtime: Runtime, project: str) -> dict[str, str]:
 
 
 def open_project(
-    project: str, model: Path | None = None, scratch: Path | None = None, **overrides: Any
+    project: str,
+    model: Path | None = None,
+    scratch: Path | None = None,
+    database_url: str | None = None,
+    **overrides: Any,
 ) -> Project:
     """The project's cached database (built on first use) in a runtime; the caller closes
     ``project.runtime``. With ``scratch`` (a directory), a copy of it there, for runs that
-    write (prompt events). ``overrides`` change settings of the runtime, not of the build."""
-    home = CACHE / f"{project}-{_fingerprint(project)}"
-    if not (home / "complete").exists():
-        shutil.rmtree(home, ignore_errors=True)
-        build(project, home, model)
-        (home / "complete").write_text("built\n")
-    if scratch is not None:
-        copy = scratch / project
-        shutil.copytree(home, copy, ignore=shutil.ignore_patterns("*-writer", "complete"))
-        home = copy
-    settings = settings_for(home, model).replace(**overrides)
-    migrate(settings)  # a cache built before a later migration catches up
+    write (prompt events). With ``database_url`` (an empty Postgres database or schema;
+    ``scratch`` then holds the runtime's home), the project is replayed into it instead.
+    ``overrides`` change settings of the runtime, not of the build."""
+    if database_url is not None:
+        assert scratch is not None, "a Postgres run needs a scratch home"
+        settings = settings_for(scratch / project, model).replace(database_url=database_url)
+        build(project, settings)
+        settings = settings.replace(**overrides)
+    else:
+        home = CACHE / f"{project}-{_fingerprint(project)}"
+        if not (home / "complete").exists():
+            shutil.rmtree(home, ignore_errors=True)
+            build(project, settings_for(home, model))
+            (home / "complete").write_text("built\n")
+        if scratch is not None:
+            copy = scratch / project
+            shutil.copytree(home, copy, ignore=shutil.ignore_patterns("*-writer", "complete"))
+            home = copy
+        settings = settings_for(home, model).replace(**overrides)
+        migrate(settings)  # a cache built before a later migration catches up
     runtime = Runtime.build(settings)
     gold = _gold_ids(runtime, project)
 

@@ -99,8 +99,9 @@ def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
 
 
 DEFAULT_HOME = Path("~/.wakemark").expanduser()
-# The relevance gate's threshold as fitted by bench/fit_gate.py (bench/results/fit_gate.md).
-DEFAULT_MIN_RELEVANCE = 0.208
+# The relevance gate's thresholds as fitted by bench/fit_gate.py (bench/results/fit_gate.md).
+DEFAULT_MIN_PROMPT_RELEVANCE = 0.582
+DEFAULT_MIN_RELEVANCE = 0.0093
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,11 @@ class Settings:
     )
     context_max_bytes: int = _setting(
         8192, _int(256, 9500), "Default byte budget of the session-start index."
+    )
+    min_prompt_relevance: float = _setting(
+        DEFAULT_MIN_PROMPT_RELEVANCE,
+        _float(0.0, 1.0),
+        "Smallest prompt relevance (0-1) for a prompt to get any context (the gate).",
     )
     min_relevance: float = _setting(
         DEFAULT_MIN_RELEVANCE,

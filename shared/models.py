@@ -218,6 +218,8 @@ class Retrieval(_Strict):
     decision: Literal["inject", "none"]
     reason: str
     mode: Literal["hybrid", "lexical"]  # lexical: the vector leg did not run
+    prompt_relevance: float | None = None  # None: no candidates
+    min_prompt_relevance: float | None = None  # None: a row written before the prompt gate
     min_relevance: float
     latency_ms: float
     bytes: int  # UTF-8 bytes of the injected block

@@ -198,7 +198,8 @@ ROUTES: tuple[Route, ...] = (
         "GET", "/v1/retrievals",
         "audit rows of prompt-time retrievals, newest first → `{items: [{retrieval_id, "
         "event_id, namespace, session_id, created_at, decision, reason, mode, "
-        "min_relevance, latency_ms, bytes, injected, candidates: [{record_id, rank, "
+        "prompt_relevance, min_prompt_relevance, min_relevance, latency_ms, bytes, "
+        "injected, candidates: [{record_id, rank, "
         "match_source, score, relevance, evidence, injected, skipped}]}], next}`; `limit` "
         "1–100 (50); the next page is `after=<next>`",
         {200: s.RetrievalList}, query=s.RetrievalsQuery,

@@ -27,6 +27,7 @@ def build_row(
     event: Any,
     result: SearchResult,
     selection: Selection,
+    min_prompt_relevance: float,
     min_relevance: float,
     latency_ms: float,
 ) -> Retrieval:
@@ -55,6 +56,10 @@ def build_row(
         decision="inject" if injected else "none",
         reason=reason,
         mode="lexical" if lexical else "hybrid",
+        prompt_relevance=(
+            None if selection.prompt_relevance is None else round(selection.prompt_relevance, 4)
+        ),
+        min_prompt_relevance=min_prompt_relevance,
         min_relevance=min_relevance,
         latency_ms=latency_ms,
         bytes=len(selection.context.encode()),

@@ -16,6 +16,13 @@ A logistic model turns these into ``relevance`` (0-1); ``bench/fit_gate.py`` fit
 coefficients on labelled data and prints the constants below. Without the vector leg
 (embedder off, failed or still loading) a second model fitted on lexical evidence alone
 is used, and the decision says so. Recency never enters: it only orders equal hits.
+
+Whether a prompt gets anything is a decision of its own (``prompt_relevance``), over all
+its candidates at once: ``expected``, the log of the relevant records the candidates are
+expected to hold (the sum of their relevance: a project that has worked on the topic has
+several near hits, a question from elsewhere at best one lookalike), and ``top_cosine``,
+the best cosine among them. A prompt that passes gets its hits above a low per-record
+floor; one that does not, nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.query import CJK_RUN, cjk_bigrams, has_cjk
 
 BASELINE_RANK = 10  # the vector candidate whose cosine is the query's "background"
 POOL = 20  # the lexical candidates a term's rarity is counted among
@@ -56,11 +64,17 @@ FEATURES = (
     "coverage", "title_coverage", "identifier", "cosine", "lift", "both", "top",
     "lexical_rr", "vector_rr",
 )  # fmt: skip
-HYBRID_COEF = (0.3196, 4.2543, 0.2058, 1.5859, 0.8154, 0.7551, 0.4309, 1.928, 1.8595)
+HYBRID_COEF = (0.3196, 4.2543, 0.2058, 1.5859, 0.8155, 0.7551, 0.4309, 1.928, 1.8595)
 HYBRID_INTERCEPT = -7.939
 LEXICAL_FEATURES = ("coverage", "title_coverage", "identifier", "top", "lexical_rr")
 LEXICAL_COEF = (1.832, 5.4571, 0.8357, 0.5785, 2.3026)
-LEXICAL_INTERCEPT = -7.8924
+LEXICAL_INTERCEPT = -6.8652
+PROMPT_FEATURES = ("expected", "top_cosine")
+PROMPT_COEF = (2.2122, 2.6054)
+PROMPT_INTERCEPT = 1.7349
+LEXICAL_PROMPT_FEATURES = ("expected",)
+LEXICAL_PROMPT_COEF = (2.3866,)
+LEXICAL_PROMPT_INTERCEPT = 1.9113
 # --- end of fitted constants ----------------------------------------------------------------
 
 
@@ -91,11 +105,16 @@ class Evidence:
 
 
 def terms(text: str) -> list[str]:
-    """Content terms, crudely stemmed (a suffix off, then truncated), deduplicated in order."""
+    """Content terms, crudely stemmed (a suffix off, then truncated), deduplicated in order;
+    a run of CJK characters (no spaces between its words) as its two-character pieces."""
     seen: dict[str, None] = {}
     for word in _WORD.findall(text.lower()):
-        if len(word) > 1 and word not in STOPWORDS:
-            seen.setdefault(_stem(word), None)
+        pieces = [word]
+        if has_cjk(word):
+            pieces = [p for p in CJK_RUN.split(word) if p] + cjk_bigrams(word)
+        for piece in pieces:
+            if len(piece) > 1 and piece not in STOPWORDS:
+                seen.setdefault(_stem(piece), None)
     return list(seen)
 
 
@@ -194,6 +213,36 @@ def relevance(evidence: Evidence) -> float:
     coef, intercept = (
         (LEXICAL_COEF, LEXICAL_INTERCEPT) if lexical_only else (HYBRID_COEF, HYBRID_INTERCEPT)
     )
-    values = feature_vector(evidence, lexical_only)
+    return _logistic(coef, intercept, feature_vector(evidence, lexical_only))
+
+
+EXPECTED_FLOOR = 0.01  # keeps the log finite for a prompt without candidates
+
+
+def prompt_vector(
+    relevances: Sequence[float], cosines: Sequence[float | None], lexical_only: bool
+) -> list[float]:
+    """The prompt's features (``PROMPT_FEATURES``) from its candidates' relevance and cosine."""
+    values = {
+        "expected": math.log(sum(relevances) + EXPECTED_FLOOR),
+        "top_cosine": max((c for c in cosines if c is not None), default=0.0),
+    }
+    names = LEXICAL_PROMPT_FEATURES if lexical_only else PROMPT_FEATURES
+    return [values[name] for name in names]
+
+
+def prompt_relevance(
+    relevances: Sequence[float], cosines: Sequence[float | None], lexical_only: bool
+) -> float:
+    """The fitted probability that the prompt's project holds something relevant to it."""
+    coef, intercept = (
+        (LEXICAL_PROMPT_COEF, LEXICAL_PROMPT_INTERCEPT)
+        if lexical_only
+        else (PROMPT_COEF, PROMPT_INTERCEPT)
+    )
+    return _logistic(coef, intercept, prompt_vector(relevances, cosines, lexical_only))
+
+
+def _logistic(coef: Sequence[float], intercept: float, values: Sequence[float]) -> float:
     z = intercept + sum(c * x for c, x in zip(coef, values, strict=True))
     return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))

@@ -31,7 +31,7 @@ class SearchResult:
                     "record": hit.record.model_dump(mode="json"),
                     "match_source": hit.match_source,
                     "score": hit.score,
-                    "relevance": round(hit.relevance, 4),
+                    "relevance": shown(hit.relevance),
                 }
                 for hit in self.items
             ],
@@ -40,6 +40,11 @@ class SearchResult:
         }
 
     def at_least(self, min_relevance: float) -> SearchResult:
-        """Only the hits whose relevance reaches ``min_relevance``, in the same order."""
-        items = [h for h in self.items if h.relevance >= min_relevance]
+        """Only the hits whose relevance, as shown, reaches ``min_relevance``, in the same
+        order: a client that passes back a relevance it was shown keeps that hit."""
+        items = [h for h in self.items if shown(h.relevance) >= min_relevance]
         return replace(self, items=items)
+
+
+def shown(relevance: float) -> float:
+    return round(relevance, 4)

@@ -1,12 +1,15 @@
-"""Which of a prompt's hits are injected: relevant enough, new to the session, distinct in
-content, and whole within the byte budget.
+"""Which of a prompt's hits are injected: none unless the prompt as a whole looks relevant
+to the project (``gate.prompt_relevance``), then those relevant enough, new to the
+session, distinct in content, and whole within the byte budget.
 
 A record injected earlier in the session is left out until ``REPEAT_AFTER`` more prompts
 of that session have passed (the agent still has it in context until then; a long
-session may have compacted it away after). Records are taken best relevance first;
-recency, through the search's order, only breaks ties. A record that does not fit the
-budget whole is skipped for a smaller one, so the block holds fewer, complete records; only
-a best record too large alone is cut, at a line.
+session may have compacted it away after), unless it ranks first by a wide margin: its
+relevance at least ``REPEAT_MARGIN`` above every other candidate's (the prompt is about
+that record, and one repeat is cheaper than the agent working without it). Records are
+taken best relevance first; recency, through the search's order, only breaks ties. A
+record that does not fit the budget whole is skipped for a smaller one, so the block
+holds fewer, complete records; only a best record too large alone is cut, at a line.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval import gate
 from wakemark.shared.retrieval.formatting import format_context
 
 if TYPE_CHECKING:
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
 
 MAX_RECORDS = 5
 REPEAT_AFTER = 10  # prompts of a session before an injected record may come back
+REPEAT_MARGIN = 0.5  # relevance above all other candidates that brings one back sooner
 _CUT = "…\n"
 
 
@@ -32,6 +37,7 @@ class Selection:
     context: str
     reason: str
     skipped: dict[str, str] = field(default_factory=dict)  # record_id -> why
+    prompt_relevance: float | None = None  # None: no candidates
 
 
 def content_key(record: MemoryRecord) -> tuple[str, ...]:
@@ -42,6 +48,7 @@ def content_key(record: MemoryRecord) -> tuple[str, ...]:
 
 def select(
     hits: Sequence[SearchHit],
+    min_prompt: float,
     min_relevance: float,
     seen: Collection[str],
     max_bytes: int,
@@ -49,18 +56,31 @@ def select(
 ) -> Selection:
     if not hits:
         return Selection([], "", "no candidates")
+    lexical_only = any(h.evidence is None or h.evidence.cosine is None for h in hits)
+    prompt = gate.prompt_relevance(
+        [h.relevance for h in hits],
+        [h.evidence.cosine if h.evidence else None for h in hits],
+        lexical_only,
+    )
+    if prompt < min_prompt:
+        reason = f"prompt relevance {prompt:.3f} is below {min_prompt:.3f}"
+        return Selection([], "", reason, prompt_relevance=prompt)
     order = sorted(range(len(hits)), key=lambda i: (-hits[i].relevance, i))
     eligible = [hits[i] for i in order if hits[i].relevance >= min_relevance]
+    head = f"prompt relevance {prompt:.3f}; "
     if not eligible:
-        best = max(h.relevance for h in hits)
-        return Selection([], "", f"best relevance {best:.3f} is below {min_relevance:.3f}")
+        best = hits[order[0]].relevance
+        reason = f"{head}best relevance {best:.3f} is below {min_relevance:.3f}"
+        return Selection([], "", reason, prompt_relevance=prompt)
+    runner_up = hits[order[1]].relevance if len(order) > 1 else 0.0
+    back = eligible[0].relevance - runner_up >= REPEAT_MARGIN  # the first may come back
     chosen: list[SearchHit] = []
     skipped: dict[str, str] = {}
     keys: set[tuple[str, ...]] = set()
     context = ""
-    for hit in eligible:
+    for n, hit in enumerate(eligible):
         record = hit.record
-        if record.record_id in seen:
+        if record.record_id in seen and not (n == 0 and back):
             skipped[record.record_id] = "seen"
         elif content_key(record) in keys:
             skipped[record.record_id] = "duplicate"
@@ -79,10 +99,11 @@ def select(
             else:
                 skipped[record.record_id] = "budget"
     if not chosen:
-        reason = f"none of the {len(eligible)} hits at or above {min_relevance:.3f} is new here"
-        return Selection([], "", reason + " (already injected in this session)", skipped)
-    reason = f"{len(chosen)} of {len(eligible)} hits at or above {min_relevance:.3f} injected"
-    return Selection(chosen, context, reason, skipped)
+        reason = f"{head}none of the {len(eligible)} hits at or above {min_relevance:.3f} is new"
+        reason += " here (already injected in this session)"
+        return Selection([], "", reason, skipped, prompt)
+    reason = f"{head}{len(chosen)} of {len(eligible)} hits at or above {min_relevance:.3f} injected"
+    return Selection(chosen, context, reason, skipped, prompt)
 
 
 def _cut(block: str, max_bytes: int) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
+from wakemark.shared.retrieval.query import cjk_bigrams
 from wakemark.shared.retrieval.vectors import VectorCache
 
 if TYPE_CHECKING:
@@ -86,28 +87,12 @@ class LexicalLeg:
         ]
 
 
-# Han, Hiragana, Katakana (with the prolonged sound mark) and Hangul: scripts written
-# without spaces, where a word index sees a whole sentence as one token.
-_CJK_RUN = re.compile(
-    "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\u31f0-\u31ff"
-    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+"
-)
 _TOKEN = re.compile(r"[A-Za-z0-9][\w.\-]*\w")
 _INNER_CAPITAL = re.compile(r"[a-z0-9][A-Z]|[A-Z][A-Z][a-z]")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 IDENTIFIER_CHARS = 8  # a shorter token is a word, which the lexical leg matches whole
 PART_CHARS = 3
 MAX_FRAGMENTS = 16  # each costs a query: a long CJK paragraph is cut here
-
-
-def _cjk_bigrams(query: str) -> list[str]:
-    # Two characters is the common length of a Chinese word and the shortest that says
-    # something; a run of one is itself.
-    out: dict[str, None] = {}
-    for run in _CJK_RUN.findall(query):
-        for i in range(max(len(run) - 1, 1)):
-            out.setdefault(run[i : i + 2], None)
-    return list(out)
 
 
 def _identifiers(query: str) -> list[tuple[str, list[str]]]:
@@ -133,7 +118,7 @@ def _camel(piece: str) -> list[str]:
 def fragments(query: str) -> list[str]:
     """What the trigram leg looks for: CJK bigrams, then each long identifier whole and
     its parts. Empty for ordinary prose."""
-    out = dict.fromkeys(_cjk_bigrams(query))
+    out = dict.fromkeys(cjk_bigrams(query))
     for whole, parts in _identifiers(query):
         out.update(dict.fromkeys([whole, *parts]))
     return list(out)[:MAX_FRAGMENTS]
@@ -141,7 +126,13 @@ def fragments(query: str) -> list[str]:
 
 class TrigramLeg:
     """Substrings a word index cannot see: CJK words and parts of identifiers, through the
-    trigram indexes (FTS5 ``trigram``, ``pg_trgm``). Nothing to do for other queries."""
+    trigram indexes (FTS5 ``trigram``, ``pg_trgm``). Nothing to do for other queries.
+
+    The retriever runs it beside the others for a CJK query, and for an identifier only
+    when the lexical leg came back short of candidates: with a full lexical list, its
+    substring hits of the identifier's parts (mostly records the lexical leg ranked too)
+    only pushed better-ranked records down (recall@10 .925 -> .919 on codemem-dev).
+    """
 
     name = TRIGRAM
 
@@ -159,7 +150,7 @@ class TrigramLeg:
         wanted = fragments(query)
         if not wanted:
             return []
-        bigrams, idents = _cjk_bigrams(query), _identifiers(query)
+        bigrams, idents = cjk_bigrams(query), _identifiers(query)
         records = self._storage.search_fragments(namespace, wanted, k, observation_type, since)
         return [
             Candidate(r.record_id, r.created_at.timestamp(), record=r)

@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel
 
 # Longer prompts add nothing the lexical cap (32 terms) or the model's 256 tokens keep.
 MAX_QUERY_CHARS = 4000
+
+# Han, Hiragana, Katakana (with the prolonged sound mark) and Hangul: scripts written
+# without spaces, where a word index sees a whole sentence as one token.
+CJK_RUN = re.compile(
+    "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\u31f0-\u31ff"
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+"
+)
+
+
+def has_cjk(text: str) -> bool:
+    return CJK_RUN.search(text) is not None
+
+
+def cjk_bigrams(text: str) -> list[str]:
+    """Each run of CJK characters as its two-character pieces, in order, deduplicated."""
+    # Two characters is the common length of a Chinese word and the shortest that says
+    # something; a run of one is itself.
+    out: dict[str, None] = {}
+    for run in CJK_RUN.findall(text):
+        for i in range(max(len(run) - 1, 1)):
+            out.setdefault(run[i : i + 2], None)
+    return list(out)
 
 
 def query_text(source: Any) -> str:

@@ -27,7 +27,7 @@ from wakemark.shared.retrieval.legs import (
     VectorLeg,
 )
 from wakemark.shared.retrieval.metrics import SearchMetrics
-from wakemark.shared.retrieval.query import query_text
+from wakemark.shared.retrieval.query import has_cjk, query_text
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
@@ -62,7 +62,8 @@ class Retriever:
         self._storage = storage
         self._fusion = params_for(settings.fusion)
         self._vector = VectorLeg(settings, storage, embedder, epochs)
-        self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector, TrigramLeg(storage))
+        self._trigram = TrigramLeg(storage)
+        self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector, self._trigram)
         self._metrics = SearchMetrics()
         self._audit = Audit(lambda: storage)
         self._start_pools()
@@ -124,11 +125,17 @@ class Retriever:
         start = time.perf_counter()
         try:
             threshold = self._settings.min_relevance if min_relevance is None else min_relevance
+            min_prompt = self._settings.min_prompt_relevance
             result = self.search(namespace, event, limit=PROMPT_CANDIDATES)
             stored = isinstance(event, Event)
             seen = self._seen(event) if stored else set()
             selection = inject.select(
-                result.items, threshold, seen, self._settings.prompt_max_bytes, PROMPT_LIMIT
+                result.items,
+                min_prompt,
+                threshold,
+                seen,
+                self._settings.prompt_max_bytes,
+                PROMPT_LIMIT,
             )
             out: dict[str, Any] = {
                 "context": selection.context,
@@ -136,7 +143,7 @@ class Retriever:
                 "latency_ms": result.latency_ms,
             }
             if stored and event.namespace == namespace:
-                row = build_row(event, result, selection, threshold, _ms(start))
+                row = build_row(event, result, selection, min_prompt, threshold, _ms(start))
                 if audit:
                     self._audit.count(selection)
                     self._audit.write(row)
@@ -218,11 +225,12 @@ class Retriever:
         # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
         first, *others = self._legs
-        futures = [
-            (leg, self._inner.submit(leg.search, namespace, text, k, observation_type, since))
-            for leg in others
-        ]
-        ranked = {first.name: first.search(namespace, text, k, observation_type, since)}
+        args = (namespace, text, k, observation_type, since)
+        eager = [leg for leg in others if leg is not self._trigram or has_cjk(text)]
+        futures = [(leg, self._inner.submit(leg.search, *args)) for leg in eager]
+        ranked = {first.name: first.search(*args)}
+        if self._trigram not in eager and len(ranked[first.name]) < k:
+            futures.append((self._trigram, self._inner.submit(self._trigram.search, *args)))
         degraded = False
         for leg, future in futures:
             found = self._leg_result(leg, future)
@@ -253,7 +261,12 @@ class Retriever:
         """The hits with the gate's evidence and relevance; their order is unchanged."""
         if not items:
             return items
-        lexical = ranked.get(LEXICAL, [])
+        # The trigram leg's hits the word index lacks are lexical evidence too, after it: a
+        # CJK word or an identifier's parts is what the prompt says.
+        words = ranked.get(LEXICAL, [])
+        known = {c.record_id for c in words}
+        trigram = [c for c in ranked.get(self._trigram.name, []) if c.record_id not in known]
+        lexical = words + trigram
         semantic = ranked.get(self._vector.name)
         lexical_ranks = {c.record_id: i for i, c in enumerate(lexical)}
         vector_ranks: dict[str, int] = {}

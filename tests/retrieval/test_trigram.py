@@ -51,6 +51,21 @@ def test_a_part_of_a_long_identifier_is_found(runtime: Runtime) -> None:
     assert _hits(runtime, "warm_vector_cache_loader") == [(LOADER.record_id, "hybrid")]
 
 
+def test_an_identifier_is_left_to_the_lexical_leg_when_it_has_enough_candidates(
+    runtime: Runtime,
+) -> None:
+    # 40 records (the lexical leg's depth for 10 hits) hold a word of the query: its list
+    # is full, and substring hits of the identifier's parts would only push them down.
+    misses = [make_record(NS, f"Cache misses in worker {i}", 10 + i) for i in range(40)]
+    put(runtime, [LOADER, *misses])
+    ids = [rid for rid, _ in _hits(runtime, "VectorCache misses")]
+    assert len(ids) == 10 and LOADER.record_id not in ids
+    assert {source for _, source in _hits(runtime, "VectorCache misses")} == {"fts"}
+    # Short of candidates ("restart" is in one record), the trigram leg runs: "hybrid" is
+    # the lexical leg's hit found again by the identifier's parts.
+    assert _hits(runtime, "VectorCache restart") == [(LOADER.record_id, "hybrid")]
+
+
 def test_an_english_query_is_left_to_the_other_legs(runtime: Runtime) -> None:
     put(runtime, [CHINESE, JAPANESE, LOADER, ENGLISH])
     query = "redis timeout webhook"
@@ -63,8 +78,12 @@ def test_an_english_query_is_left_to_the_other_legs(runtime: Runtime) -> None:
 def test_trigram_only_hits_pass_through_the_relevance_gate(runtime: Runtime) -> None:
     put(runtime, [CHINESE, JAPANESE])
     [hit] = runtime.retriever.search(NS, "连接池").items
-    assert hit.evidence is not None and hit.evidence.lexical_rank is None
-    assert 0.0 <= hit.relevance <= 1.0
-    block = runtime.retriever.for_prompt(NS, "连接池", min_relevance=0.0)
+    # The trigram hit is the prompt's lexical evidence (the word index has none), its CJK
+    # pieces the terms it covers.
+    assert hit.evidence is not None and hit.evidence.lexical_rank == 0
+    assert hit.evidence.coverage == 1.0 and 0.0 <= hit.relevance <= 1.0
+    # "How should the database connection pool size be configured?"
+    block = runtime.retriever.for_prompt(NS, "数据库连接池的大小怎么配置")
     assert block["records"] == [CHINESE.record_id] and "数据库连接池的配置" in block["context"]
+    assert runtime.retriever.for_prompt(NS, "天气怎么样")["records"] == []  # "how's the weather"
     assert runtime.retriever.metrics()["errors"] == 0

@@ -42,8 +42,15 @@ def server(tmp_path: Path) -> Iterator[Server]:
     from werkzeug.serving import make_server
 
     port = _free_port()
-    # Text evidence only (embedder off): a lower bar, so the walk's prompt is injected.
-    settings = Settings(home=tmp_path / "home", embedder="off", port=port, min_relevance=0.05)
+    # Text evidence only (embedder off) and one matching record: lower bars, so the walk's
+    # prompt is injected.
+    settings = Settings(
+        home=tmp_path / "home",
+        embedder="off",
+        port=port,
+        min_prompt_relevance=0.0,
+        min_relevance=0.05,
+    )
     prepare_home(settings)
     migrate(settings)
     runtime = Runtime.build(settings)
