@@ -247,10 +247,11 @@ def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: P
                 summary="Cart.total subtracted the coupon twice.")  # fmt: skip
     _record(rt, "Staging deploys need the VPN", minutes=30, summary="ops note")
     first = _prompt(rt, "the coupon total is wrong again", "morning")
-    # The same record again in the same session: not injected twice (the gate's "seen").
-    _prompt(rt, "why is the coupon applied twice in the cart total", "morning")
+    # Asked about again in the same session, it ranks first by a wide margin, so it comes
+    # back (inject.REPEAT_MARGIN; without the margin it would be skipped as "seen").
+    again = _prompt(rt, "why is the coupon applied twice in the cart total", "morning")
     _prompt(rt, "hello there", "afternoon")  # nothing relevant: no block
-    assert fix.record_id in first["records"]
+    assert fix.record_id in first["records"] and again["records"] == [fix.record_id]
     seen = _watch(page)
     _open(page, server)
     page.get_by_role("button", name="Open").click()
@@ -264,7 +265,7 @@ def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: P
     assert order == ["afternoon", "morning"]
     assert "1 prompt, 0 injected" in newest.locator("summary").inner_text()
     morning = page.locator("details.session[data-session='morning']")
-    assert "2 prompts, 1 injected, 1 record" in morning.locator("summary").inner_text()
+    assert "2 prompts, 2 injected, 2 records" in morning.locator("summary").inner_text()
     morning.locator("summary").click()
     rows = morning.locator("tr[data-retrieval]")
     rows.first.wait_for()
@@ -273,7 +274,7 @@ def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: P
     assert [rows.nth(i).get_attribute("data-retrieval") for i in range(2)] == [
         r.retrieval_id for r in audit
     ]
-    assert "none" in rows.first.inner_text() and "inject" in rows.nth(1).inner_text()
+    assert all("inject" in rows.nth(i).inner_text() for i in range(2))
     injected = rows.nth(1).locator(f"[data-record='{fix.record_id}']")
     assert fix.title in injected.inner_text() and "relevance" in injected.inner_text()
     assert rows.nth(1).locator("td.num").first.inner_text() == str(audit[1].bytes)
@@ -282,7 +283,7 @@ def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: P
     page.click("a[href='#/health']")
     page.wait_for_selector("#gate")
     gate = page.inner_text("#gate")
-    assert "prompts seen\n3" in gate and "1 (33.3 %)" in gate, gate
+    assert "prompts seen\n3" in gate and "2 (66.7 %)" in gate, gate
     assert "off" in page.inner_text("#llm")
     assert "Stop hooks without a final answer" in page.inner_text("#capture")
     assert "bytes" in page.inner_text("#database")
