@@ -98,7 +98,7 @@ class Retriever:
             since = datetime.now(UTC) - timedelta(days=days) if days else None
             budget_s = self._settings.retrieval_budget_ms / 1000.0
             future = self._outer.submit(
-                self._search, namespace, text, limit, observation_type, since
+                self._search, namespace, text, limit, observation_type, since, start + budget_s
             )
             outcome = future.result(timeout=max(0.0, budget_s - (time.perf_counter() - start)))
         except FutureTimeout:
@@ -220,17 +220,21 @@ class Retriever:
         limit: int,
         observation_type: str | None,
         since: datetime | None,
+        deadline: float,
     ) -> _Outcome:
         # At least the prompt's depth: the gate's rarity pool and cosine baseline are then
         # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
         first, *others = self._legs
         args = (namespace, text, k, observation_type, since)
-        eager = [leg for leg in others if leg is not self._trigram or has_cjk(text)]
-        futures = [(leg, self._inner.submit(leg.search, *args)) for leg in eager]
+        cjk = has_cjk(text)
+        others = [leg for leg in others if leg is not self._trigram]
+        futures = [(leg, self._inner.submit(leg.search, *args)) for leg in others]
+        if cjk:
+            futures.append(self._submit_trigram(args, deadline))
         ranked = {first.name: first.search(*args)}
-        if self._trigram not in eager and len(ranked[first.name]) < k:
-            futures.append((self._trigram, self._inner.submit(self._trigram.search, *args)))
+        if not cjk and len(ranked[first.name]) < k:
+            futures.append(self._submit_trigram(args, deadline))
         degraded = False
         for leg, future in futures:
             found = self._leg_result(leg, future)
@@ -242,6 +246,13 @@ class Retriever:
         items = self._hydrate(namespace, fused, ranked.values())
         items = self._with_relevance(namespace, text, items, ranked)
         return _Outcome(items, degraded, len(ranked[first.name]))
+
+    def _submit_trigram(
+        self, args: tuple[str, str, int, str | None, datetime | None], deadline: float
+    ) -> tuple[Leg, Future[list[Candidate]]]:
+        # Its statements stop at the search's deadline rather than run on after it.
+        timeout_s = deadline - time.perf_counter()
+        return self._trigram, self._inner.submit(self._trigram.search, *args, timeout_s=timeout_s)
 
     def _leg_result(self, leg: Leg, future: Future[list[Candidate]]) -> list[Candidate] | None:
         """The leg's candidates, or None (after one rate-limited warning) to degrade."""

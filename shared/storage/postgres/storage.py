@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -35,6 +36,7 @@ from wakemark.shared.storage.base import (
     PutEventResult,
     RetrievalSession,
     Storage,
+    StorageTimeoutError,
     TermStats,
     Turn,
     TurnInfo,
@@ -482,22 +484,30 @@ class PostgresStorage(Storage):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord]:
         window = max(lexical.FRAGMENT_WINDOW, limit)
         params = _search_params(namespace, window, observation_type, since)
+        params["candidates"] = max(lexical.FRAGMENT_CANDIDATES, window)
+        end = None if timeout_s is None else time.monotonic() + timeout_s
         found = []
-        for fragment in dict.fromkeys(fragments):
-            pattern = lexical.substring_pattern(lexical.encodable(fragment))
-            if pattern is None:
-                continue
-            if len(fragment) >= lexical.TRIGRAM_CHARS:
-                with self._db.connection() as conn:
-                    rows = conn.execute(q.SEARCH_TRIGRAM, {**params, "pattern": pattern})
-                    found.append([memory_record(r) for r in rows.fetchall()])
-            else:
-                found.append(
-                    self.search_substring(namespace, fragment, window, observation_type, since)
-                )
+        with self._db.connection() as conn, conn.transaction():
+            for fragment in dict.fromkeys(fragments):
+                pattern = lexical.substring_pattern(lexical.encodable(fragment))
+                if pattern is None:
+                    continue
+                if end is not None:
+                    left_ms = int((end - time.monotonic()) * 1000)
+                    if left_ms < 1:
+                        raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s")
+                    conn.execute(q.STATEMENT_TIMEOUT, (str(left_ms),))
+                indexed = len(fragment) >= lexical.TRIGRAM_CHARS
+                query = q.SEARCH_TRIGRAM if indexed else q.SEARCH_SUBSTRING
+                try:
+                    rows = conn.execute(query, {**params, "pattern": pattern}).fetchall()
+                except psycopg.errors.QueryCanceled as exc:
+                    raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s") from exc
+                found.append([memory_record(r) for r in rows])
         return lexical.rank_fragments(found, limit)
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
@@ -803,6 +813,7 @@ def _search_params(
         "since": since,
         "limit": limit,
         "window": max(RECENT_MATCHES, limit),
+        "scan": lexical.SUBSTRING_ROWS,
     }
 
 
