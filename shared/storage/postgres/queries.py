@@ -316,18 +316,20 @@ SELECT {RECORD_COLUMNS} FROM memory_records JOIN (
  ORDER BY ranked.rank DESC, created_at DESC, record_id
 """
 
-# The namespace's newest rows (through memory_records_namespace_recent), then the match.
+# The namespace's newest rows holding any of the patterns. The equality on one project's
+# namespace lets memory_records_namespace_recent hand them out in order (with the prefix
+# alone the planner read and sorted the whole project: 0.5 s at 200k).
 SEARCH_SUBSTRING = f"""
 SELECT * FROM (
   SELECT {RECORD_COLUMNS} FROM memory_records
-   WHERE namespace {NS}
+   WHERE namespace {NS} AND (%(exact)s::text IS NULL OR namespace = %(exact)s)
      AND (%(type)s::text IS NULL OR observation_type = %(type)s)
      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
    ORDER BY created_at DESC, record_id DESC
    LIMIT %(scan)s) r
- WHERE title ILIKE %(pattern)s ESCAPE '\\'
-    OR summary ILIKE %(pattern)s ESCAPE '\\'
-    OR array_to_string(facts, ' ') ILIKE %(pattern)s ESCAPE '\\'
+ WHERE title ILIKE ANY(%(patterns)s::text[])
+    OR summary ILIKE ANY(%(patterns)s::text[])
+    OR array_to_string(facts, ' ') ILIKE ANY(%(patterns)s::text[])
  ORDER BY created_at DESC, record_id DESC
  LIMIT %(limit)s
 """

@@ -474,7 +474,7 @@ class PostgresStorage(Storage):
         if pattern is None:
             return []
         with self._db.connection() as conn:
-            rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
+            rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "patterns": [pattern]}).fetchall()
         return [memory_record(r) for r in rows]
 
     def search_fragments(
@@ -490,24 +490,34 @@ class PostgresStorage(Storage):
         params = _search_params(namespace, window, observation_type, since)
         params["candidates"] = max(lexical.FRAGMENT_CANDIDATES, window)
         end = None if timeout_s is None else time.monotonic() + timeout_s
+        wanted = {}
+        for fragment in dict.fromkeys(lexical.encodable(f) for f in fragments):
+            if (pattern := lexical.substring_pattern(fragment)) is not None:
+                wanted[fragment] = pattern
+        short = [f for f in wanted if len(f) < lexical.TRIGRAM_CHARS]
         found = []
         with self._db.connection() as conn, conn.transaction():
-            for fragment in dict.fromkeys(fragments):
-                pattern = lexical.substring_pattern(lexical.encodable(fragment))
-                if pattern is None:
-                    continue
+
+            def run(query: str, **more: Any) -> list[MemoryRecord]:
                 if end is not None:
                     left_ms = int((end - time.monotonic()) * 1000)
                     if left_ms < 1:
                         raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s")
                     conn.execute(q.STATEMENT_TIMEOUT, (str(left_ms),))
-                indexed = len(fragment) >= lexical.TRIGRAM_CHARS
-                query = q.SEARCH_TRIGRAM if indexed else q.SEARCH_SUBSTRING
                 try:
-                    rows = conn.execute(query, {**params, "pattern": pattern}).fetchall()
+                    rows = conn.execute(query, {**params, **more}).fetchall()
                 except psycopg.errors.QueryCanceled as exc:
                     raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s") from exc
-                found.append([memory_record(r) for r in rows])
+                return [memory_record(r) for r in rows]
+
+            for fragment, pattern in wanted.items():
+                if fragment not in short:
+                    found.append(run(q.SEARCH_TRIGRAM, pattern=pattern))
+            if short:
+                # One pass over the newest rows for all of them (CJK bigrams: up to 16).
+                patterns = [wanted[f] for f in short]
+                records = run(q.SEARCH_SUBSTRING, patterns=patterns, limit=lexical.SUBSTRING_ROWS)
+                found += [[r for r in records if _holds(r, f)][:window] for f in short]
         return lexical.rank_fragments(found, limit)
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
@@ -801,6 +811,13 @@ class PostgresStorage(Storage):
 def _basename(path: str) -> str | None:
     # Hooks on Windows send backslash paths; either separator ends a component.
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or None
+
+
+def _holds(record: MemoryRecord, fragment: str) -> bool:
+    """``fragment`` in the record's title, summary or facts, as ILIKE finds it."""
+    needle = fragment.replace("\x00", "").strip().lower()
+    texts = (record.title, record.summary, " ".join(record.facts))
+    return any(needle in text.lower() for text in texts)
 
 
 def _search_params(
