@@ -20,6 +20,7 @@ from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams
 from wakemark.shared.retrieval.vectors import VectorCache
+from wakemark.shared.storage import StorageTimeoutError
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
@@ -146,12 +147,20 @@ class TrigramLeg:
         k: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[Candidate]:
+        """``timeout_s``: the statements are cancelled past it (``Unavailable``), so a
+        leg past the search's deadline does not hold a database connection and a thread."""
         wanted = fragments(query)
         if not wanted:
             return []
         bigrams, idents = cjk_bigrams(query), _identifiers(query)
-        records = self._storage.search_fragments(namespace, wanted, k, observation_type, since)
+        try:
+            records = self._storage.search_fragments(
+                namespace, wanted, k, observation_type, since, timeout_s
+            )
+        except StorageTimeoutError as exc:
+            raise Unavailable(str(exc)) from exc
         return [
             Candidate(r.record_id, r.created_at.timestamp(), record=r)
             for r in records

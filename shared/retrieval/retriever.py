@@ -42,6 +42,11 @@ PROMPT_LIMIT = 5  # records in the prompt-time context block, at most
 PROMPT_CANDIDATES = 10  # hits the relevance gate chooses those from
 INDEX_PAGE = 100
 WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per search
+# The trigram leg's statements are cancelled at this share of the search's budget (it then
+# counts as degraded), leaving the rest to fusion, hydration and the gate: the search
+# answers with the other legs instead of running out of time empty. On a large namespace
+# they took seconds (bench/results/scale.md) and ran on after the search had given up.
+TRIGRAM_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,13 @@ class Retriever:
             since = datetime.now(UTC) - timedelta(days=days) if days else None
             budget_s = self._settings.retrieval_budget_ms / 1000.0
             future = self._outer.submit(
-                self._search, namespace, text, limit, observation_type, since
+                self._search,
+                namespace,
+                text,
+                limit,
+                observation_type,
+                since,
+                start + budget_s * TRIGRAM_SHARE,
             )
             outcome = future.result(timeout=max(0.0, budget_s - (time.perf_counter() - start)))
         except FutureTimeout:
@@ -220,17 +231,21 @@ class Retriever:
         limit: int,
         observation_type: str | None,
         since: datetime | None,
+        trigram_deadline: float,
     ) -> _Outcome:
         # At least the prompt's depth: the gate's rarity pool and cosine baseline are then
         # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
         first, *others = self._legs
         args = (namespace, text, k, observation_type, since)
-        eager = [leg for leg in others if leg is not self._trigram or has_cjk(text)]
-        futures = [(leg, self._inner.submit(leg.search, *args)) for leg in eager]
+        cjk = has_cjk(text)
+        others = [leg for leg in others if leg is not self._trigram]
+        futures = [(leg, self._inner.submit(leg.search, *args)) for leg in others]
+        if cjk:
+            futures.append(self._submit_trigram(args, trigram_deadline))
         ranked = {first.name: first.search(*args)}
-        if self._trigram not in eager and len(ranked[first.name]) < k:
-            futures.append((self._trigram, self._inner.submit(self._trigram.search, *args)))
+        if not cjk and len(ranked[first.name]) < k:
+            futures.append(self._submit_trigram(args, trigram_deadline))
         degraded = False
         for leg, future in futures:
             found = self._leg_result(leg, future)
@@ -242,6 +257,12 @@ class Retriever:
         items = self._hydrate(namespace, fused, ranked.values())
         items = self._with_relevance(namespace, text, items, ranked)
         return _Outcome(items, degraded, len(ranked[first.name]))
+
+    def _submit_trigram(
+        self, args: tuple[str, str, int, str | None, datetime | None], deadline: float
+    ) -> tuple[Leg, Future[list[Candidate]]]:
+        timeout_s = deadline - time.perf_counter()
+        return self._trigram, self._inner.submit(self._trigram.search, *args, timeout_s=timeout_s)
 
     def _leg_result(self, leg: Leg, future: Future[list[Candidate]]) -> list[Candidate] | None:
         """The leg's candidates, or None (after one rate-limited warning) to degrade."""

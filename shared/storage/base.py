@@ -65,6 +65,10 @@ class StorageFullError(StorageError):
     """The disk holding the database is full: the write was rolled back whole."""
 
 
+class StorageTimeoutError(StorageError):
+    """A read ran past the time it was given and was cancelled."""
+
+
 @dataclass(frozen=True)
 class PutEventResult:
     event_id: str
@@ -506,7 +510,8 @@ class Storage(abc.ABC):
         observation_type: str | None = None,
         since: datetime | None = None,
     ) -> list[MemoryRecord]:
-        """Records containing ``text`` (escaped, case-insensitive), newest first."""
+        """Records containing ``text`` (escaped, case-insensitive), newest first, among
+        the namespace's newest ``lexical.SUBSTRING_ROWS`` (no index serves it)."""
 
     @abc.abstractmethod
     def search_fragments(
@@ -516,11 +521,15 @@ class Storage(abc.ABC):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord]:
         """Records whose title, summary or facts contain any of the fragments (taken
         literally, case-insensitive), most fragments first, then newest. Fragments of
         ``lexical.TRIGRAM_CHARS`` or more go through the trigram index; shorter ones scan
-        the namespace's rows. Each fragment counts its newest ``FRAGMENT_WINDOW`` matches."""
+        the namespace's newest ``SUBSTRING_ROWS`` rows. Each fragment counts the newest
+        ``FRAGMENT_WINDOW`` of its first ``FRAGMENT_CANDIDATES`` matches. Past
+        ``timeout_s`` seconds in all, the statement running is cancelled and
+        ``StorageTimeoutError`` raised."""
 
     @abc.abstractmethod
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:

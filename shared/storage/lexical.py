@@ -22,6 +22,12 @@ TRIGRAM_CHARS = 3
 # Per fragment, only its newest matches are counted: a fragment in every record would
 # otherwise read them all.
 FRAGMENT_WINDOW = 200
+# ... of its first matches in the index's order: sorting every match of a common fragment
+# by age took seconds on a 200k-record namespace (bench/results/scale.md). A namespace
+# with fewer matches than this gets exactly its newest.
+FRAGMENT_CANDIDATES = 4 * FRAGMENT_WINDOW
+# A substring no index serves is looked for in this many of the namespace's newest rows.
+SUBSTRING_ROWS = 20_000
 
 
 def encodable(text: str) -> str:

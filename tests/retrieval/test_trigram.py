@@ -3,10 +3,18 @@ backend, through the whole search (fusion, hydration, the relevance gate)."""
 
 from __future__ import annotations
 
+import logging
+import time
+
+import psycopg
+import pytest
+
 from tests.retrieval.conftest import NS, make_record, put
+from wakemark.shared.config import Settings
 from wakemark.shared.retrieval.legs import TrigramLeg, fragments
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import migrate
 
 CHINESE = make_record(NS, "数据库连接池的配置", 0, summary="连接池大小设为二十")
 JAPANESE = make_record(NS, "記憶の管理について", 1, summary="セッションごとに記憶を保存する")
@@ -87,3 +95,51 @@ def test_trigram_only_hits_pass_through_the_relevance_gate(runtime: Runtime) -> 
     assert block["records"] == [CHINESE.record_id] and "数据库连接池的配置" in block["context"]
     assert runtime.retriever.for_prompt(NS, "天气怎么样")["records"] == []  # "how's the weather"
     assert runtime.retriever.metrics()["errors"] == 0
+
+
+# The text the trigram index's matches are checked against, a second per row: the trigram
+# statement, and only it, becomes as slow as on a namespace of a million records.
+SLOW_TRGM_TEXT = """
+CREATE OR REPLACE FUNCTION wakemark_trgm_text(title text, summary text, facts text[])
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  PERFORM pg_sleep(1);
+  RETURN coalesce(title, '') || ' ' || coalesce(summary, '') || ' '
+         || coalesce(array_to_string(facts, ' '), '');
+END $$
+"""
+RUNNING_TRGM = """
+SELECT count(*) FROM pg_stat_activity
+ WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%%wakemark_trgm_text%%'
+"""
+
+
+@pytest.mark.postgres
+def test_a_slow_trigram_statement_is_cancelled_and_the_search_answers_without_it(
+    settings: Settings, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = settings.replace(database_url=pg_url, retrieval_budget_ms=500)
+    migrate(settings)
+    rt = Runtime.build(settings)
+    try:
+        put(rt, [LOADER, ENGLISH])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(SLOW_TRGM_TEXT)
+            began = time.perf_counter()
+            assert rt.storage.search_fragments(NS, ["loader"], 10) == [LOADER]
+            assert time.perf_counter() - began >= 1.0  # unbounded, it runs its course
+            with caplog.at_level(logging.WARNING, logger="wakemark.shared.retrieval"):
+                # One lexical hit ("restart"): the trigram leg runs, for five fragments.
+                result = rt.retriever.search(NS, "warm_vector_cache_loader restart")
+            # Answered by the lexical leg before the deadline, the trigram leg cancelled
+            # (a statement that ran its course would have taken a second or more).
+            assert [(h.record.record_id, h.match_source) for h in result.items] == [
+                (LOADER.record_id, "fts")
+            ]
+            assert result.degraded and result.latency_ms < 500
+            assert any("trigram: fragment search past" in r.getMessage() for r in caplog.records)
+            assert conn.execute(RUNNING_TRGM).fetchone() == (0,)  # nothing left running
+        metrics = rt.retriever.metrics()
+        assert metrics["timeouts"] == 0 and metrics["degraded_rate"] == 1.0
+    finally:
+        rt.close()

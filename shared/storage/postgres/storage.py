@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -35,6 +36,7 @@ from wakemark.shared.storage.base import (
     PutEventResult,
     RetrievalSession,
     Storage,
+    StorageTimeoutError,
     TermStats,
     Turn,
     TurnInfo,
@@ -472,7 +474,7 @@ class PostgresStorage(Storage):
         if pattern is None:
             return []
         with self._db.connection() as conn:
-            rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}).fetchall()
+            rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "patterns": [pattern]}).fetchall()
         return [memory_record(r) for r in rows]
 
     def search_fragments(
@@ -482,22 +484,40 @@ class PostgresStorage(Storage):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord]:
         window = max(lexical.FRAGMENT_WINDOW, limit)
         params = _search_params(namespace, window, observation_type, since)
+        params["candidates"] = max(lexical.FRAGMENT_CANDIDATES, window)
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        wanted = {}
+        for fragment in dict.fromkeys(lexical.encodable(f) for f in fragments):
+            if (pattern := lexical.substring_pattern(fragment)) is not None:
+                wanted[fragment] = pattern
+        short = [f for f in wanted if len(f) < lexical.TRIGRAM_CHARS]
         found = []
-        for fragment in dict.fromkeys(fragments):
-            pattern = lexical.substring_pattern(lexical.encodable(fragment))
-            if pattern is None:
-                continue
-            if len(fragment) >= lexical.TRIGRAM_CHARS:
-                with self._db.connection() as conn:
-                    rows = conn.execute(q.SEARCH_TRIGRAM, {**params, "pattern": pattern})
-                    found.append([memory_record(r) for r in rows.fetchall()])
-            else:
-                found.append(
-                    self.search_substring(namespace, fragment, window, observation_type, since)
-                )
+        with self._db.connection() as conn, conn.transaction():
+
+            def run(query: str, **more: Any) -> list[MemoryRecord]:
+                if end is not None:
+                    left_ms = int((end - time.monotonic()) * 1000)
+                    if left_ms < 1:
+                        raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s")
+                    conn.execute(q.STATEMENT_TIMEOUT, (str(left_ms),))
+                try:
+                    rows = conn.execute(query, {**params, **more}).fetchall()
+                except psycopg.errors.QueryCanceled as exc:
+                    raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s") from exc
+                return [memory_record(r) for r in rows]
+
+            for fragment, pattern in wanted.items():
+                if fragment not in short:
+                    found.append(run(q.SEARCH_TRIGRAM, pattern=pattern))
+            if short:
+                # One pass over the newest rows for all of them (CJK bigrams: up to 16).
+                patterns = [wanted[f] for f in short]
+                records = run(q.SEARCH_SUBSTRING, patterns=patterns, limit=lexical.SUBSTRING_ROWS)
+                found += [[r for r in records if _holds(r, f)][:window] for f in short]
         return lexical.rank_fragments(found, limit)
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
@@ -793,6 +813,13 @@ def _basename(path: str) -> str | None:
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or None
 
 
+def _holds(record: MemoryRecord, fragment: str) -> bool:
+    """``fragment`` in the record's title, summary or facts, as ILIKE finds it."""
+    needle = fragment.replace("\x00", "").strip().lower()
+    texts = (record.title, record.summary, " ".join(record.facts))
+    return any(needle in text.lower() for text in texts)
+
+
 def _search_params(
     namespace: str, limit: int, observation_type: str | None, since: datetime | None
 ) -> dict[str, Any]:
@@ -803,6 +830,7 @@ def _search_params(
         "since": since,
         "limit": limit,
         "window": max(RECENT_MATCHES, limit),
+        "scan": lexical.SUBSTRING_ROWS,
     }
 
 

@@ -230,18 +230,23 @@ SELECT id, {RECORD_COLUMNS} FROM memory_records
 WHERE id IN (SELECT value FROM json_each(:ids)) AND {_NS}
 """
 SEARCH_SUBSTRING = f"""
-SELECT r.* FROM memory_records r
-WHERE {_R_NS} {_FILTERS}
-  AND (r.title LIKE :pattern ESCAPE '\\' OR r.summary LIKE :pattern ESCAPE '\\'
-       OR r.facts_text LIKE :pattern ESCAPE '\\')
+SELECT * FROM (
+  SELECT r.* FROM memory_records r
+  WHERE {_R_NS} {_FILTERS}
+  ORDER BY r.created_at DESC, r.record_id ASC
+  LIMIT :scan) r
+WHERE r.title LIKE :pattern ESCAPE '\\' OR r.summary LIKE :pattern ESCAPE '\\'
+   OR r.facts_text LIKE :pattern ESCAPE '\\'
 ORDER BY r.created_at DESC, r.record_id ASC
 LIMIT :limit
 """
 # One fragment of three characters or more, as a phrase of the trigram index (migration
-# 0007; its tokenizer folds case), newest matches first.
+# 0007; its tokenizer folds case): the newest of its first :candidates matches.
 SEARCH_TRIGRAM = f"""
-SELECT r.* FROM memory_trgm JOIN memory_records r ON r.id = memory_trgm.rowid
-WHERE memory_trgm MATCH :match AND {_R_NS} {_FILTERS}
+SELECT * FROM (
+  SELECT r.* FROM memory_trgm JOIN memory_records r ON r.id = memory_trgm.rowid
+  WHERE memory_trgm MATCH :match AND {_R_NS} {_FILTERS}
+  LIMIT :candidates) r
 ORDER BY r.created_at DESC, r.record_id ASC
 LIMIT :limit
 """

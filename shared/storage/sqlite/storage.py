@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -37,6 +38,7 @@ from wakemark.shared.storage.base import (
     PutEventResult,
     RetrievalSession,
     Storage,
+    StorageTimeoutError,
     TermStats,
     Turn,
     TurnInfo,
@@ -449,19 +451,22 @@ class SqliteStorage(Storage):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord]:
         window = max(lexical.FRAGMENT_WINDOW, limit)
         params = _search_params(namespace, window, observation_type, since)
+        params["candidates"] = max(lexical.FRAGMENT_CANDIDATES, window)
         found = []
-        for fragment in dict.fromkeys(lexical.encodable(f) for f in fragments):
-            if len(fragment) >= lexical.TRIGRAM_CHARS:
-                match = lexical.quote_term(fragment)
-                rows = self._read(q.SEARCH_TRIGRAM, {**params, "match": match})
-                found.append([codec.to_record(r) for r in rows])
-            elif fragment.strip():
-                found.append(
-                    self.search_substring(namespace, fragment, window, observation_type, since)
-                )
+        with _bounded(self._conns.get(), timeout_s):
+            for fragment in dict.fromkeys(lexical.encodable(f) for f in fragments):
+                if len(fragment) >= lexical.TRIGRAM_CHARS:
+                    match = lexical.quote_term(fragment)
+                    rows = self._read(q.SEARCH_TRIGRAM, {**params, "match": match})
+                    found.append([codec.to_record(r) for r in rows])
+                elif fragment.strip():
+                    found.append(
+                        self.search_substring(namespace, fragment, window, observation_type, since)
+                    )
         return lexical.rank_fragments(found, limit)
 
     def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
@@ -698,7 +703,30 @@ def _search_params(
         "observation_type": observation_type,
         "since": codec.ts(since) if since else None,
         "limit": limit,
+        "scan": lexical.SUBSTRING_ROWS,
     }
+
+
+# SQLite calls the progress handler every this many virtual machine instructions.
+PROGRESS_OPS = 10_000
+
+
+@contextmanager
+def _bounded(conn: sqlite3.Connection, timeout_s: float | None) -> Iterator[None]:
+    """Interrupts the connection's statements past ``timeout_s`` (StorageTimeoutError)."""
+    if timeout_s is None:
+        yield
+        return
+    end = time.monotonic() + timeout_s
+    conn.set_progress_handler(lambda: time.monotonic() > end, PROGRESS_OPS)
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if time.monotonic() <= end:
+            raise
+        raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s") from exc
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def _file_bytes(conn: sqlite3.Connection) -> int:
