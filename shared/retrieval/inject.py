@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval import gate
 from wakemark.shared.retrieval.formatting import format_context
+from wakemark.shared.retrieval.hits import shown
 
 if TYPE_CHECKING:
     from wakemark.shared.retrieval.hits import SearchHit
@@ -57,16 +58,20 @@ def select(
     if not hits:
         return Selection([], "", "no candidates")
     lexical_only = any(h.evidence is None or h.evidence.cosine is None for h in hits)
-    prompt = gate.prompt_relevance(
-        [h.relevance for h in hits],
-        [h.evidence.cosine if h.evidence else None for h in hits],
-        lexical_only,
+    # Decided on the values as the audit shows them (rounded), so a row never says
+    # 0.582 against a bar of 0.582 and "none".
+    prompt = shown(
+        gate.prompt_relevance(
+            [h.relevance for h in hits],
+            [h.evidence.cosine if h.evidence else None for h in hits],
+            lexical_only,
+        )
     )
     if prompt < min_prompt:
         reason = f"prompt relevance {prompt:.3f} is below {min_prompt:.3f}"
         return Selection([], "", reason, prompt_relevance=prompt)
     order = sorted(range(len(hits)), key=lambda i: (-hits[i].relevance, i))
-    eligible = [hits[i] for i in order if hits[i].relevance >= min_relevance]
+    eligible = [hits[i] for i in order if shown(hits[i].relevance) >= min_relevance]
     head = f"prompt relevance {prompt:.3f}; "
     if not eligible:
         best = hits[order[0]].relevance

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
@@ -91,6 +91,8 @@ def test_search_exposes_relevance_and_keeps_its_ranked_list(topics: Runtime) -> 
     words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
     threshold=st.floats(0.0, 1.0),
 )
+# Prompt relevance 0.58196 against a bar of 0.582: decided on the raw value, shown rounded.
+@example(words=["Redis", "cache", "keys", "the", "banana"], threshold=0.0)
 def test_never_injects_below_the_threshold_nor_outside_the_namespace(
     topics: Runtime, words: list[str], threshold: float
 ) -> None:
