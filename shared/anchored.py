@@ -1,4 +1,4 @@
-"""``finditer`` that tries a regex only near the literal text every match must hold.
+r"""``finditer`` that tries a regex only near the literal text every match must hold.
 
 Python's ``re`` scans a pattern that starts with an alternation or a look-behind (most of
 detect-secrets' keyword-style rules) at every position. But any match
