@@ -61,7 +61,7 @@ def test_a_common_anchor_gets_a_gate_from_the_first_literal() -> None:
     pattern = AnchoredPattern(re.compile(r"\d{8,10}:[0-9A-Za-z_-]{35}"))
     assert pattern.gate is not None
     assert pattern.gate.search("at 2026-12-01T12:15:18.123 " * 20) is None
-    token = "123456789:" + "A" * 35
-    assert [m.group() for m in pattern.finditer(f"x {token} y")] == [token]
+    bot = "123456789:" + "A" * 35
+    assert [m.group() for m in pattern.finditer(f"x {bot} y")] == [bot]
     assert AnchoredPattern(re.compile(r"ab(?:cd|ef)+g")).gate is None  # starts with one
     assert AnchoredPattern(re.compile(r"(a)[0-9]x\1")).gate is None  # refers back
