@@ -1,4 +1,4 @@
-"""``finditer`` that tries a regex only near the literal text every match must hold.
+r"""``finditer`` that tries a regex only near the literal text every match must hold.
 
 Python's ``re`` scans a pattern that starts with an alternation or a look-behind (most of
 detect-secrets' keyword-style rules) at every position. But any match
@@ -6,6 +6,12 @@ of ``aws.{0,20}?(?:key|pwd|...)`` holds ``aws``: ``AnchoredPattern`` reads such 
 off the parsed pattern, returns at once when the text lacks one, and otherwise tries
 ``match`` only at the few positions from which a match could reach an occurrence. The
 matches are exactly ``pattern.finditer``'s (``tests/test_anchored.py`` checks it).
+
+An anchor as common as ``.`` or ``:`` rejects little, and the engine then tries a pattern
+that starts with a character class (``[MNO][\w-]{23,25}\.``, ``\d{8,10}:``) at every
+position. Such a pattern also gets a gate: the pattern's tail from its first literal,
+which every match holds and which ``re`` finds by scanning for that literal; a text it
+does not match cannot match the pattern.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from re import _compiler as sre_compile  # type: ignore[attr-defined]
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 
@@ -68,6 +75,26 @@ def _best(parsed: sre_parse.SubPattern) -> set[str] | None:
     return max(found, key=lambda f: min(map(len, f)), default=None)
 
 
+def _refers_back(data: object) -> bool:
+    if isinstance(data, (list, tuple, sre_parse.SubPattern)):
+        return any(_refers_back(item) for item in data)
+    return data is sre.GROUPREF or data is sre.GROUPREF_EXISTS
+
+
+def _gate(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
+    """The tail from the first literal after the start, compiled (None: the pattern
+    starts with one, has none, or the tail may refer back to a group before it)."""
+    parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    first = next((i for i, (op, _) in enumerate(parsed.data) if op is sre.LITERAL), 0)
+    tail = parsed.data[first:]
+    if first == 0 or _refers_back(tail):
+        return None
+    compiled: re.Pattern[str] = sre_compile.compile(
+        sre_parse.SubPattern(parsed.state, tail), pattern.flags
+    )
+    return compiled
+
+
 def _anchors(pattern: re.Pattern[str]) -> list[_Anchor]:
     parsed = sre_parse.parse(pattern.pattern, pattern.flags)
     fold = bool(pattern.flags & re.IGNORECASE)
@@ -97,6 +124,7 @@ class AnchoredPattern:
         # gate, a plain ``finditer`` beats any candidate positions.
         first = _literal_runs(sre_parse.parse(pattern.pattern, pattern.flags))[:1]
         self.literal_start = bool(first) and first[0][0] == "LITERALS" and not self.fold
+        self.gate = _gate(pattern)
 
     def finditer(self, text: str, lower: str | None = None) -> Iterable[re.Match[str]]:
         """``lower``: ``text.lower()`` if the caller has it (one per text, not per rule)."""
@@ -115,6 +143,8 @@ class AnchoredPattern:
                     break
             else:
                 return ()
+        if self.gate is not None and self.gate.search(text) is None:
+            return ()
         if not exact or self.literal_start:
             return self.pattern.finditer(text)
         starts = self._starts(hay)

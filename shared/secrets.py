@@ -4,7 +4,8 @@ The formats are detect-secrets' (1.5) regex plugins, read from the installed pac
 import, so the rule set is maintained upstream. We do not call its ``scan_line``: it
 costs ~10x as much a line (settings, filters, code snippets; figures in
 bench/results/secrets.md). Each regex runs through ``AnchoredPattern``, which skips text
-lacking the literals every match holds. Left out on purpose: its entropy plugins (they
+lacking the literals every match holds, or a match of the pattern's tail from its first
+literal (the Discord and Telegram rules, whose ``.`` and ``:`` every timestamp holds). Left out on purpose: its entropy plugins (they
 flag every git SHA, sha256 and UUID), the public-IP plugin (an address is not a
 credential), and its keyword plugin and the ``<vendor>_key = <value>`` forms of the IBM,
 Cloudant and SoftLayer plugins, which our one ``secret-assignment`` rule covers: any

@@ -22,7 +22,8 @@ PATTERNS = [p for _, p in secrets._plugin_rules()] + [
 # Pieces that make near-misses likely: each credential cut at random, keywords, operators.
 PIECES = [line for _, _, line in CREDENTIALS] + [
     "AKIA", "ghp_", "glpat-", "xoxb-", "Bearer ", "eyJ", "-----BEGIN ", "://u:p@", "cl_key =",
-    "CLOU-PW = abcdefgh", "abcdcdefg", "12345678:", "K", "é", "İ", "ſ", "\n", " ", "=", ":",
+    "CLOU-PW = abcdefgh", "abcdcdefg", "12345678:", "12:15:18.123", "M" + "a" * 24 + ".",
+    ".abcdef.", "K", "é", "İ", "ſ", "\n", " ", "=", ":",
     "plain words between them " * 8,
 ]  # fmt: skip
 
@@ -53,3 +54,14 @@ def test_a_pattern_with_a_literal_is_anchored() -> None:
     assert pattern.anchors[0].strings == ("aws",)
     assert list(pattern.finditer("no match here" * 50)) == []
     assert [m.group() for m in pattern.finditer("x AWS_key y")] == ["AWS_key"]
+
+
+def test_a_common_anchor_gets_a_gate_from_the_first_literal() -> None:
+    # ``:`` is in every timestamp: the gate wants ``:`` and the 35 characters after it.
+    pattern = AnchoredPattern(re.compile(r"\d{8,10}:[0-9A-Za-z_-]{35}"))
+    assert pattern.gate is not None
+    assert pattern.gate.search("at 2026-12-01T12:15:18.123 " * 20) is None
+    bot = "123456789:" + "A" * 35
+    assert [m.group() for m in pattern.finditer(f"x {bot} y")] == [bot]
+    assert AnchoredPattern(re.compile(r"ab(?:cd|ef)+g")).gate is None  # starts with one
+    assert AnchoredPattern(re.compile(r"(a)[0-9]x\1")).gate is None  # refers back

@@ -195,7 +195,7 @@ def test_the_project_counts_start_from_the_rows_already_stored(
     target: tuple[str, str], tmp_path: Path
 ) -> None:
     """The counts migration fills its tables from what a database already holds; the
-    triggers carry on from there."""
+    triggers (and SQLite's put_events) carry on from there."""
     from datetime import UTC, datetime
 
     import numpy as np
@@ -227,9 +227,25 @@ def test_the_project_counts_start_from_the_rows_already_stored(
              "source": {"surface": "test", "project_path": path}}
         )  # fmt: skip
 
+    events = [event("/src/old"), event("/src/p"), event(None)]
+    if backend == "sqlite":
+        # Today's SQLite put_events counts its batch itself, in a table this database
+        # does not have yet: the events go in as that statement wrote them then.
+        import sqlite3
+
+        from wakemark.shared.storage.sqlite import codec
+        from wakemark.shared.storage.sqlite import queries as q
+
+        with sqlite3.connect(target[1]) as conn:
+            now = codec.ts(datetime.now(UTC))
+            conn.executemany(
+                q.INSERT_EVENT, [{**codec.event_params(e, now), "turn_id": "t"} for e in events]
+            )
+        conn.close()
     store = open_storage(settings)
     try:
-        store.put_events([event("/src/old"), event("/src/p"), event(None)])
+        if backend == "postgres":
+            store.put_events(events)
         records = [MemoryRecord(namespace=ns, title=f"r{i}") for i in range(3)]
         for r in records:
             store.put_memory_record(r)
@@ -245,5 +261,8 @@ def test_the_project_counts_start_from_the_rows_already_stored(
         (project,) = store.projects()
         assert (project["event_count"], project["memory_count"]) == (3, 4)
         assert project["project_path"] == "/src/p"
+        store.put_events([event("/src/new"), event(None)])
+        (project,) = store.projects()
+        assert (project["event_count"], project["project_path"]) == (5, "/src/new")
     finally:
         store.close()

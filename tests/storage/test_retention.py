@@ -67,6 +67,8 @@ def test_events_past_the_window_are_trimmed_to_stubs(storage: Storage) -> None:
     assert trim_expired(storage, 30, now=now + timedelta(days=29))["turns"] == 0
     done = trim_expired(storage, 30, now=now + timedelta(days=31))
     assert done["turns"] == 1 and done["events"] == 2
+    # A trimmed body is a delete and a re-insert of its row: still counted once.
+    assert storage.stats(NS)["events"] == 4
     assert done["bytes_before"] > 20_000 and done["bytes_after"] < 400
     after = {i: storage.get_event(i) for i in ids}
     prompt, tool, answer = (after[i] for i in ids)

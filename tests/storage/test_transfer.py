@@ -126,8 +126,11 @@ def test_importing_twice_changes_nothing(storage: Storage, tmp_path: Path) -> No
     data = export(storage, events=True, vectors=True)
     target = _sqlite(tmp_path)
     import_lines(target, lines_of(data))
+    counted = {p["namespace"]: p["event_count"] for p in target.projects()}
     again = import_lines(target, lines_of(data))
     assert again.written.records == again.written.turns == again.written.events == 0
+    assert sum(counted.values()) == 5  # the events skipped are not counted again
+    assert {p["namespace"]: p["event_count"] for p in target.projects()} == counted
     assert again.lines == {"record": 3, "turn": 3, "event": 5}
     assert export(target, events=True, vectors=True) == data
     # And into the database it came from: everything is there already.

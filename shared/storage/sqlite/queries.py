@@ -17,6 +17,20 @@ INSERT INTO events (event_id, parent_event_id, session_id, actor_id, namespace, 
 VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, :body,
         :valid_time, :source, :schema_version, :transaction_time, :turn_id)
 """
+# One row per project for the events a write added (``_count_added_events`` in storage.py): the
+# migrations' delete trigger takes them off again. project_path is the newest one seen.
+COUNT_ADDED_EVENTS = """
+INSERT INTO namespace_event_counts (namespace, events, last_event_at, project_path,
+                                    project_path_at)
+VALUES (:namespace, :events, :last_event_at, :project_path, :project_path_at)
+ON CONFLICT (namespace) DO UPDATE SET
+    events = events + excluded.events,
+    last_event_at = max(coalesce(last_event_at, ''), excluded.last_event_at),
+    project_path = CASE WHEN excluded.project_path_at >= coalesce(project_path_at, '')
+                        THEN excluded.project_path ELSE project_path END,
+    project_path_at = CASE WHEN excluded.project_path_at >= coalesce(project_path_at, '')
+                           THEN excluded.project_path_at ELSE project_path_at END
+"""
 GET_EVENT = "SELECT * FROM events WHERE event_id = ?"
 EVENTS_AFTER = "SELECT * FROM events WHERE event_id > ? ORDER BY event_id LIMIT ?"
 REWRITE_EVENT = "UPDATE events SET body = ?, source = ?, actor_id = ? WHERE event_id = ?"

@@ -76,6 +76,9 @@ class SqliteTx(Tx):
             q.INSERT_EVENT,
             [{**codec.event_params(e, now), "turn_id": t} for e, t in plan.events],
         )
+        _count_added_events(
+            conn, [(e.namespace, now, e.source.project_path) for e, _ in plan.events]
+        )
         return plan.results
 
     def put_memory_record(self, record: MemoryRecord) -> None:
@@ -554,16 +557,14 @@ class SqliteStorage(Storage):
                     conn.execute(q.IMPORT_TURN, codec.turn_row_params(t)).rowcount
                     for t in batch.turns
                 )
-                events = sum(
-                    conn.execute(
-                        q.IMPORT_EVENT,
-                        {
-                            **codec.event_params(e, codec.ts(e.transaction_time)),
-                            "turn_id": e.turn_id,
-                        },
-                    ).rowcount
-                    for e in batch.events
-                )
+                added = []
+                for e in batch.events:
+                    at = codec.ts(e.transaction_time)
+                    params = {**codec.event_params(e, at), "turn_id": e.turn_id}
+                    if conn.execute(q.IMPORT_EVENT, params).rowcount:
+                        added.append((e.namespace, at, e.source.project_path))
+                _count_added_events(conn, added)
+                events = len(added)
                 counts = ImportCounts(records, vectors, turns_written, events)
                 if not commit:
                     raise _RollBack
@@ -578,17 +579,20 @@ class SqliteStorage(Storage):
 
     def trim_turns(self, bodies: Mapping[str, Mapping[str, str]]) -> int:
         now = codec.ts(utcnow())
-        changed = 0
         with self._conns.write() as conn:
+            added = []
             for turn_id, events in bodies.items():
                 for event_id, body in events.items():
                     key = {"event_id": event_id, "turn_id": turn_id}
                     row = conn.execute(q.TRIM_DELETE_EVENT, key).fetchone()
                     if row is not None:
                         conn.execute(q.TRIM_INSERT_EVENT, {**dict(row), "body": body})
-                        changed += 1
+                        path = json.loads(row["source"]).get("project_path")
+                        added.append((row["namespace"], row["transaction_time"], path))
                 conn.execute(q.MARK_TRIMMED, {"now": now, "turn_id": turn_id})
-        return changed
+            # The delete trigger took each re-inserted event off its project's count.
+            _count_added_events(conn, added)
+        return len(added)
 
     def expire_turns(self, extracted_before: datetime, limit: int) -> tuple[int, int]:
         with self._conns.write() as conn:
@@ -732,6 +736,26 @@ def _bounded(conn: sqlite3.Connection, timeout_s: float | None) -> Iterator[None
 def _file_bytes(conn: sqlite3.Connection) -> int:
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     return int(pages * conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+def _count_added_events(
+    conn: sqlite3.Connection, added: Sequence[tuple[str, str, str | None]]
+) -> None:
+    """Adds ``(namespace, transaction_time, project_path)`` of events just inserted to
+    their projects' counts, one upsert a project. Of the paths, the newest wins, and of
+    equal times the one inserted last (as an event at a time would have it)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for namespace, at, path in added:
+        row = rows.setdefault(
+            namespace,
+            {"namespace": namespace, "events": 0, "last_event_at": at,
+             "project_path": None, "project_path_at": None},
+        )  # fmt: skip
+        row["events"] += 1
+        row["last_event_at"] = max(row["last_event_at"], at)
+        if path is not None and at >= (row["project_path_at"] or ""):
+            row["project_path"], row["project_path_at"] = path, at
+    conn.executemany(q.COUNT_ADDED_EVENTS, rows.values())
 
 
 class _RollBack(Exception):
