@@ -79,6 +79,12 @@ class Server:
             WAKEMARK_PORT=str(self.port),
             WAKEMARK_EMBEDDER="off",
             WAKEMARK_LOG_LEVEL="warning",
+            # Clients share one list of requests, so under load a session's event can
+            # overtake the one before it and land after its turn was extracted, opening a
+            # turn of its own that only closes when idle: without this the drain waited
+            # out the default 600 s (the bench "hung").
+            WAKEMARK_TURN_IDLE_S="2",
+            WAKEMARK_SWEEP_INTERVAL_S="5",
             HF_HUB_OFFLINE="1",
         )
         argv = [sys.executable, "-m", "wakemark.services.cli.main", "serve"]
