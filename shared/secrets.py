@@ -5,12 +5,13 @@ import, so the rule set is maintained upstream. We do not call its ``scan_line``
 costs ~10x as much a line (settings, filters, code snippets; figures in
 bench/results/secrets.md). Each regex runs through ``AnchoredPattern``, which skips text
 lacking the literals every match holds, or a match of the pattern's tail from its first
-literal (the Discord and Telegram rules, whose ``.`` and ``:`` every timestamp holds). Left out on purpose: its entropy plugins (they
-flag every git SHA, sha256 and UUID), the public-IP plugin (an address is not a
-credential), and its keyword plugin and the ``<vendor>_key = <value>`` forms of the IBM,
-Cloudant and SoftLayer plugins, which our one ``secret-assignment`` rule covers: any
-name holding a keyword (detect-secrets' list plus ``token``, ``auth``, ...) assigned a
-value that looks random rather than like code, a reference or a placeholder.
+literal (the Discord and Telegram rules, whose ``.`` and ``:`` every timestamp holds).
+Left out on purpose: its entropy plugins (they flag every git SHA, sha256 and UUID), the
+public-IP plugin (an address is not a credential), and its keyword plugin and the
+``<vendor>_key = <value>`` forms of the IBM, Cloudant and SoftLayer plugins, which our
+one ``secret-assignment`` rule covers: any name holding a keyword (detect-secrets' list
+plus ``token``, ``auth``, ...) assigned a value that looks random rather than like code,
+a reference or a placeholder.
 
 Added here because detect-secrets' regexes stop short of them: the whole private-key
 block (it matches the BEGIN line only), GitHub fine-grained tokens, the whole JWT (its
