@@ -66,6 +66,17 @@ def _texts(content: Any) -> str:
     return ""
 
 
+def json_objects(lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
+    """The lines of a JSONL session log that hold a JSON object; the others are skipped."""
+    for raw in lines:
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict):
+            yield line
+
+
 def session_events(lines: Iterable[str | bytes], actor: str) -> Iterator[Event]:
     """The events of one transcript, in order; lines that are not JSON are skipped."""
     ctx: HookContext | None = None
@@ -79,12 +90,8 @@ def session_events(lines: Iterable[str | bytes], actor: str) -> Iterator[Event]:
             yield _event(ctx, line, "session_summary", text_body(text), (line.get("uuid"),))
         answer = None
 
-    for raw in lines:
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(line, dict) or line.get("type") not in ("user", "assistant"):
+    for line in json_objects(lines):
+        if line.get("type") not in ("user", "assistant"):
             continue
         if line.get("isSidechain") or line.get("isMeta"):
             continue  # subagent threads and injected context are not the user's turn

@@ -21,7 +21,7 @@ from typing import Any
 
 from wakemark.services.agents.base import HookContext, json_body, make_event, text_body, tool_data
 from wakemark.services.agents.codex import exit_code
-from wakemark.services.importers.claude_code import context_for, line_time
+from wakemark.services.importers.claude_code import context_for, json_objects, line_time
 from wakemark.shared.models import Event
 from wakemark.shared.privacy import scrub
 
@@ -73,12 +73,8 @@ def session_events(lines: Iterable[str | bytes], actor: str) -> Iterator[Event]:
             yield event(line, "session_summary", text_body(text), of_turn)
         answer = None
 
-    for raw in lines:
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            continue
-        payload = line.get("payload") if isinstance(line, dict) else None
+    for line in json_objects(lines):
+        payload = line.get("payload")
         if not isinstance(payload, dict):
             continue
         if line.get("type") == "session_meta":
