@@ -140,3 +140,63 @@ def test_a_real_observation_row_becomes_its_record(tmp_path: Path) -> None:
     assert rec.concepts == ["why-it-exists", "problem-solution", "pattern", "trade-off"]
     assert rec.files_touched == ["/Users/marcus/Git/brain/docs/linkedin-open-source-article.md"]
     assert rec.created_at.isoformat() == "2026-03-11T02:53:39.551000+00:00"
+
+
+REAL_DB = Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "claude-mem-db.sql"
+
+
+def test_a_real_database_becomes_its_records(tmp_path: Path) -> None:
+    # A real claude-mem database (its own older schema, no files on its summaries), cut
+    # down to two sessions of two projects: every observation type and three summaries.
+    path = tmp_path / "claude-mem.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(REAL_DB.read_text())
+    conn.commit()
+    conn.close()
+    recs = list(records(str(path), lambda name: f"/actor/me/project/{name}/"))
+    assert len(recs) == 11
+    obs, summaries = recs[:8], recs[8:]
+    assert [r.observation_type for r in obs] == [
+        "discovery", "change", "change", "change", "feature", "refactor", "bugfix", "decision",
+    ]  # fmt: skip
+    assert {r.observation_type for r in summaries} == {"session_summary"}
+    assert [r.namespace for r in recs].count("/actor/me/project/owner/") == 6
+    assert [r.namespace for r in recs].count("/actor/me/project/Quwon-App/") == 5
+
+    review = obs[0]
+    assert review.title == "Home Directory Git Configuration Review"
+    assert review.summary.startswith("Reviewed the home directory .gitignore file")
+    assert len(review.facts) == 4 and review.facts[3] == (
+        ".gitignore contains 24 lines managing selective tracking of home directory dotfiles"
+    )
+    assert review.concepts == ["how-it-works", "pattern"]
+    assert review.files_touched == ["/home/owner/.gitignore"]  # files_modified is "[]"
+    assert review.created_at.isoformat() == "2026-01-08T05:03:46.581000+00:00"
+    assert obs[5].files_touched == ["src/components/common/BottomTabBar/BottomTabBar.tsx"]
+
+    db_reset, untrack, untracked = summaries
+    assert db_reset.title == (
+        "Debug and fix npm run db:reset command failing due to seed/test data insertion issues"
+    )
+    assert untrack.title == "Remove .zshrc from Git History Tracking"
+    lines = untrack.summary.splitlines()
+    assert [line.split(":", 1)[0] for line in lines] == [
+        "Investigated", "Learned", "Completed", "Next steps",
+    ]  # fmt: skip
+    assert lines[2] == (
+        "Completed: Successfully removed .zshrc from git tracking using 'git rm --cached"
+        " .zshrc'. The file remains on the filesystem but is now staged for deletion from"
+        " version control. Once committed, future changes to .zshrc will not be tracked in"
+        " git history."
+    )
+    assert len(untrack.facts) == 1 and untrack.facts[0].startswith(
+        "The user asked in Japanese about preventing .zshrc from being tracked."
+    )
+    assert untrack.files_touched == []  # files_read and files_edited are NULL
+    assert untrack.created_at.isoformat() == "2026-01-08T05:04:23.152000+00:00"
+    assert untracked.summary.splitlines()[-1] == (
+        "Next steps: Task completed. .zshrc is now untracked and no longer shows up in git"
+        " status. User confirmed the file is no longer being detected."
+    )
+    # Two summaries of one session (prompts 1 and 2) stay two records.
+    assert len({r.record_id for r in recs}) == 11
