@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,11 +28,20 @@ from wakemark.services.agents.base import (
     tool_data,
 )
 
-_EXIT_CODE = re.compile(r"^Exit code: (\d+)", re.MULTILINE)
+# ``Exit code: N`` (the shell tool), ``Process exited with code N`` (unified exec).
+_EXIT_CODE = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)", re.MULTILINE)
 
 
 def exit_code(response: Any) -> int | None:
-    """The exit code Codex writes into a shell tool's output text, if any."""
+    """The exit code in a tool's output: a line of its text, or the ``metadata`` of the
+    JSON that apply_patch and the older shell tool return (``{"output", "metadata"}``)."""
+    if isinstance(response, str) and response.startswith("{"):
+        with contextlib.suppress(ValueError):
+            response = json.loads(response)
+    if isinstance(response, dict):
+        meta = response.get("metadata")
+        code = meta.get("exit_code") if isinstance(meta, dict) else None
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
     match = _EXIT_CODE.search(response) if isinstance(response, str) else None
     return int(match.group(1)) if match else None
 

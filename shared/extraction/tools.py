@@ -101,8 +101,9 @@ def _kind(name: str, tool_input: dict[str, Any]) -> str:
         return "write"
     if any(h in name for h in _READ_HINTS) and not any(h in name for h in _SHELL_HINTS):
         return "read"
-    if any(h in name for h in _SHELL_HINTS) or isinstance(sub, str | list):
-        return "shell" if sub else "other"
+    command = sub if sub is not None else tool_input.get("cmd")  # Codex's exec_command: cmd
+    if any(h in name for h in _SHELL_HINTS) or isinstance(command, str | list):
+        return "shell" if command else "other"
     has_file = any(isinstance(tool_input.get(k), str) for k in _FILE_KEYS)
     if has_file:
         edits = ("edits", "new_string", "new_str", "content", "old_string", "old_str")
