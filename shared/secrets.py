@@ -221,11 +221,42 @@ def _name_before(text: str, end: int) -> str:
     return m.group()[::-1] if m else ""
 
 
+# An identifier's words: ``secret_sha256`` -> secret, sha, 256; ``apiKey2`` -> api, Key, 2.
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_SECRET_WORD = re.compile(rf"(?<![^_])(?:{_KEYWORDS})(?![^_])")
+
+
+def _secret_words(identifier: str) -> set[str]:
+    joined = "_".join(w.lower() for w in _WORDS.findall(identifier))
+    return {m.group().replace("_", "") for m in _SECRET_WORD.finditer(joined)}
+
+
+def _forwards(name: str, value: str) -> bool:
+    """``"secret_sha256": secret_sha256``, ``api_key=api_key2``, ``token: accessToken2``:
+    the value is a variable named for the same secret as the name it is assigned to (an
+    identifier of two words or more, each of two letters or more, and digits), not the
+    secret. ``password_2024`` (one word) is a password."""
+    if not value.isidentifier():
+        return False
+    words = _WORDS.findall(value)
+    letters = [w for w in words if w.isalpha()]
+    if "".join(words) != value.replace("_", "") or len(letters) < 2:
+        return False
+    if any(len(w) < 2 for w in letters):
+        return False  # a random value: ``Xk9_fPq2Lm`` has one-letter words
+    return bool(_secret_words(value) & _secret_words(name))
+
+
 def _assignment_spans(text: str, lower: str) -> Iterator[Span]:
     for m in _ASSIGNED_VALUE.finditer(text):
         value = m.group("value")
         name = _name_before(text, m.start())
-        if name and _SECRET_NAME.search(name) and _looks_random(value):
+        if (
+            name
+            and _SECRET_NAME.search(name)
+            and _looks_random(value)
+            and not _forwards(name, value)
+        ):
             yield m.start("value"), m.end("value"), "secret-assignment"
 
 

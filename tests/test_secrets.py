@@ -124,12 +124,27 @@ ORDINARY = [
     "see https://example.org/docs/auth#tokens",
     "2026-12-01T11:42:50Z INFO worker: 84 passed in 3.21s",
     "[REDACTED:github-token]",
+    # A variable named for the secret it holds, digits and all (our SQLite backend's line).
+    '{"token_id": token_id, "secret_sha256": secret_sha256}',
+    "client = Client(api_key=api_key2)",
+    "headers = {token: accessToken2}",
 ]
 
 
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert scrub_text(text) == text
+
+
+def test_a_value_is_a_variable_only_when_it_names_the_same_secret() -> None:
+    # Digits, case and underscores as a weak password or a random value has them.
+    weak = "My" + "Secret" + "123"
+    assert secrets.find(f"DB_PASSWORD={weak}")  # names another secret than the key's
+    assert secrets.find(f"DB_PASSWORD=password_{rnd(6, string.digits)}")  # one word
+    random_value = "Pw" + "dK" + "e7Lo" + rnd(8)  # words a random value happens to hold
+    assert secrets.find(f"SERVICE_TOKEN={random_value}")
+    one_letter = f"Xk9_{rnd(1, string.ascii_lowercase)}Token2"
+    assert secrets.find(f"token = {one_letter}")
 
 
 def test_every_kind_is_named_in_the_kinds_list() -> None:
