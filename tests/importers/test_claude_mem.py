@@ -200,3 +200,13 @@ def test_a_real_database_becomes_its_records(tmp_path: Path) -> None:
     )
     # Two summaries of one session (prompts 1 and 2) stay two records.
     assert len({r.record_id for r in recs}) == 11
+    env = _env(tmp_path)
+    done = _wakemark("import", "--from", "claude-mem", str(path), env=env)
+    assert b"11 claude-mem record(s); wrote 11 new record(s)" in done.stderr, done.stderr
+    storage = open_storage(Settings(home=tmp_path / "home"))
+    try:
+        for name, count in (("owner", 6), ("Quwon-App", 5)):
+            namespace = project.namespace_for(project.actor(), project.project_id(name))
+            assert storage.list_memory_records(namespace).total == count
+    finally:
+        storage.close()

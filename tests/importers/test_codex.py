@@ -145,14 +145,14 @@ def test_replayed_rollouts_are_extracted_as_usual_and_import_once(runtime: Runti
 def test_the_command_imports_a_sessions_directory(tmp_path: Path) -> None:
     day = tmp_path / "sessions" / "2026" / "02" / "23"
     later = tmp_path / "sessions" / "2026" / "06" / "05"
-    day.mkdir(parents=True)
-    later.mkdir(parents=True)
-    shutil.copy(DESKTOP, day / DESKTOP.name)
-    shutil.copy(EXEC, later / EXEC.name)
+    tui = tmp_path / "sessions" / "2026" / "05" / "11"
+    for folder, log in ((day, DESKTOP), (later, EXEC), (tui, TUI)):
+        folder.mkdir(parents=True)
+        shutil.copy(log, folder / log.name)
     env = _env(tmp_path)
     done = _wakemark("import", "--from", "codex", str(tmp_path / "sessions"), env=env)
     assert done.returncode == 0, done.stderr
-    assert b"2 session log(s), 9 event(s) in 2 project(s); stored 9 new" in done.stderr
+    assert b"3 session log(s), 24 event(s) in 3 project(s); stored 24 new" in done.stderr
     again = _wakemark("import", "--from", "codex", str(tmp_path / "sessions"), env=env)
     assert b"stored 0 new" in again.stderr
     missing = _wakemark("import", "--from", "codex", str(tmp_path / "nothing"), env=env)
