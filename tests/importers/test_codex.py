@@ -70,19 +70,12 @@ def test_unified_exec_commands_become_one_tool_use_each_with_their_exit_code() -
     assert evs[0].source.version == "0.125.0"
     assert evs[0].source.project_path == "/Users/Sample_User/repos/codemie-ai/codemie-code"
     tools = [e.body.model_dump()["data"] for e in evs if e.kind == "tool_use"]
+    # No write_stdin poll is a tool use of its own.
     assert [t["tool_name"] for t in tools] == [
+        "exec_command", "exec_command", "update_plan", "exec_command", "apply_patch",
+        "exec_command", "apply_patch", "apply_patch", "update_plan", "exec_command",
         "exec_command",
-        "exec_command",
-        "update_plan",
-        "exec_command",
-        "apply_patch",
-        "exec_command",
-        "apply_patch",
-        "apply_patch",
-        "update_plan",
-        "exec_command",
-        "exec_command",
-    ]  # fmt: skip  (no write_stdin poll is a tool use of its own)
+    ]  # fmt: skip
     uses = [parse_tool_use(e.body) for e in evs if e.kind == "tool_use"]
     test = "npm test -- --run src/agents/plugins/__tests__/codemie-code-reasoning.test.ts"
     shell = [(u.command, u.exit_code) for u in uses if u.kind == "shell"]
