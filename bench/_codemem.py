@@ -6,6 +6,11 @@ the extraction code, so a re-run only replays the prompts. Not a benchmark on it
 ``bench/gate.py`` and ``bench/fit_gate.py`` use it (the leading underscore keeps
 ``python -m bench`` from running it). On Postgres there is no cache: each run replays the
 projects into a fresh schema.
+
+Besides codemem-dev's two ``PROJECTS``, ``extra_projects()`` lists the sets of the same
+format that ``bench/_history_set.py`` builds under ``EXTRA``
+(``$WAKEMARK_EXTRA_DATASETS``, default ``~/.wakemark-data/datasets``); ``open_project``
+opens either kind.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from wakemark.shared.storage import migrate
 REPO = Path(__file__).resolve().parents[1]
 DATASET = Path(os.environ.get("WAKEMARK_CODEMEM_DIR", "/work/shared/datasets/codemem-dev"))
 CACHE = Path(os.environ.get("WAKEMARK_BENCH_CACHE", "~/.wakemark-data/codemem")).expanduser()
+EXTRA = Path(os.environ.get("WAKEMARK_EXTRA_DATASETS", "~/.wakemark-data/datasets")).expanduser()
 PROJECTS = ("werkzeug", "jinja")
+FILES = ("memories.jsonl", "queries.jsonl", "negatives.jsonl")
 ACTOR = "eval"
 BATCH = 200  # turns extracted (and embedded) per call
 BUILD_VERSION = "1"  # bump when turn_events() changes: the cached databases are rebuilt
@@ -57,6 +64,23 @@ def missing() -> str | None:
     if all((DATASET / p / "memories.jsonl").is_file() for p in PROJECTS):
         return None
     return f"codemem-dev not found at {DATASET} (set WAKEMARK_CODEMEM_DIR)"
+
+
+def extra_projects() -> list[str]:
+    """The complete sets under ``EXTRA``, by name; a name of codemem-dev's is not one (its
+    cached database would be taken for codemem-dev's)."""
+    if not EXTRA.is_dir():
+        return []
+    return sorted(
+        d.name
+        for d in EXTRA.iterdir()
+        if d.name not in PROJECTS and all((d / f).is_file() for f in FILES)
+    )
+
+
+def directory(project: str) -> Path:
+    """Where ``project``'s files are: codemem-dev for its two, else ``EXTRA``."""
+    return (DATASET if project in PROJECTS else EXTRA) / project
 
 
 def namespace(project: str) -> str:
@@ -115,7 +139,7 @@ def turn_events(project: str, row: dict[str, Any]) -> list[Event]:
 
 def _fingerprint(project: str) -> str:
     digest = hashlib.sha256()
-    for path in sorted((DATASET / project).glob("*.jsonl")):
+    for path in sorted(directory(project).glob("*.jsonl")):
         digest.update(path.read_bytes())
     for path in sorted((REPO / "shared" / "extraction").glob("*.py")):
         digest.update(path.read_bytes())
@@ -134,7 +158,7 @@ def build(project: str, settings: Settings) -> None:
     runtime = Runtime.build(settings)
     try:
         runtime.embedder.warm()
-        rows = _rows(DATASET / project / "memories.jsonl")
+        rows = _rows(directory(project) / "memories.jsonl")
         rows.sort(key=lambda r: r["date"])
         for start in range(0, len(rows), BATCH):
             events = [e for row in rows[start : start + BATCH] for e in turn_events(project, row)]
@@ -156,7 +180,7 @@ def _gold_ids(runtime: Runtime, project: str) -> dict[str, str]:
             for event_id in record.source_event_ids:
                 by_event[event_id] = record.record_id
     out = {}
-    for row in _rows(DATASET / project / "memories.jsonl"):
+    for row in _rows(directory(project) / "memories.jsonl"):
         event_id = _ulid(f"{row['id']}:prompt", datetime.fromisoformat(row["date"]))
         if event_id in by_event:
             out[row["id"]] = by_event[event_id]
@@ -197,7 +221,7 @@ def open_project(
 
     def queries(name: str) -> list[Query]:
         out = []
-        for row in _rows(DATASET / project / name):
+        for row in _rows(directory(project) / name):
             ids = frozenset(gold[sha] for sha in row["gold"] if sha in gold)
             if row["gold"] and not ids:
                 continue  # its commits produced no record: nothing to find
