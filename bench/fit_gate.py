@@ -1,29 +1,33 @@
-"""Fit the relevance gate on codemem-dev: the per-record and the per-prompt logistic
-models and their two thresholds.
+"""Fit the relevance gate on labelled project history: the per-record and the per-prompt
+logistic models and their two thresholds.
 
-Every query and negative of a project runs through ``Retriever.search`` (the prompt's
-depth, ``PROMPT_CANDIDATES``) on the replayed database of ``bench/_codemem.py``. Then:
+The projects: codemem-dev's two (werkzeug, jinja) and every set ``bench/_history_set.py``
+built (``_codemem.extra_projects()``). Every query and negative of a project runs through
+``Retriever.search`` (the prompt's depth, ``PROMPT_CANDIDATES``) on the replayed database
+of ``bench/_codemem.py``. Then, on the pooled queries of the fit projects:
 
 1. The record model: each hit is one example, its ``gate.Evidence`` and whether it is a
    gold record of the query.
-2. The prompt model: each query is one example, ``gate.prompt_vector`` of its hits'
-   relevance (under the model of 1) and whether it is a real query (not a negative).
-3. The prompt threshold: the smallest prompt relevance at which ``TARGET_REJECT`` of the
-   fit project's negatives get nothing.
-4. The record floor: the smallest (most recall) at which the fit project's real prompts
+2. The prompt model: each query is one example, ``gate.prompt_vector`` of its hits
+   (relevance under the model of 1, their evidence) and whether it is a real query.
+3. The prompt threshold: the smallest prompt relevance at which every fit project leaves
+   ``TARGET_REJECT`` of its negatives without context (the strictest project decides).
+4. The record floor: the smallest (most recall) at which every fit project's real prompts
    get at most ``BYTES_TARGET`` bytes on average through ``inject.select``.
 
 Each is fitted twice, on the hybrid evidence and on the lexical evidence alone (a runtime
 with the embedder off); the lexical models' intercepts are then shifted so that the same
 two thresholds serve both (the same share of real queries' hits above the floor, the same
-share of negatives rejected). Split: fitted on werkzeug (``FIT``), reported on jinja (held
-out); the reverse split is reported too, as a check that the features transfer. Offline
-("ungated" is the first five of the candidates; no session dedupe): ``bench/gate.py``
-runs the real prompt path. The trade-off curve shows, for other prompt thresholds, the
-share of negatives left without context against gated/ungated recall@5.
+share of negatives rejected). Each project is held out once (fitted on all the others) —
+the estimate of how the gate does on a project it never saw — and the shipped constants
+are fitted on all of them. Offline ("ungated" is the first five of the candidates; no
+session dedupe): ``bench/gate.py`` runs the real prompt path. The trade-off curve shows,
+for other prompt thresholds, the share of negatives left without context against
+gated/ungated recall@5.
 
 The constants printed under "shipped" go into ``shared/retrieval/gate.py`` and
-``shared/config.py``. Run: ``python -m bench fit_gate``.
+``shared/config.py``. Run: ``python -m bench fit_gate`` (``python -m bench._history_set``
+first, for the extra projects).
 """
 
 from __future__ import annotations
@@ -40,12 +44,11 @@ from wakemark.shared.retrieval import gate, inject
 from wakemark.shared.retrieval.hits import SearchHit
 from wakemark.shared.retrieval.retriever import PROMPT_CANDIDATES, PROMPT_LIMIT, Retriever
 
-FIT = "werkzeug"
-TARGET_REJECT = 0.91  # of the fit project's negatives left without context (target 0.90)
-BYTES_TARGET = 900  # mean injected bytes per real prompt of the fit project (target 1 KB)
+TARGET_REJECT = 0.905  # of the fit project's negatives left without context (target 0.90)
+BYTES_TARGET = 1000  # mean injected bytes per real prompt of the fit project (target 1 KB)
 MAX_BYTES = 1536  # the default WAKEMARK_PROMPT_MAX_BYTES
 FLOORS = tuple(round(0.001 * 1.25**i, 4) for i in range(24))  # 0.001 to ~0.17
-CURVE = (0.80, 0.85, 0.88, 0.90, 0.92, 0.95)  # negatives' quantiles of the curve
+CURVE = (0.80, 0.85, 0.88, 0.905, 0.92, 0.95)  # negatives' quantiles of the curve
 L2 = 1.0
 
 
@@ -141,8 +144,7 @@ def rescored(queries: list[Query], model: Model, lexical: bool) -> list[Query]:
 
 
 def _prompt_x(q: Query, lexical: bool) -> list[float]:
-    cosines = [h.evidence.cosine if h.evidence else None for h in q.hits]
-    return gate.prompt_vector([h.relevance for h in q.hits], cosines, lexical)
+    return gate.prompt_vector([h.relevance for h in q.hits], [h.evidence for h in q.hits], lexical)
 
 
 def prompt_model(queries: list[Query], lexical: bool) -> Model:
@@ -186,9 +188,13 @@ def outcome(
     }
 
 
-def record_floor(queries: list[Query], prompts: list[float], min_prompt: float) -> float:
+def record_floor(groups: list[tuple[list[Query], list[float]]], min_prompt: float) -> float:
+    """The smallest floor keeping every fit project's real prompts within ``BYTES_TARGET``."""
     for floor in FLOORS:
-        if outcome(queries, prompts, min_prompt, floor)["mean_bytes_real"] <= BYTES_TARGET:
+        if all(
+            outcome(qs, ps, min_prompt, floor)["mean_bytes_real"] <= BYTES_TARGET
+            for qs, ps in groups
+        ):
             return floor
     return FLOORS[-1]
 
@@ -204,36 +210,41 @@ def _floor_for_share(queries: list[Query], share: float) -> float:
     return rels[min(len(rels) - 1, max(0, round(share * len(rels)) - 1))]
 
 
-def fit_split(data: dict[tuple[str, str], list[Query]], fit_on: str) -> dict[str, dict[str, Any]]:
+def fit_split(
+    data: dict[tuple[str, str], list[Query]], fit_on: tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """Both models fitted on the pooled queries of ``fit_on``; each threshold is the one the
+    strictest fit project needs (every fit project leaves ``TARGET_REJECT`` of its negatives
+    empty and stays within ``BYTES_TARGET``), then every project is scored."""
+    projects = sorted({p for p, _ in data}, key=_order)
     split: dict[str, dict[str, Any]] = {}
     for mode in ("hybrid", "lexical"):
         lexical = mode == "lexical"
-        fit_q = data[(fit_on, mode)]
-        rec = record_model(fit_q, lexical)
+        pooled = [q for p in fit_on for q in data[(p, mode)]]
+        rec = record_model(pooled, lexical)
         if lexical:
             # The hybrid floor keeps the same share of the real queries' hits here.
             floor, share = split["hybrid"]["floor"], split["hybrid"]["above_floor"]
-            rec = rec.shifted(_floor_for_share(rescored(fit_q, rec, lexical), share), floor)
-        scored = rescored(fit_q, rec, lexical)
-        pm = prompt_model(scored, lexical)
-        prompts = [pm(_prompt_x(q, lexical)) for q in scored]
-        min_prompt = negatives_quantile(prompts, scored, TARGET_REJECT)
+            rec = rec.shifted(_floor_for_share(rescored(pooled, rec, lexical), share), floor)
+        pm = prompt_model(rescored(pooled, rec, lexical), lexical)
+
+        fitted = [_scored(data[(p, mode)], rec, pm, lexical) for p in fit_on]
+        min_prompt = _threshold(fitted, TARGET_REJECT)
         if lexical:
             pm = pm.shifted(min_prompt, split["hybrid"]["min_prompt"])
             min_prompt = split["hybrid"]["min_prompt"]
-            prompts = [pm(_prompt_x(q, lexical)) for q in scored]
+            fitted = [_scored(data[(p, mode)], rec, pm, lexical) for p in fit_on]
         else:
-            floor = record_floor(scored, prompts, min_prompt)
+            floor = record_floor(fitted, min_prompt)
         scores, curve = {}, {}
-        for p in _codemem.PROJECTS:
-            qs = rescored(data[(p, mode)], rec, lexical)
-            ps = [pm(_prompt_x(q, lexical)) for q in qs]
-            label = f"{p} ({'fit' if p == fit_on else 'held out'})"
+        for p in projects:
+            qs, ps = _scored(data[(p, mode)], rec, pm, lexical)
+            label = f"{p} ({'fit' if p in fit_on else 'held out'})"
             scores[label] = outcome(qs, ps, min_prompt, floor)
             curve[label] = [
                 {"quantile": share, "min_prompt": round(t, 4), **outcome(qs, ps, t, floor)}
                 for share in CURVE
-                for t in [negatives_quantile(prompts, scored, share)]
+                for t in [_threshold(fitted, share)]
             ]
         split[mode] = {
             "record_features": list(gate.LEXICAL_FEATURES if lexical else gate.FEATURES),
@@ -244,11 +255,28 @@ def fit_split(data: dict[tuple[str, str], list[Query]], fit_on: str) -> dict[str
             "prompt": {"coef": list(pm.coef), "intercept": pm.intercept},
             "min_prompt": round(min_prompt, 4),
             "floor": floor,
-            "above_floor": round(_above_share(scored, floor), 4),
+            "above_floor": round(_above_share(pooled, floor), 4),
             "scores": scores,
             "curve": curve,
         }
     return split
+
+
+def _scored(
+    queries: list[Query], rec: Model, pm: Model, lexical: bool
+) -> tuple[list[Query], list[float]]:
+    """The queries rescored by ``rec`` and each one's prompt relevance under ``pm``."""
+    qs = rescored(queries, rec, lexical)
+    return qs, [pm(_prompt_x(q, lexical)) for q in qs]
+
+
+def _threshold(fitted: list[tuple[list[Query], list[float]]], share: float) -> float:
+    """The prompt threshold leaving ``share`` of every fit project's negatives empty."""
+    return max(negatives_quantile(ps, qs, share) for qs, ps in fitted)
+
+
+def _order(project: str) -> tuple[int, str]:
+    return (project not in _codemem.PROJECTS, project)
 
 
 def constants(shipped: dict[str, Any]) -> str:
@@ -271,24 +299,34 @@ def constants(shipped: dict[str, Any]) -> str:
     )
 
 
+def projects() -> list[str]:
+    return [*_codemem.PROJECTS, *_codemem.extra_projects()]
+
+
 def run() -> dict[str, Any]:
     if _codemem.missing():
         return {"skipped": _codemem.missing()}
+    names = projects()
     data = {
         (p, mode): collect(p, "onnx" if mode == "hybrid" else "off")
-        for p in _codemem.PROJECTS
+        for p in names
         for mode in ("hybrid", "lexical")
     }
+    return fit_all(data, names)
+
+
+def fit_all(data: dict[tuple[str, str], list[Query]], names: list[str]) -> dict[str, Any]:
+    """Each project held out once (fit on all the others), then the shipped fit on all."""
+    splits = {f"without {p}": fit_split(data, tuple(o for o in names if o != p)) for p in names}
+    splits["all projects"] = fit_split(data, tuple(names))
     result: dict[str, Any] = {
         "target_reject": TARGET_REJECT,
         "bytes_target": BYTES_TARGET,
         "l2": L2,
-        "splits": {
-            f"fit on {p}": fit_split(data, p)
-            for p in (FIT, *(p for p in _codemem.PROJECTS if p != FIT))
-        },
+        "projects": names,
+        "splits": splits,
     }
-    result["shipped"] = result["splits"][f"fit on {FIT}"]
+    result["shipped"] = splits["all projects"]
     result["constants"] = constants(result["shipped"])
     return result
 
@@ -298,51 +336,72 @@ def _coefs(names: list[str], model: dict[str, Any]) -> str:
     return ", ".join(f"{f} {c:+.3f}" for f, c in pairs) + f"; intercept {model['intercept']:+.3f}"
 
 
+def _row(name: str, s: dict[str, float]) -> str:
+    return (
+        f"| {name} | {s['negatives_without_context']:.3f} | {s['ungated_r5']:.3f} "
+        f"| {s['gated_r5']:.3f} | {s['ratio']:.3f} | {s['mean_bytes_real']:.0f} |"
+    )
+
+
+HEAD = [
+    "| project | negatives without context | ungated R@5 | gated R@5 | ratio "
+    "| bytes / real prompt |",
+    "|---|---|---|---|---|---|",
+]
+
+
 def markdown(result: dict[str, Any]) -> str:
     if "skipped" in result:
         return f"# Relevance gate fit\n\nSkipped: {result['skipped']}\n"
+    names = result["projects"]
     lines = [
-        "# Relevance gate: logistic fits on codemem-dev",
+        "# Relevance gate: logistic fits on project history",
         "",
-        f"Prompt threshold: the smallest prompt relevance leaving {result['target_reject']:.0%} "
-        "of the fit project's negatives without context. Record floor: the smallest "
-        f"keeping the fit project's mean injected bytes per real prompt ≤ "
+        f"Projects: {', '.join(names)} (codemem-dev's two, then `bench/_history_set.py`'s). "
+        f"Prompt threshold: the smallest prompt relevance leaving {result['target_reject']:.1%} "
+        "of every fit project's negatives without context. Record floor: the smallest "
+        f"keeping every fit project's mean injected bytes per real prompt ≤ "
         f"{result['bytes_target']}. L2 {result['l2']}. Offline view over the prompt's "
         "candidates (ungated: their first five; no session dedupe); `bench/gate.py` runs "
         "the real prompt path.",
     ]
-    for split, modes in result["splits"].items():
-        lines += ["", f"## {split}", ""]
-        for mode, m in modes.items():
-            lines += [
-                f"**{mode}** record model: {_coefs(m['record_features'], m['record'])}. "
-                f"Prompt model: {_coefs(m['prompt_features'], m['prompt'])}. Prompt "
-                f"threshold {m['min_prompt']:.4f}, record floor {m['floor']}.",
-                "",
-                "| project | negatives without context | ungated R@5 | gated R@5 | ratio "
-                "| bytes / real prompt |",
-                "|---|---|---|---|---|---|",
+    for mode in ("hybrid", "lexical"):
+        lines += [
+            "",
+            f"## {mode}: each project held out (fitted on all the others)",
+            "",
+            *HEAD,
+        ]
+        for p in names:
+            lines.append(
+                _row(p, result["splits"][f"without {p}"][mode]["scores"][f"{p} (held out)"])
+            )
+        m = result["shipped"][mode]
+        lines += [
+            "",
+            f"## {mode}: shipped (fitted on all projects)",
+            "",
+            f"Record model: {_coefs(m['record_features'], m['record'])}. Prompt model: "
+            f"{_coefs(m['prompt_features'], m['prompt'])}. Prompt threshold "
+            f"{m['min_prompt']:.4f}, record floor {m['floor']}.",
+            "",
+            *HEAD,
+        ]
+        lines += [_row(p, s) for p, s in m["scores"].items()]
+        lines += [
+            "",
+            "Trade-off (prompt threshold at other quantiles of the fit negatives): "
+            "negatives without context / ratio / bytes",
+            "",
+            "| fit negatives' quantile | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for i, share in enumerate(CURVE):
+            cells = [
+                f"{c[i]['negatives_without_context']:.3f} / {c[i]['ratio']:.3f} / "
+                f"{c[i]['mean_bytes_real']:.0f}"
+                for c in m["curve"].values()
             ]
-            for p, s in m["scores"].items():
-                lines.append(
-                    f"| {p} | {s['negatives_without_context']:.3f} | {s['ungated_r5']:.3f} "
-                    f"| {s['gated_r5']:.3f} | {s['ratio']:.3f} | {s['mean_bytes_real']:.0f} |"
-                )
-            lines += [
-                "",
-                "Trade-off (prompt threshold at other quantiles of the fit negatives): "
-                "negatives without context / ratio / bytes",
-                "",
-                "| fit negatives' quantile | " + " | ".join(m["curve"]) + " |",
-                "|---|" + "---|" * len(m["curve"]),
-            ]
-            for i, share in enumerate(CURVE):
-                cells = [
-                    f"{c[i]['negatives_without_context']:.3f} / {c[i]['ratio']:.3f} / "
-                    f"{c[i]['mean_bytes_real']:.0f}"
-                    for c in m["curve"].values()
-                ]
-                lines.append(f"| {share:.2f} | " + " | ".join(cells) + " |")
-            lines.append("")
-    lines += [f"## Shipped (fit on {FIT})", "", "```python", result["constants"], "```"]
+            lines.append(f"| {share:.3f} | " + " | ".join(cells) + " |")
+    lines += ["", "## Shipped constants", "", "```python", result["constants"], "```"]
     return "\n".join(lines) + "\n"

@@ -100,8 +100,8 @@ def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
 
 DEFAULT_HOME = Path("~/.wakemark").expanduser()
 # The relevance gate's thresholds as fitted by bench/fit_gate.py (bench/results/fit_gate.md).
-DEFAULT_MIN_PROMPT_RELEVANCE = 0.582
-DEFAULT_MIN_RELEVANCE = 0.0093
+DEFAULT_MIN_PROMPT_RELEVANCE = 0.451
+DEFAULT_MIN_RELEVANCE = 0.0116
 
 
 @dataclass(frozen=True)

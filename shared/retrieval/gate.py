@@ -20,9 +20,11 @@ is used, and the decision says so. Recency never enters: it only orders equal hi
 Whether a prompt gets anything is a decision of its own (``prompt_relevance``), over all
 its candidates at once: ``expected``, the log of the relevant records the candidates are
 expected to hold (the sum of their relevance: a project that has worked on the topic has
-several near hits, a question from elsewhere at best one lookalike), and ``top_cosine``,
-the best cosine among them. A prompt that passes gets its hits above a low per-record
-floor; one that does not, nothing.
+several near hits, a question from elsewhere at best one lookalike); ``top_cosine``, the
+best cosine among them; ``top_coverage``, the best share of the query's distinctive terms
+one of them holds; and ``query_terms``, the log of the query's content terms (a long
+query spreads the same evidence thinner). A prompt that passes gets its hits above a low
+per-record floor; one that does not, nothing.
 """
 
 from __future__ import annotations
@@ -64,17 +66,17 @@ FEATURES = (
     "coverage", "title_coverage", "identifier", "cosine", "lift", "both", "top",
     "lexical_rr", "vector_rr",
 )  # fmt: skip
-HYBRID_COEF = (0.3196, 4.2543, 0.2058, 1.5859, 0.8155, 0.7551, 0.4309, 1.928, 1.8595)
-HYBRID_INTERCEPT = -7.939
+HYBRID_COEF = (1.2192, 3.0731, 0.5708, 3.4296, 1.0688, 1.4036, 0.0081, 2.0708, 1.3397)
+HYBRID_INTERCEPT = -9.1204
 LEXICAL_FEATURES = ("coverage", "title_coverage", "identifier", "top", "lexical_rr")
-LEXICAL_COEF = (1.832, 5.4571, 0.8357, 0.5785, 2.3026)
-LEXICAL_INTERCEPT = -6.8652
-PROMPT_FEATURES = ("expected", "top_cosine")
-PROMPT_COEF = (2.2122, 2.6054)
-PROMPT_INTERCEPT = 1.7349
-LEXICAL_PROMPT_FEATURES = ("expected",)
-LEXICAL_PROMPT_COEF = (2.3866,)
-LEXICAL_PROMPT_INTERCEPT = 1.9113
+LEXICAL_COEF = (2.5131, 4.7013, 1.2908, -0.2981, 2.9924)
+LEXICAL_INTERCEPT = -6.898
+PROMPT_FEATURES = ("expected", "top_cosine", "top_coverage", "query_terms")
+PROMPT_COEF = (1.7307, 4.1905, 4.844, 2.0543)
+PROMPT_INTERCEPT = -5.6627
+LEXICAL_PROMPT_FEATURES = ("expected", "top_coverage", "query_terms")
+LEXICAL_PROMPT_COEF = (1.8598, 6.635, 2.5109)
+LEXICAL_PROMPT_INTERCEPT = -6.1643
 # --- end of fitted constants ----------------------------------------------------------------
 
 
@@ -89,6 +91,7 @@ class Evidence:
     top: bool
     lexical_rank: int | None = None
     vector_rank: int | None = None
+    query_terms: int = 0  # the query's content terms (the same for all its hits)
 
     def to_json(self) -> dict[str, float | bool | None]:
         return {
@@ -101,6 +104,7 @@ class Evidence:
             "top": self.top,
             "lexical_rank": self.lexical_rank,
             "vector_rank": self.vector_rank,
+            "query_terms": self.query_terms,
         }
 
 
@@ -185,7 +189,7 @@ def gather(
         out.append(
             Evidence(
                 covered / total if total else 0.0, title_cov, identifier, cosine, lift, both,
-                top, lexical_ranks.get(rid), vector_ranks.get(rid),
+                top, lexical_ranks.get(rid), vector_ranks.get(rid), len(query_terms),
             )
         )  # fmt: skip
     return out
@@ -220,19 +224,23 @@ EXPECTED_FLOOR = 0.01  # keeps the log finite for a prompt without candidates
 
 
 def prompt_vector(
-    relevances: Sequence[float], cosines: Sequence[float | None], lexical_only: bool
+    relevances: Sequence[float], evidence: Sequence[Evidence | None], lexical_only: bool
 ) -> list[float]:
-    """The prompt's features (``PROMPT_FEATURES``) from its candidates' relevance and cosine."""
+    """The prompt's features (``PROMPT_FEATURES``) from its candidates' relevance and
+    evidence."""
+    known = [e for e in evidence if e is not None]
     values = {
         "expected": math.log(sum(relevances) + EXPECTED_FLOOR),
-        "top_cosine": max((c for c in cosines if c is not None), default=0.0),
+        "top_cosine": max((e.cosine for e in known if e.cosine is not None), default=0.0),
+        "top_coverage": max((e.coverage for e in known), default=0.0),
+        "query_terms": math.log1p(max((e.query_terms for e in known), default=0)),
     }
     names = LEXICAL_PROMPT_FEATURES if lexical_only else PROMPT_FEATURES
     return [values[name] for name in names]
 
 
 def prompt_relevance(
-    relevances: Sequence[float], cosines: Sequence[float | None], lexical_only: bool
+    relevances: Sequence[float], evidence: Sequence[Evidence | None], lexical_only: bool
 ) -> float:
     """The fitted probability that the prompt's project holds something relevant to it."""
     coef, intercept = (
@@ -240,7 +248,7 @@ def prompt_relevance(
         if lexical_only
         else (PROMPT_COEF, PROMPT_INTERCEPT)
     )
-    return _logistic(coef, intercept, prompt_vector(relevances, cosines, lexical_only))
+    return _logistic(coef, intercept, prompt_vector(relevances, evidence, lexical_only))
 
 
 def _logistic(coef: Sequence[float], intercept: float, values: Sequence[float]) -> float:

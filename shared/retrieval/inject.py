@@ -59,11 +59,11 @@ def select(
         return Selection([], "", "no candidates")
     lexical_only = any(h.evidence is None or h.evidence.cosine is None for h in hits)
     # Decided on the values as the audit shows them (rounded), so a row never says
-    # 0.582 against a bar of 0.582 and "none".
+    # 0.451 against a bar of 0.451 and "none".
     prompt = shown(
         gate.prompt_relevance(
             [h.relevance for h in hits],
-            [h.evidence.cosine if h.evidence else None for h in hits],
+            [h.evidence for h in hits],
             lexical_only,
         )
     )
