@@ -457,9 +457,8 @@ class PostgresStorage(Storage):
                 if tsquery is None:
                     return None
                 sql = q.SEARCH_FTS[params["exact"] is not None]
-                window = max(self.fts_window, limit)
-                rows = conn.execute(sql, {**params, "tsquery": tsquery, "window": window})
-                rows = rows.fetchall()
+                more = {"tsquery": tsquery, "window": max(self.fts_window, limit)}
+                rows = conn.execute(sql, {**params, **more}).fetchall()
             except (psycopg.ProgrammingError, psycopg.DataError):
                 return None
         return [memory_record(r) for r in rows]
