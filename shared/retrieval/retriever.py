@@ -116,9 +116,9 @@ class Retriever:
             )
             outcome = future.result(timeout=max(0.0, budget_s - (time.perf_counter() - start)))
         except FutureTimeout:
-            # Still queued behind other searches: it never starts. Under load, searches
-            # given up on but run anyway made every later one wait for them, past its
-            # own deadline in turn (bench scale: half of the searches, at saturation).
+            # Still queued behind other searches: it never starts. Run anyway, searches
+            # given up on make every later one wait for them and miss its own deadline in
+            # turn (bench scale, on a loaded box: half of the big project's searches).
             future.cancel()
             latency = _ms(start)
             log.warning("search exceeded the %d ms budget", self._settings.retrieval_budget_ms)
