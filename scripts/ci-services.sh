@@ -4,7 +4,7 @@
 #   * PostgreSQL 15 on 127.0.0.1:5432 (with pgvector; see install-pgvector.sh)
 #   * Redis on 127.0.0.1:6379
 #   * role "wakemark" + database "wakemark_test" (owned by it) with the
-#     extensions vector, unaccent and pg_trgm, created as superuser.
+#     extensions vector, unaccent, pg_trgm and btree_gin, created as superuser.
 #
 # Idempotent. Logs go to stderr; stdout carries only `export` lines, so a
 # developer (or .ci/run) can do:   eval "$(scripts/ci-services.sh)"
@@ -72,6 +72,7 @@ CREATE EXTENSION IF NOT EXISTS vector;
 ALTER EXTENSION vector UPDATE;
 CREATE EXTENSION IF NOT EXISTS unaccent;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE EXTENSION IF NOT EXISTS btree_gin;
 SQL
 
 # Check as the test role itself: login, pgvector + HNSW iterative scan, unaccent.

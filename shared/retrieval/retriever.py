@@ -42,11 +42,13 @@ PROMPT_LIMIT = 5  # records in the prompt-time context block, at most
 PROMPT_CANDIDATES = 10  # hits the relevance gate chooses those from
 INDEX_PAGE = 100
 WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per search
-# The trigram leg's statements are cancelled at this share of the search's budget (it then
-# counts as degraded), leaving the rest to fusion, hydration and the gate: the search
-# answers with the other legs instead of running out of time empty. On a large namespace
-# they took seconds (bench/results/scale.md) and ran on after the search had given up.
-TRIGRAM_SHARE = 0.8
+# The legs beside the first must answer within this share of the search's budget (the
+# trigram leg's statements are cancelled there; a leg still running is left out, and the
+# search counts as degraded), leaving the rest to fusion, hydration and the gate: the
+# search answers with the legs it has instead of running out of time empty. On a large
+# namespace the trigram leg took seconds (bench/results/scale.md) and ran on after the
+# search had given up.
+LEG_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,15 @@ class Retriever:
                 limit,
                 observation_type,
                 since,
-                start + budget_s * TRIGRAM_SHARE,
+                start + budget_s * LEG_SHARE,
+                start + budget_s,
             )
             outcome = future.result(timeout=max(0.0, budget_s - (time.perf_counter() - start)))
         except FutureTimeout:
+            # Still queued behind other searches: it never starts. Run anyway, searches
+            # given up on make every later one wait for them and miss its own deadline in
+            # turn (bench scale, on a loaded box: half of the big project's searches).
+            future.cancel()
             latency = _ms(start)
             log.warning("search exceeded the %d ms budget", self._settings.retrieval_budget_ms)
             self._metrics.record(latency, degraded=True, timed_out=True)
@@ -231,8 +238,12 @@ class Retriever:
         limit: int,
         observation_type: str | None,
         since: datetime | None,
-        trigram_deadline: float,
+        legs_deadline: float,
+        deadline: float,
     ) -> _Outcome:
+        """``legs_deadline``, ``deadline``: ``time.perf_counter()`` values."""
+        if time.perf_counter() >= deadline:  # the caller has answered already
+            return _Outcome([], True, 0)
         # At least the prompt's depth: the gate's rarity pool and cosine baseline are then
         # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
@@ -242,13 +253,16 @@ class Retriever:
         others = [leg for leg in others if leg is not self._trigram]
         futures = [(leg, self._inner.submit(leg.search, *args)) for leg in others]
         if cjk:
-            futures.append(self._submit_trigram(args, trigram_deadline))
+            futures.append(self._submit_trigram(args, legs_deadline))
         ranked = {first.name: first.search(*args)}
         if not cjk and len(ranked[first.name]) < k:
-            futures.append(self._submit_trigram(args, trigram_deadline))
+            futures.append(self._submit_trigram(args, legs_deadline))
         degraded = False
         for leg, future in futures:
-            found = self._leg_result(leg, future)
+            # The trigram leg's statements are cancelled at legs_deadline: it is waited
+            # for, so that it ends (and says why) before the search answers.
+            wait = deadline if leg is self._trigram else legs_deadline
+            found = self._leg_result(leg, future, wait)
             if found is None:
                 degraded = True
             else:
@@ -264,10 +278,16 @@ class Retriever:
         timeout_s = deadline - time.perf_counter()
         return self._trigram, self._inner.submit(self._trigram.search, *args, timeout_s=timeout_s)
 
-    def _leg_result(self, leg: Leg, future: Future[list[Candidate]]) -> list[Candidate] | None:
-        """The leg's candidates, or None (after one rate-limited warning) to degrade."""
+    def _leg_result(
+        self, leg: Leg, future: Future[list[Candidate]], deadline: float
+    ) -> list[Candidate] | None:
+        """The leg's candidates, or None (after one rate-limited warning) to degrade; a leg
+        that has not answered by ``deadline`` is left out (and never starts if queued)."""
         try:
-            return future.result()
+            return future.result(timeout=max(0.0, deadline - time.perf_counter()))
+        except FutureTimeout:
+            future.cancel()
+            key = reason = f"{leg.name}: not answered within {LEG_SHARE:.0%} of the budget"
         except Unavailable as exc:
             key = reason = f"{leg.name}: {exc}"
         except Exception as exc:

@@ -114,8 +114,10 @@ class _Failing(Embedder):
 
 
 class _Slow(_Failing):
+    SECONDS = 0.5  # past the tests' 100 ms budget
+
     def embed_query(self, text: str) -> np.ndarray:
-        time.sleep(2.0)
+        time.sleep(self.SECONDS)
         return np.ones(384, dtype=np.float32)
 
 
@@ -144,7 +146,9 @@ def test_failing_query_embed_degrades_to_lexical(
         rt.close()
 
 
-def test_slow_vector_stage_gives_empty_result_within_budget(backend_settings: Settings) -> None:
+def test_a_slow_vector_leg_is_left_out_and_the_lexical_hits_come_back_in_time(
+    backend_settings: Settings,
+) -> None:
     settings = backend_settings.replace(retrieval_budget_ms=100)
     rt = _with_embedder(settings, _Slow(Path("/nonexistent")))
     try:
@@ -153,9 +157,43 @@ def test_slow_vector_stage_gives_empty_result_within_budget(backend_settings: Se
             rt.storage.list_memory_records(NS).items[0].record_id, np.ones(384, np.float32)
         )
         result = rt.retriever.search(NS, "webhook token")
+        assert [h.record.title for h in result.items] == ["webhook token"] and result.degraded
+        assert result.items[0].match_source == "fts"
+        assert 80 <= result.latency_ms < 100  # the legs' share of the budget, not all of it
+        assert rt.retriever.metrics()["timeouts"] == 0
+        time.sleep(_Slow.SECONDS)  # the leg left out ends before its storage is closed
+    finally:
+        rt.close()
+
+
+def test_a_search_given_up_on_while_queued_never_runs(
+    backend_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = Runtime.build(backend_settings.replace(retrieval_budget_ms=100, embedder="off"))
+    try:
+        put(rt, [make_record(NS, "webhook token", 0)])
+        retriever = rt.retriever
+        started: list[str] = []
+        search = retriever._search
+
+        def counted(namespace: str, text: str, *args: Any) -> Any:
+            started.append(text)
+            return search(namespace, text, *args)
+
+        monkeypatch.setattr(retriever, "_search", counted)
+        # Every thread of the pool busy for longer than the budget: the next search waits
+        # in its queue until its deadline, then must not run when a thread frees up.
+        for _ in range(4):
+            retriever._outer.submit(time.sleep, 0.3)
+        result = retriever.search(NS, "webhook token")
         assert result.items == [] and result.degraded
-        assert 100 <= result.latency_ms <= 150
-        assert rt.retriever.metrics()["timeouts"] == 1
+        assert retriever.metrics()["timeouts"] == 1
+        time.sleep(0.5)  # the pool's threads free again
+        assert started == []
+        assert [h.record.title for h in retriever.search(NS, "webhook token").items] == [
+            "webhook token"
+        ]
+        assert started == ["webhook token"]
     finally:
         rt.close()
 

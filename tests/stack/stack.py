@@ -184,7 +184,7 @@ def fill(path: Path, leave: int = 0) -> Path:
 
 
 PG_BIN = Path(os.environ.get("WAKEMARK_PG_BIN", "/usr/lib/postgresql/15/bin"))
-PG_EXTENSIONS = ("vector", "unaccent", "pg_trgm")
+PG_EXTENSIONS = ("vector", "unaccent", "pg_trgm", "btree_gin")
 
 
 def _pg_user() -> dict[str, Any]:

@@ -132,7 +132,7 @@ def test_bounded_ranking_reruns_unbounded_when_filters_leave_it_short(
     monkeypatch.setattr(fts, "WINDOW", 3)
     from wakemark.shared.storage.postgres import storage as pg
 
-    monkeypatch.setattr(pg, "RECENT_MATCHES", 2)
+    monkeypatch.setattr(pg.PostgresStorage, "fts_window", 2)
     old = record("deploy script failed", minutes=0, observation_type="decision")
     newer = [record(f"deploy script failed {i}", minutes=i + 1) for i in range(11)]
     for r in (old, *newer):

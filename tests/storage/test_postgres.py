@@ -43,7 +43,7 @@ def test_schema_has_hnsw_gin_and_plain_vector_storage(store: PostgresStorage, pg
             " WHERE attrelid = 'memory_records'::regclass AND attname = 'embedding'"
         ).fetchone()
     assert "USING hnsw (embedding vector_cosine_ops)" in indexes["memory_records_embedding"]
-    assert "USING gin (tsv)" in indexes["memory_fts_tsv"]
+    assert "USING gin (namespace, tsv)" in indexes["memory_fts_namespace_tsv"]
     assert storage == ("p",)
 
 

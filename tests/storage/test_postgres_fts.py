@@ -110,7 +110,7 @@ def test_ranking_window_holds_the_newest_matches(
     for r in (best, *weak, rare, *others):
         store.put_memory_record(r)
     assert ids(search_lexical(store, NS, "walrus", 1)) == [best.record_id]
-    monkeypatch.setattr(pg, "RECENT_MATCHES", 2)
+    monkeypatch.setattr(pg.PostgresStorage, "fts_window", 2)
     # Only the two newest matches are ranked; the best one is older than both.
     assert ids(search_lexical(store, NS, "walrus", 1)) == [weak[2].record_id]
     # The window never holds fewer rows than asked for.
@@ -118,3 +118,26 @@ def test_ranking_window_holds_the_newest_matches(
     # It counts matches, not records: newer records without the term take no room.
     assert ids(search_lexical(store, NS, "zebra", 1)) == [rare.record_id]
     assert ids(search_lexical(store, "/actor/a/", "walrus", 1)) == [weak[2].record_id]
+
+
+def test_one_namespace_takes_its_matches_from_the_namespace_word_index(
+    store: PostgresStorage, pg_url: str
+) -> None:
+    from wakemark.shared.storage.postgres import queries as q
+
+    for i in range(6):
+        store.put_memory_record(rec(f"walrus {i}", minutes=i))
+    params = {**pg._search_params(NS, 10, None, None), "tsquery": "walrus", "window": 2000}
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        # The bitmap path only, as the planner takes it for a rare term in a big project.
+        for setting in ("enable_seqscan", "enable_indexscan"):
+            conn.execute(f"SET {setting} = off")
+        conn.execute("ANALYZE memory_fts")
+        plan = [r[0] for r in conn.execute("EXPLAIN " + q.SEARCH_FTS[True], params).fetchall()]
+        conds = [line for line in plan if "Index Cond" in line]
+        assert any("namespace =" in c and "@@" in c for c in conds), "\n".join(plan)
+        # The statement of one namespace has its equality only: the planner's estimate
+        # then counts the project's rows once.
+        assert "~~" not in "\n".join(plan)
+    assert len(search_lexical(store, NS, "walrus", 10)) == 6
+    assert search_lexical(store, "/actor/a/", "walrus", 10)[0].record.namespace == NS

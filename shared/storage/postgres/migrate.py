@@ -19,7 +19,7 @@ log = logging.getLogger("wakemark.migrate")
 # Database-wide, so created once (in the first schema of the search_path) and never by
 # a migration file: unaccent is trusted (a database owner may create it), vector is not
 # (only a superuser may), and a migration must not half-fail on that.
-EXTENSIONS = ("vector", "unaccent", "pg_trgm")
+EXTENSIONS = ("vector", "unaccent", "pg_trgm", "btree_gin")
 
 # One lock per schema, so two processes migrating the same database take turns while
 # unrelated schemas (tests) do not wait for each other.

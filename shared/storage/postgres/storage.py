@@ -58,8 +58,6 @@ from wakemark.shared.storage.postgres.rows import (
 ChangeHook = Callable[[set[str]], None]
 # The tables that grow (``compact`` vacuums them); the others hold a few rows each.
 BIG_TABLES = ("events", "turns", "memory_records", "memory_fts", "lexeme_df")
-# A search ranks only the newest this many matches (queries.SEARCH_FTS).
-RECENT_MATCHES = 2000
 
 
 class PostgresTx(Tx):
@@ -178,6 +176,8 @@ class PostgresStorage(Storage):
     # limit. Real MiniLM vectors need more than synthetic ones: recall@10 of exact at 50k
     # is .949 with 100, .975 with 160 (bench scale, which sweeps it on an instance).
     hnsw_ef_search = 160
+    # A full-text search ranks only the newest this many matches (queries.SEARCH_FTS).
+    fts_window = 2000
 
     def __init__(
         self, url: str, on_change: ChangeHook | None = None, timeout: float = POOL_TIMEOUT_S
@@ -456,7 +456,9 @@ class PostgresStorage(Storage):
                 tsquery = row[0] if row else None
                 if tsquery is None:
                     return None
-                rows = conn.execute(q.SEARCH_FTS, {**params, "tsquery": tsquery}).fetchall()
+                sql = q.SEARCH_FTS[params["exact"] is not None]
+                more = {"tsquery": tsquery, "window": max(self.fts_window, limit)}
+                rows = conn.execute(sql, {**params, **more}).fetchall()
             except (psycopg.ProgrammingError, psycopg.DataError):
                 return None
         return [memory_record(r) for r in rows]
@@ -829,7 +831,6 @@ def _search_params(
         "type": observation_type,
         "since": since,
         "limit": limit,
-        "window": max(RECENT_MATCHES, limit),
         "scan": lexical.SUBSTRING_ROWS,
     }
 
