@@ -226,19 +226,21 @@ def fit_split(
             # The hybrid floor keeps the same share of the real queries' hits here.
             floor, share = split["hybrid"]["floor"], split["hybrid"]["above_floor"]
             rec = rec.shifted(_floor_for_share(rescored(pooled, rec, lexical), share), floor)
-        pm = prompt_model(rescored(pooled, rec, lexical), lexical)
-
-        fitted = [_scored(data[(p, mode)], rec, pm, lexical) for p in fit_on]
-        min_prompt = _threshold(fitted, TARGET_REJECT)
+        scored = {p: rescored(data[(p, mode)], rec, lexical) for p in projects}
+        fit_scored = [q for p in fit_on for q in scored[p]]
+        pm = prompt_model(fit_scored, lexical)
+        prompts = _prompts(scored, pm, lexical)
+        min_prompt = _threshold([(scored[p], prompts[p]) for p in fit_on], TARGET_REJECT)
         if lexical:
             pm = pm.shifted(min_prompt, split["hybrid"]["min_prompt"])
             min_prompt = split["hybrid"]["min_prompt"]
-            fitted = [_scored(data[(p, mode)], rec, pm, lexical) for p in fit_on]
-        else:
+            prompts = _prompts(scored, pm, lexical)
+        fitted = [(scored[p], prompts[p]) for p in fit_on]
+        if not lexical:
             floor = record_floor(fitted, min_prompt)
         scores, curve = {}, {}
         for p in projects:
-            qs, ps = _scored(data[(p, mode)], rec, pm, lexical)
+            qs, ps = scored[p], prompts[p]
             label = f"{p} ({'fit' if p in fit_on else 'held out'})"
             scores[label] = outcome(qs, ps, min_prompt, floor)
             curve[label] = [
@@ -255,19 +257,16 @@ def fit_split(
             "prompt": {"coef": list(pm.coef), "intercept": pm.intercept},
             "min_prompt": round(min_prompt, 4),
             "floor": floor,
-            "above_floor": round(_above_share(pooled, floor), 4),
+            "above_floor": round(_above_share(fit_scored, floor), 4),
             "scores": scores,
             "curve": curve,
         }
     return split
 
 
-def _scored(
-    queries: list[Query], rec: Model, pm: Model, lexical: bool
-) -> tuple[list[Query], list[float]]:
-    """The queries rescored by ``rec`` and each one's prompt relevance under ``pm``."""
-    qs = rescored(queries, rec, lexical)
-    return qs, [pm(_prompt_x(q, lexical)) for q in qs]
+def _prompts(scored: dict[str, list[Query]], pm: Model, lexical: bool) -> dict[str, list[float]]:
+    """Each project's prompt relevance under ``pm``, query by query."""
+    return {p: [pm(_prompt_x(q, lexical)) for q in qs] for p, qs in scored.items()}
 
 
 def _threshold(fitted: list[tuple[list[Query], list[float]]], share: float) -> float:

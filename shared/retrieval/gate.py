@@ -70,13 +70,13 @@ HYBRID_COEF = (1.2192, 3.0731, 0.5708, 3.4296, 1.0688, 1.4036, 0.0081, 2.0708, 1
 HYBRID_INTERCEPT = -9.1204
 LEXICAL_FEATURES = ("coverage", "title_coverage", "identifier", "top", "lexical_rr")
 LEXICAL_COEF = (2.5131, 4.7013, 1.2908, -0.2981, 2.9924)
-LEXICAL_INTERCEPT = -6.898
+LEXICAL_INTERCEPT = -6.8987
 PROMPT_FEATURES = ("expected", "top_cosine", "top_coverage", "query_terms")
 PROMPT_COEF = (1.7307, 4.1905, 4.844, 2.0543)
 PROMPT_INTERCEPT = -5.6627
 LEXICAL_PROMPT_FEATURES = ("expected", "top_coverage", "query_terms")
-LEXICAL_PROMPT_COEF = (1.8598, 6.635, 2.5109)
-LEXICAL_PROMPT_INTERCEPT = -6.1643
+LEXICAL_PROMPT_COEF = (1.8597, 6.635, 2.5108)
+LEXICAL_PROMPT_INTERCEPT = -6.1633
 # --- end of fitted constants ----------------------------------------------------------------
 
 
