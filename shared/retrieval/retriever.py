@@ -116,8 +116,8 @@ class Retriever:
             )
             outcome = future.result(timeout=max(0.0, budget_s - (time.perf_counter() - start)))
         except FutureTimeout:
-            # Still queued behind other searches: it never starts. Run anyway, searches
-            # given up on make every later one wait for them and miss its own deadline in
+            # Still queued behind other searches: it never starts. Searches given up on but
+            # run anyway make every later one wait for them and miss its own deadline in
             # turn (bench scale, on a loaded box: half of the big project's searches).
             future.cancel()
             latency = _ms(start)
