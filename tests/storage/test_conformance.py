@@ -589,6 +589,19 @@ def test_search_ranks_title_above_summary_above_facts(storage: Storage) -> None:
     assert [h.rank for h in hits] == [0, 1, 2]
 
 
+def test_search_weighs_a_rare_word_above_common_ones(storage: Storage) -> None:
+    # BM25 on both backends: the record holding the query's rarest word comes first, before
+    # those holding only its two common words (weighing each word alike, Postgres' ts_rank
+    # alone puts two matched words above one).
+    common = [record(f"template loader fix number {i}", minutes=i) for i in range(5)]
+    others = [record(f"unrelated chore {i}", minutes=20 + i) for i in range(18)]
+    rare = record("sandbox escape", minutes=1)
+    for r in [*common, *others, rare]:
+        storage.put_memory_record(r)
+    hits = search_lexical(storage, NS, "template loader sandbox", 10)
+    assert ids_of(hits) == [rare.record_id, *(r.record_id for r in reversed(common))]
+
+
 def test_search_ties_break_by_recency_then_id(storage: Storage) -> None:
     same = [record("identical walrus", minutes=1) for _ in range(2)]
     newer = record("identical walrus", minutes=2)

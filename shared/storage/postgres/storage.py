@@ -44,6 +44,7 @@ from wakemark.shared.storage.base import (
     Tx,
     VectorHit,
 )
+from wakemark.shared.storage.postgres import bm25
 from wakemark.shared.storage.postgres import queries as q
 from wakemark.shared.storage.postgres.connection import POOL_TIMEOUT_S, Connector
 from wakemark.shared.storage.postgres.rows import (
@@ -459,9 +460,13 @@ class PostgresStorage(Storage):
                 sql = q.SEARCH_FTS[params["exact"] is not None]
                 more = {"tsquery": tsquery, "window": max(self.fts_window, limit)}
                 rows = conn.execute(sql, {**params, **more}).fetchall()
+                # ts_rank picks the candidates; BM25 orders them (see bm25.py).
+                found = conn.execute(q.QUERY_TERMS, (list(terms),)).fetchall() if rows else []
             except (psycopg.ProgrammingError, psycopg.DataError):
                 return None
-        return [memory_record(r) for r in rows]
+        doc_freq = {t: df for t, df, _ in found}
+        total = int(found[0][2] or 0) if found else 0
+        return bm25.order([memory_record(r) for r in rows], terms, doc_freq, total)
 
     def search_substring(
         self,
