@@ -53,9 +53,7 @@ def search_lexical(
 
     records = _full_text(storage, namespace, query, limit, observation_type, since, left)
     if records is None:
-        records = storage.search_substring(
-            namespace, query, limit, observation_type, since, left()
-        )
+        records = storage.search_substring(namespace, query, limit, observation_type, since, left())
     return [LexicalHit(record, rank) for rank, record in enumerate(records)]
 
 
