@@ -7,6 +7,10 @@ from typing import Any
 
 
 def post_fork(server: Any, worker: Any) -> None:
+    from wakemark.shared.malloc import cap_arenas
+
+    # Before the worker's request, search and leg threads start (bench/results/scale.md).
+    cap_arenas()
     # The app exists before the fork only when the master loaded it (``--preload``);
     # otherwise each worker builds its own after the fork and inherits nothing.
     app = getattr(worker.app, "callable", None)

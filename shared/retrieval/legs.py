@@ -3,7 +3,9 @@
 A ``Leg`` has a ``name`` (what fusion weighs it by and labels its hits with) and a
 ``search``. The retriever runs its first leg on the calling thread and the others beside
 it; fusion (``fusion.fuse``) takes however many lists come back. A leg that cannot answer
-now raises ``Unavailable``, and the search goes on without it, marked degraded.
+now raises ``Unavailable``, and the search goes on without it, marked degraded; so does a
+leg whose database statements ran past the ``timeout_s`` it was given (they are
+cancelled: a search given up on does not hold a connection and a thread).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -60,6 +63,7 @@ class Leg(Protocol):
         k: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[Candidate]:
         """At most ``k`` candidates under the namespace (a prefix), best first."""
         ...
@@ -80,8 +84,14 @@ class LexicalLeg:
         k: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[Candidate]:
-        hits = search_lexical(self._storage, namespace, query, k, observation_type, since)
+        try:
+            hits = search_lexical(
+                self._storage, namespace, query, k, observation_type, since, timeout_s
+            )
+        except StorageTimeoutError as exc:
+            raise Unavailable(str(exc)) from exc
         return [
             Candidate(h.record.record_id, h.record.created_at.timestamp(), record=h.record)
             for h in hits
@@ -149,8 +159,6 @@ class TrigramLeg:
         since: datetime | None = None,
         timeout_s: float | None = None,
     ) -> list[Candidate]:
-        """``timeout_s``: the statements are cancelled past it (``Unavailable``), so a
-        leg past the search's deadline does not hold a database connection and a thread."""
         wanted = fragments(query)
         if not wanted:
             return []
@@ -218,7 +226,10 @@ class VectorLeg:
         k: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[Candidate]:
+        """``timeout_s`` bounds the database's search, not the query's embedding."""
+        end = None if timeout_s is None else time.monotonic() + timeout_s
         if self._settings.embedder == "off":
             raise Unavailable("embedder off")
         state = self._embedder.state
@@ -231,7 +242,7 @@ class VectorLeg:
         if vectors is None and not self._in_database:
             raise Unavailable("vectors of the namespace still loading")
         if vectors is None:
-            return self._search_database(namespace, query, k, observation_type, since)
+            return self._search_database(namespace, query, k, observation_type, since, end)
         if not vectors.ids:
             raise Unavailable("no embedded records in the namespace")
         return vectors.top(self._query_vector(query), k, observation_type, since)
@@ -243,7 +254,9 @@ class VectorLeg:
         k: int,
         observation_type: str | None,
         since: datetime | None,
+        end: float | None,
     ) -> list[Candidate]:
+        """``end``: ``time.monotonic()`` past which the database's statement is cancelled."""
         rows = self._cache.rows(namespace)
         if rows is None:  # neither cached nor counted yet: the load counts it soon
             rows = self._storage.count_embeddings(namespace)
@@ -251,9 +264,13 @@ class VectorLeg:
             raise Unavailable("no embedded records in the namespace")
         vector = self._query_vector(query)
         self.database_searches += 1
-        hits = self._storage.search_vector(
-            namespace, vector, k, observation_type, since, exact=rows <= EXACT_MAX_ROWS
-        )
+        left = None if end is None else end - time.monotonic()
+        try:
+            hits = self._storage.search_vector(
+                namespace, vector, k, observation_type, since, rows <= EXACT_MAX_ROWS, left
+            )
+        except StorageTimeoutError as exc:
+            raise Unavailable(str(exc)) from exc
         return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]
 
     def cosines(self, namespace: str, query: str, record_ids: list[str]) -> dict[str, float]:

@@ -7,6 +7,7 @@ runs the queries; the rules of what to ask for live here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,14 +40,20 @@ def search_lexical(
     limit: int,
     observation_type: str | None = None,
     since: datetime | None = None,
+    timeout_s: float | None = None,
 ) -> list[LexicalHit]:
     """Never raises on user text: full-text first (best rank first) on the rarest terms,
     topped up from all of them; if the engine refuses, escaped substring match (newest
-    first)."""
+    first). Past ``timeout_s`` seconds in all, ``StorageTimeoutError``."""
     query = encodable(query)
-    records = _full_text(storage, namespace, query, limit, observation_type, since)
+    end = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def left() -> float | None:
+        return None if end is None else end - time.monotonic()
+
+    records = _full_text(storage, namespace, query, limit, observation_type, since, left)
     if records is None:
-        records = storage.search_substring(namespace, query, limit, observation_type, since)
+        records = storage.search_substring(namespace, query, limit, observation_type, since, left())
     return [LexicalHit(record, rank) for rank, record in enumerate(records)]
 
 
@@ -57,6 +64,7 @@ def _full_text(
     limit: int,
     observation_type: str | None,
     since: datetime | None,
+    left: Callable[[], float | None],
 ) -> list[MemoryRecord] | None:
     tokens = tokenize(query)
     stats = storage.term_stats(tokens) if tokens else None
@@ -67,7 +75,7 @@ def _full_text(
         return stats.doc_freq
 
     def search(terms: list[str]) -> list[MemoryRecord] | None:
-        return storage.search_terms(namespace, terms, limit, observation_type, since)
+        return storage.search_terms(namespace, terms, limit, observation_type, since, left())
 
     best_terms = select_terms(tokens, doc_freq, total=stats.total)
     best = search(best_terms)

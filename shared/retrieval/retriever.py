@@ -42,12 +42,12 @@ PROMPT_LIMIT = 5  # records in the prompt-time context block, at most
 PROMPT_CANDIDATES = 10  # hits the relevance gate chooses those from
 INDEX_PAGE = 100
 WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per search
-# The legs beside the first must answer within this share of the search's budget (the
-# trigram leg's statements are cancelled there; a leg still running is left out, and the
-# search counts as degraded), leaving the rest to fusion, hydration and the gate: the
-# search answers with the legs it has instead of running out of time empty. On a large
-# namespace the trigram leg took seconds (bench/results/scale.md) and ran on after the
-# search had given up.
+# Every leg must answer within this share of the search's budget (their database
+# statements are cancelled there; a leg still running is left out, and the search counts
+# as degraded), leaving the rest to fusion, hydration and the gate: the search answers
+# with the legs it has instead of running out of time empty. On a large namespace the
+# trigram leg took seconds (bench/results/scale.md) and ran on after the search had
+# given up.
 LEG_SHARE = 0.8
 
 
@@ -250,14 +250,21 @@ class Retriever:
         first, *others = self._legs
         args = (namespace, text, k, observation_type, since)
         cjk = has_cjk(text)
-        others = [leg for leg in others if leg is not self._trigram]
-        futures = [(leg, self._inner.submit(leg.search, *args)) for leg in others]
-        if cjk:
-            futures.append(self._submit_trigram(args, legs_deadline))
-        ranked = {first.name: first.search(*args)}
-        if not cjk and len(ranked[first.name]) < k:
-            futures.append(self._submit_trigram(args, legs_deadline))
+        others = [leg for leg in others if leg is not self._trigram or cjk]
+
+        def submit(leg: Leg) -> tuple[Leg, Future[list[Candidate]]]:
+            return leg, self._inner.submit(_bounded, leg, args, legs_deadline)
+
+        futures = [submit(leg) for leg in others]
         degraded = False
+        try:
+            ranked = {first.name: _bounded(first, args, legs_deadline)}
+        except Unavailable as exc:
+            # The other legs' hits alone, or none: degraded, not failed.
+            self._warn(reason := f"{first.name}: {exc}", reason)
+            ranked, degraded = {first.name: []}, True
+        if not cjk and not degraded and len(ranked[first.name]) < k:
+            futures.append(submit(self._trigram))
         for leg, future in futures:
             # The trigram leg's statements are cancelled at legs_deadline: it is waited
             # for, so that it ends (and says why) before the search answers.
@@ -271,12 +278,6 @@ class Retriever:
         items = self._hydrate(namespace, fused, ranked.values())
         items = self._with_relevance(namespace, text, items, ranked)
         return _Outcome(items, degraded, len(ranked[first.name]))
-
-    def _submit_trigram(
-        self, args: tuple[str, str, int, str | None, datetime | None], deadline: float
-    ) -> tuple[Leg, Future[list[Candidate]]]:
-        timeout_s = deadline - time.perf_counter()
-        return self._trigram, self._inner.submit(self._trigram.search, *args, timeout_s=timeout_s)
 
     def _leg_result(
         self, leg: Leg, future: Future[list[Candidate]], deadline: float
@@ -359,6 +360,14 @@ class Retriever:
         if now - self._warned.get(key, -WARN_EVERY_S) >= WARN_EVERY_S:
             self._warned[key] = now
             log.warning("search degraded, a leg is missing: %s", reason)
+
+
+def _bounded(
+    leg: Leg, args: tuple[str, str, int, str | None, datetime | None], deadline: float
+) -> list[Candidate]:
+    """The leg's search with what is left until ``deadline`` (``time.perf_counter()``)
+    when it starts, not when it was queued."""
+    return leg.search(*args, timeout_s=deadline - time.perf_counter())
 
 
 def _ms(start: float) -> float:

@@ -497,9 +497,12 @@ class Storage(abc.ABC):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord] | None:
         """Records matching any of the terms (each taken literally), best rank first;
-        None if the engine refuses the query or no term is searchable."""
+        None if the engine refuses the query or no term is searchable. Past ``timeout_s``
+        seconds the statement running is cancelled and ``StorageTimeoutError`` raised (so
+        for each search method that takes it)."""
 
     @abc.abstractmethod
     def search_substring(
@@ -509,6 +512,7 @@ class Storage(abc.ABC):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord]:
         """Records containing ``text`` (escaped, case-insensitive), newest first, among
         the namespace's newest ``lexical.SUBSTRING_ROWS`` (no index serves it)."""
@@ -557,6 +561,7 @@ class Storage(abc.ABC):
         observation_type: str | None = None,
         since: datetime | None = None,
         exact: bool = False,
+        timeout_s: float | None = None,
     ) -> list[VectorHit]:
         """The ``limit`` embedded records under the namespace nearest to ``vector`` by
         cosine, best first, after the filters (``vector_index`` backends). ``exact``: a

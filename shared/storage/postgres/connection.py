@@ -13,7 +13,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from wakemark.shared.storage.base import TransientStorageError
+from wakemark.shared.storage.base import StorageError, TransientStorageError
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +60,14 @@ class Connector:
         # its audit row) then waits once, not once per call, and still answers inside
         # the hooks' timeout.
         self._down_until = 0.0
+        self._closed = False
 
     def _get_pool(self) -> ConnectionPool:
         with self._lock:
+            # A leg or a load still running when its runtime closed must not reopen the
+            # pool: nobody would close it again.
+            if self._closed:
+                raise StorageError("storage is closed")
             # A pool inherited through fork() has dead worker threads and sockets shared
             # with the parent: leave it alone and open a new one in this process.
             if self._pool is None or self._pid != os.getpid():
@@ -123,6 +128,7 @@ class Connector:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             pool, self._pool = self._pool, None
             if pool is not None and self._pid == os.getpid():
                 pool.close()

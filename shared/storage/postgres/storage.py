@@ -449,21 +449,23 @@ class PostgresStorage(Storage):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord] | None:
         params = _search_params(namespace, limit, observation_type, since)
-        with self._db.connection() as conn:
-            try:
-                row = conn.execute(q.TSQUERY, (list(terms),)).fetchone()
+        try:
+            with self._db.connection() as conn, conn.transaction():
+                run = _bounded(conn, _deadline(timeout_s), "full-text search")
+                row = run(q.TSQUERY, (list(terms),)).fetchone()
                 tsquery = row[0] if row else None
                 if tsquery is None:
                     return None
                 sql = q.SEARCH_FTS[params["exact"] is not None]
                 more = {"tsquery": tsquery, "window": max(self.fts_window, limit)}
-                rows = conn.execute(sql, {**params, **more}).fetchall()
+                rows = run(sql, {**params, **more}).fetchall()
                 # ts_rank picks the candidates; BM25 orders them (see bm25.py).
-                found = conn.execute(q.QUERY_TERMS, (list(terms),)).fetchall() if rows else []
-            except (psycopg.ProgrammingError, psycopg.DataError):
-                return None
+                found = run(q.QUERY_TERMS, (list(terms),)).fetchall() if rows else []
+        except (psycopg.ProgrammingError, psycopg.DataError):
+            return None
         doc_freq = {t: df for t, df, _ in found}
         total = int(found[0][2] or 0) if found else 0
         return bm25.order([memory_record(r) for r in rows], terms, doc_freq, total)
@@ -475,13 +477,15 @@ class PostgresStorage(Storage):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord]:
         params = _search_params(namespace, limit, observation_type, since)
         pattern = lexical.substring_pattern(text)
         if pattern is None:
             return []
-        with self._db.connection() as conn:
-            rows = conn.execute(q.SEARCH_SUBSTRING, {**params, "patterns": [pattern]}).fetchall()
+        with self._db.connection() as conn, conn.transaction():
+            run = _bounded(conn, _deadline(timeout_s), "substring search")
+            rows = run(q.SEARCH_SUBSTRING, {**params, "patterns": [pattern]}).fetchall()
         return [memory_record(r) for r in rows]
 
     def search_fragments(
@@ -496,7 +500,7 @@ class PostgresStorage(Storage):
         window = max(lexical.FRAGMENT_WINDOW, limit)
         params = _search_params(namespace, window, observation_type, since)
         params["candidates"] = max(lexical.FRAGMENT_CANDIDATES, window)
-        end = None if timeout_s is None else time.monotonic() + timeout_s
+        end = _deadline(timeout_s)
         wanted = {}
         for fragment in dict.fromkeys(lexical.encodable(f) for f in fragments):
             if (pattern := lexical.substring_pattern(fragment)) is not None:
@@ -504,18 +508,10 @@ class PostgresStorage(Storage):
         short = [f for f in wanted if len(f) < lexical.TRIGRAM_CHARS]
         found = []
         with self._db.connection() as conn, conn.transaction():
+            bounded = _bounded(conn, end, "fragment search")
 
             def run(query: str, **more: Any) -> list[MemoryRecord]:
-                if end is not None:
-                    left_ms = int((end - time.monotonic()) * 1000)
-                    if left_ms < 1:
-                        raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s")
-                    conn.execute(q.STATEMENT_TIMEOUT, (str(left_ms),))
-                try:
-                    rows = conn.execute(query, {**params, **more}).fetchall()
-                except psycopg.errors.QueryCanceled as exc:
-                    raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s") from exc
-                return [memory_record(r) for r in rows]
+                return [memory_record(r) for r in bounded(query, {**params, **more})]
 
             for fragment, pattern in wanted.items():
                 if fragment not in short:
@@ -566,6 +562,7 @@ class PostgresStorage(Storage):
         observation_type: str | None = None,
         since: datetime | None = None,
         exact: bool = False,
+        timeout_s: float | None = None,
     ) -> list[VectorHit]:
         params = {
             "ns": lexical.namespace_pattern(namespace),
@@ -575,18 +572,21 @@ class PostgresStorage(Storage):
             "since": since,
         }
         ef_search = str(max(self.hnsw_ef_search, limit))
+        end = _deadline(timeout_s)
         with self._db.connection() as conn:
             if not exact:
                 with conn.transaction():
+                    run = _bounded(conn, end, "vector search")
                     conn.execute(q.SET_VECTOR_SEARCH, (ef_search, "off"))
-                    rows = conn.execute(q.SEARCH_VECTOR_HNSW, params).fetchall()
+                    rows = run(q.SEARCH_VECTOR_HNSW, params).fetchall()
                 # Short only when the filter passes fewer rows than the walk may visit
                 # (hnsw.max_scan_tuples): then those rows are few, and a scan is cheap.
                 if len(rows) == limit:
                     return [VectorHit(*r) for r in rows]
             with conn.transaction():
+                run = _bounded(conn, end, "vector search")
                 conn.execute(q.SET_VECTOR_SEARCH, (ef_search, "on"))
-                rows = conn.execute(q.SEARCH_VECTOR_EXACT, params).fetchall()
+                rows = run(q.SEARCH_VECTOR_EXACT, params).fetchall()
         return [VectorHit(*r) for r in rows]
 
     def vector_cosines(
@@ -825,6 +825,30 @@ def _holds(record: MemoryRecord, fragment: str) -> bool:
     needle = fragment.replace("\x00", "").strip().lower()
     texts = (record.title, record.summary, " ".join(record.facts))
     return any(needle in text.lower() for text in texts)
+
+
+def _deadline(timeout_s: float | None) -> float | None:
+    return None if timeout_s is None else time.monotonic() + timeout_s
+
+
+def _bounded(
+    conn: psycopg.Connection, end: float | None, what: str
+) -> Callable[[str, Any], psycopg.Cursor[Any]]:
+    """``conn.execute`` for the statements of one transaction, each cancelled at ``end``
+    (``time.monotonic()``; StorageTimeoutError); unbounded if None."""
+
+    def execute(query: str, params: Any) -> psycopg.Cursor[Any]:
+        if end is not None:
+            left_ms = int((end - time.monotonic()) * 1000)
+            if left_ms < 1:
+                raise StorageTimeoutError(f"{what} past its deadline")
+            conn.execute(q.STATEMENT_TIMEOUT, (str(left_ms),))
+        try:
+            return conn.execute(query, params)
+        except psycopg.errors.QueryCanceled as exc:
+            raise StorageTimeoutError(f"{what} past its deadline") from exc
+
+    return execute
 
 
 def _search_params(

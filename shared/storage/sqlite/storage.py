@@ -419,19 +419,23 @@ class SqliteStorage(Storage):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord] | None:
         params = _search_params(namespace, limit, observation_type, since)
         if not terms:
             return None
         conn = self._conns.get()
-        try:
-            prefix, exact = fts.scope(conn, namespace)
-            filtered = observation_type is not None or since is not None
-            sql = q.RANK_FTS if exact and not filtered else q.RANK_FTS_CHECKED
-            match = prefix + "(" + lexical.or_query(terms) + ")"
-            rows = _records_by_rank(conn, fts.ranked(conn, sql, params, match), params)
-        except sqlite3.OperationalError:
-            return None
+        with _bounded(conn, timeout_s, "full-text search"):
+            try:
+                prefix, exact = fts.scope(conn, namespace)
+                filtered = observation_type is not None or since is not None
+                sql = q.RANK_FTS if exact and not filtered else q.RANK_FTS_CHECKED
+                match = prefix + "(" + lexical.or_query(terms) + ")"
+                rows = _records_by_rank(conn, fts.ranked(conn, sql, params, match), params)
+            except sqlite3.OperationalError as exc:
+                if str(exc) == INTERRUPTED:  # past the deadline, not a refused query
+                    raise
+                return None
         return [codec.to_record(r) for r in rows]
 
     def search_substring(
@@ -441,10 +445,14 @@ class SqliteStorage(Storage):
         limit: int,
         observation_type: str | None = None,
         since: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> list[MemoryRecord]:
         params = _search_params(namespace, limit, observation_type, since)
         pattern = lexical.substring_pattern(text)
-        rows = self._read(q.SEARCH_SUBSTRING, {**params, "pattern": pattern}) if pattern else []
+        if pattern is None:
+            return []
+        with _bounded(self._conns.get(), timeout_s, "substring search"):
+            rows = self._read(q.SEARCH_SUBSTRING, {**params, "pattern": pattern})
         return [codec.to_record(r) for r in rows]
 
     def search_fragments(
@@ -460,7 +468,7 @@ class SqliteStorage(Storage):
         params = _search_params(namespace, window, observation_type, since)
         params["candidates"] = max(lexical.FRAGMENT_CANDIDATES, window)
         found = []
-        with _bounded(self._conns.get(), timeout_s):
+        with _bounded(self._conns.get(), timeout_s, "fragment search"):
             for fragment in dict.fromkeys(lexical.encodable(f) for f in fragments):
                 if len(fragment) >= lexical.TRIGRAM_CHARS:
                     match = lexical.quote_term(fragment)
@@ -713,11 +721,14 @@ def _search_params(
 
 # SQLite calls the progress handler every this many virtual machine instructions.
 PROGRESS_OPS = 10_000
+INTERRUPTED = "interrupted"  # the OperationalError of a statement the handler stopped
 
 
 @contextmanager
-def _bounded(conn: sqlite3.Connection, timeout_s: float | None) -> Iterator[None]:
-    """Interrupts the connection's statements past ``timeout_s`` (StorageTimeoutError)."""
+def _bounded(conn: sqlite3.Connection, timeout_s: float | None, what: str) -> Iterator[None]:
+    """Interrupts the connection's statements past ``timeout_s`` (StorageTimeoutError).
+    Inside another bound (the fragment search calls an unbounded substring search), the
+    outer one holds."""
     if timeout_s is None:
         yield
         return
@@ -726,9 +737,9 @@ def _bounded(conn: sqlite3.Connection, timeout_s: float | None) -> Iterator[None
     try:
         yield
     except sqlite3.OperationalError as exc:
-        if time.monotonic() <= end:
+        if str(exc) != INTERRUPTED:
             raise
-        raise StorageTimeoutError(f"fragment search past {timeout_s:.3f} s") from exc
+        raise StorageTimeoutError(f"{what} past its deadline") from exc
     finally:
         conn.set_progress_handler(None, 0)
 
