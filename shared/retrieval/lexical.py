@@ -75,7 +75,9 @@ def _full_text(
         return stats.doc_freq
 
     def search(terms: list[str]) -> list[MemoryRecord] | None:
-        return storage.search_terms(namespace, terms, limit, observation_type, since, left())
+        return storage.search_terms(
+            namespace, terms, limit, observation_type, since, left(), stats=stats
+        )
 
     best_terms = select_terms(tokens, doc_freq, total=stats.total)
     best = search(best_terms)

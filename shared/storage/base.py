@@ -498,11 +498,15 @@ class Storage(abc.ABC):
         observation_type: str | None = None,
         since: datetime | None = None,
         timeout_s: float | None = None,
+        *,
+        stats: TermStats,
     ) -> list[MemoryRecord] | None:
         """Records matching any of the terms (each taken literally), best rank first;
-        None if the engine refuses the query or no term is searchable. Past ``timeout_s``
-        seconds the statement running is cancelled and ``StorageTimeoutError`` raised (so
-        for each search method that takes it)."""
+        None if the engine refuses the query or no term is searchable. ``stats``: what
+        ``term_stats`` said of the query's tokens (the terms among them), for a backend
+        whose ranking needs them. Past ``timeout_s`` seconds the statement running is
+        cancelled and ``StorageTimeoutError`` raised (so for each search method that
+        takes it)."""
 
     @abc.abstractmethod
     def search_substring(

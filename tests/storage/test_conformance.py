@@ -942,10 +942,10 @@ def test_lexical_primitives(storage: Storage) -> None:
     stats = storage.term_stats(["walrus", "nosuchword"])
     assert stats is not None and stats.total is not None and stats.total >= 1
     assert stats.doc_freq.get("walrus") == 1 and stats.doc_freq.get("nosuchword", 0) == 0
-    found = storage.search_terms(NS, ["nosuchword", "walrus"], 10)
+    found = storage.search_terms(NS, ["nosuchword", "walrus"], 10, stats=stats)
     assert found is not None and [r.record_id for r in found] == [rec.record_id]
-    assert storage.search_terms(NS, ["nosuchword"], 10) == []
-    assert storage.search_terms(NS, [], 10) is None  # nothing to search for
+    assert storage.search_terms(NS, ["nosuchword"], 10, stats=stats) == []
+    assert storage.search_terms(NS, [], 10, stats=stats) is None  # nothing to search for
     assert [r.record_id for r in storage.search_substring(NS, "RUS TU", 10)] == [rec.record_id]
     assert storage.search_substring(NS, "  ", 10) == []
 

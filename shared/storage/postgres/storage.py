@@ -450,6 +450,8 @@ class PostgresStorage(Storage):
         observation_type: str | None = None,
         since: datetime | None = None,
         timeout_s: float | None = None,
+        *,
+        stats: TermStats,
     ) -> list[MemoryRecord] | None:
         params = _search_params(namespace, limit, observation_type, since)
         try:
@@ -462,13 +464,11 @@ class PostgresStorage(Storage):
                 sql = q.SEARCH_FTS[params["exact"] is not None]
                 more = {"tsquery": tsquery, "window": max(self.fts_window, limit)}
                 rows = run(sql, {**params, **more}).fetchall()
-                # ts_rank picks the candidates; BM25 orders them (see bm25.py).
-                found = run(q.QUERY_TERMS, (list(terms),)).fetchall() if rows else []
         except (psycopg.ProgrammingError, psycopg.DataError):
             return None
-        doc_freq = {t: df for t, df, _ in found}
-        total = int(found[0][2] or 0) if found else 0
-        return bm25.order([memory_record(r) for r in rows], terms, doc_freq, total)
+        # ts_rank picks the candidates; BM25 orders them (see bm25.py).
+        records = [memory_record(r) for r in rows]
+        return bm25.order(records, terms, stats.doc_freq, stats.total or 0)
 
     def search_substring(
         self,

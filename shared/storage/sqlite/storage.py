@@ -420,6 +420,8 @@ class SqliteStorage(Storage):
         observation_type: str | None = None,
         since: datetime | None = None,
         timeout_s: float | None = None,
+        *,
+        stats: TermStats,  # FTS5 ranks with its own
     ) -> list[MemoryRecord] | None:
         params = _search_params(namespace, limit, observation_type, since)
         if not terms:
