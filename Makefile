@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install model run test lint fmt typecheck pytest services bench clean
+.PHONY: install model run test test-fast lint fmt typecheck pytest services bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,11 +35,22 @@ fmt: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Everything that needs no service, then the integration suite (Postgres, Redis) through
-# the image's entry point: the same line compose's `tests` service runs in the image.
+# Test processes per run (pytest-xdist); tests sharing the one test Redis database run on
+# one of them (tests/conftest.py), Postgres tests each make their own schema.
+WORKERS ?= auto
+XDIST = -n $(WORKERS) --dist loadgroup
+
+# Everything that needs no service (and bench's own tests), then the integration suite
+# (Postgres, Redis) through the image's entry point: the same line compose's `tests`
+# service runs in the image.
 pytest: install
-	$(BIN)/pytest -m "not (postgres or redis)"
-	PATH="$(CURDIR)/$(BIN):$$PATH" sh docker/entrypoint.sh tests
+	$(BIN)/pytest $(XDIST) -m "not (postgres or redis)" tests bench/tests
+	PATH="$(CURDIR)/$(BIN):$$PATH" sh docker/entrypoint.sh tests $(XDIST)
+
+# The lane before each commit: lint, types and the tests that need no service, start no
+# server process, drive no browser, build no wheel and fuzz nothing.
+test-fast: lint typecheck
+	$(BIN)/pytest $(XDIST) -m "not (postgres or redis or slow or browser or wheel or fuzz)"
 
 # Start Postgres and Redis if they are installed but stopped, install pgvector where
 # apt can, and create the test role and database: what .ci/run does before `make test`.

@@ -33,16 +33,16 @@ first, for the extra projects).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from bench import _codemem
+from tests.retrieval.relevance import warm
 from wakemark.shared.retrieval import gate, inject
 from wakemark.shared.retrieval.hits import SearchHit
-from wakemark.shared.retrieval.retriever import PROMPT_CANDIDATES, PROMPT_LIMIT, Retriever
+from wakemark.shared.retrieval.retriever import PROMPT_CANDIDATES, PROMPT_LIMIT
 
 TARGET_REJECT = 0.905  # of the fit project's negatives left without context (target 0.90)
 BYTES_TARGET = 1000  # mean injected bytes per real prompt of the fit project (target 1 KB)
@@ -57,15 +57,6 @@ class Query:
     qid: str
     gold: frozenset[str]  # empty: a negative
     hits: list[SearchHit]
-
-
-def warm(retriever: Retriever, namespace: str, embedder_on: bool) -> None:
-    """Until the namespace's vectors are loaded: the fit must not see cold searches."""
-    deadline = time.monotonic() + 120
-    while embedder_on and time.monotonic() < deadline:
-        if not retriever.search(namespace, "warm up the vector cache", 1).degraded:
-            return
-        time.sleep(0.5)
 
 
 def collect(project_name: str, embedder: str) -> list[Query]:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import _codemem
-from bench.fit_gate import warm
 from bench.search import DEFAULT_PG, _analyze, _drop_schema, _pg_schema_url
+from tests.retrieval.relevance import warm
 from wakemark.shared.models import Event, Retrieval, new_ulid
 from wakemark.shared.retrieval import retriever as retrieval
 from wakemark.shared.retrieval.formatting import format_context

@@ -6,6 +6,7 @@ Postgres and Redis tests skip with a reason when the service is not reachable, u
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
 from collections.abc import Iterator
@@ -98,11 +99,31 @@ def redis_url(redis_base_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def onnx_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real ONNX export of all-MiniLM-L6-v2 (exported once per session, ~10 s), for
+    """A real ONNX export of all-MiniLM-L6-v2 (exported once per run, ~10 s), for
     ``Settings(model_path=onnx_model_path, embedder="onnx")``."""
     from wakemark.shared.embedding import export_onnx
 
-    return export_onnx(tmp_path_factory.mktemp("model") / "all-MiniLM-L6-v2.onnx")
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # xdist workers' temp folders are siblings: the first exports there, the others
+        # wait on the lock and find the export valid.
+        root = root.parent
+    folder = root / "model"
+    folder.mkdir(exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return export_onnx(folder / "all-MiniLM-L6-v2.onnx")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test of the ``redis_url`` fixture flushes the one test Redis database, so
+    under xdist (``--dist loadgroup``) they all run on one worker, one after another."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if "redis_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("shared-redis"))
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -225,3 +225,36 @@ def test_the_former_name_appears_only_where_it_is_handled() -> None:
     assert found == []
     readme = (root / "README.md").read_text().lower()
     assert readme.count("engram") <= 20  # the "formerly" line and the upgrade note
+
+
+def imported_roots(folder: Path) -> dict[str, set[str]]:
+    """File (relative to ``folder``'s parent) -> the top-level names it imports."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.partition(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.add(node.module.partition(".")[0])
+        out[path.relative_to(folder.parent).as_posix()] = names
+    return out
+
+
+def test_the_tests_import_nothing_from_bench() -> None:
+    """bench/ is a tool beside the product: the test suite runs without it."""
+    found = [rel for rel, names in imported_roots(ROOT / "tests").items() if "bench" in names]
+    assert found == []
+
+
+def test_the_bench_import_guard_sees_imports(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "tests/a.py": "from bench import relevance\n",
+            "tests/b.py": "def f():\n    import bench.search\n",
+            "tests/c.py": "from .bench import x\nimport benchmark\n",
+        },
+    )
+    found = [rel for rel, names in imported_roots(tmp_path / "tests").items() if "bench" in names]
+    assert found == ["tests/a.py", "tests/b.py"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.wheel, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,6 +17,8 @@ from wakemark.shared.runtime import Runtime
 
 from .conftest import Server, shot
 
+pytestmark = pytest.mark.browser
+
 NS = "/actor/dev/project/shop/"
 PATH = "/home/dev/projects/shop"
 PROMPT = "the checkout total is wrong when a coupon is applied"
