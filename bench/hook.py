@@ -50,7 +50,7 @@ def _installed_forwarder(forwarder: list[str], where: Path) -> list[str]:
     (wheel,) = dist.glob("wakemark-*.whl")
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site)]
     subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
-    hook = site / "wakemark" / "services" / "cli" / "hook.py"
+    hook = site / "wakemark" / "services" / "forwarder" / "hook.py"
     return [str(hook) if arg.endswith("hook.py") else arg for arg in forwarder]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wakemark.services.agents import legacy
-from wakemark.services.cli import hook
+from wakemark.services.forwarder import hook
 
 Edit = Callable[[Any, bool], Any]
 
@@ -98,7 +98,8 @@ def is_ours(handler: Any) -> bool:
     command = str(handler.get("command", ""))
     return (
         "wakemark hook" in command
-        or "cli/hook.py" in command
+        or "forwarder/hook.py" in command
+        or "cli/hook.py" in command  # the forwarder's former path
         or "/v1/hooks/" in str(handler.get("url", ""))
         or str(handler.get("name", "")).startswith("wakemark-")
         or legacy.is_hook(handler)

@@ -29,7 +29,7 @@ BLUEPRINTS = (
     "wakemark.services.api.export",
     "wakemark.services.api.audit",
     "wakemark.services.ui.pages",
-    "wakemark.services.ui.routes",
+    "wakemark.services.api.viewer",
 )
 
 

@@ -26,7 +26,7 @@ from wakemark.services import agents
 from wakemark.services.api import schemas as s
 from wakemark.services.api.ingest import EventBatch
 from wakemark.services.api.resources import NewMemory, RecordPatch
-from wakemark.services.ui.routes import BulkDelete
+from wakemark.services.api.viewer import BulkDelete
 from wakemark.shared import __version__
 from wakemark.shared.models import (
     MAX_BATCH,

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "hook":
         # Fast path: the hook forwarder must not pay for building every parser.
-        from wakemark.services.cli import hook
+        from wakemark.services.forwarder import hook
 
         return hook.main(argv[1:])
     args = build_parser().parse_args(argv)

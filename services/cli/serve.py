@@ -9,10 +9,10 @@ import sys
 # Threads per worker, by backend. Requests are short and CPU-bound (the GIL), so threads
 # only help where a request waits on I/O outside the process: Postgres round trips. With
 # SQLite every step holds the GIL or the write lock, and a second thread only contends
-# for them. One thread is served by InlineWorker (services/api/worker.py), which answers
+# for them. One thread is served by InlineWorker (services/api/inline.py), which answers
 # on the polling thread; more go to gthread's pool.
 DEFAULT_THREADS = {"sqlite": 1, "postgres": 4}
-INLINE_WORKER = "wakemark.services.api.worker.InlineWorker"  # answers on the polling thread
+INLINE_WORKER = "wakemark.services.api.inline.InlineWorker"  # answers on the polling thread
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,7 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
         sys.executable, "-m", "gunicorn",
         "--bind", bind,
         "--workers", str(workers),
-        # One thread: the request is answered on the polling thread (services/api/worker).
+        # One thread: the request is answered on the polling thread (services/api/inline.py).
         "--worker-class", INLINE_WORKER if threads == 1 else "gthread",
         "--threads", str(threads),
         # Recycle workers now and then so a slow leak can never grow without bound, but

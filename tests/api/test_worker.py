@@ -49,14 +49,14 @@ def test_one_thread_runs_the_inline_worker_more_run_gthread() -> None:
         argv = gunicorn_argv("127.0.0.1", 37800, 2, threads)
         return argv[argv.index("--worker-class") + 1]
 
-    assert worker(1) == "wakemark.services.api.worker.InlineWorker"
+    assert worker(1) == "wakemark.services.api.inline.InlineWorker"
     assert worker(4) == "gthread"
 
 
 def test_keep_alive_and_pipelined_requests_are_all_answered(tmp_path: Path) -> None:
     port = _free_port()
     with _serving(_env(tmp_path / "home", port), port) as log:
-        assert "Using worker: wakemark.services.api.worker.InlineWorker" in log.read_text()
+        assert "Using worker: wakemark.services.api.inline.InlineWorker" in log.read_text()
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             for _ in range(3):  # one at a time, on one connection
                 sock.sendall(_health(port))

@@ -24,7 +24,9 @@ from wakemark.shared.storage import migrate
 
 from .conftest import ACTOR, FIXTURES, load, remember
 
-HOOK = str(Path(__file__).resolve().parents[2] / "wakemark" / "services" / "cli" / "hook.py")
+HOOK = str(Path(__file__).resolve().parents[2] / "wakemark" / "services" / "forwarder" / "hook.py")
+# The forwarder's former path, which configs installed before it moved still name.
+FORMER = Path(HOOK).parents[1] / "cli" / "hook.py"
 
 
 def _free_port() -> int:
@@ -194,15 +196,18 @@ def test_forwarder_imports_only_the_standard_library(tmp_path: Path, project_dir
     assert "ConnectionRefusedError" in (tmp_path / "home" / "logs" / "hook.log").read_text()
 
 
+@pytest.mark.parametrize("script", ["services/forwarder/hook.py", "services/cli/hook.py"])
 def test_forwarder_runs_from_an_installed_tree(
-    server: Server, project_dir: Path, namespace: str, tmp_path: Path
+    server: Server, project_dir: Path, namespace: str, tmp_path: Path, script: str
 ) -> None:
-    # What a wheel installs, minus everything the forwarder must not need: its own file and
-    # the project detection next to it. No checkout, no wakemark/__init__.py.
+    # What a wheel installs, minus everything the forwarder must not need: its own file,
+    # its former path and the project detection. No checkout, no wakemark/__init__.py.
     package = tmp_path / "site-packages" / "wakemark"
-    (package / "services" / "cli").mkdir(parents=True)
+    (package / "services" / "forwarder").mkdir(parents=True)
+    (package / "services" / "cli").mkdir()
     (package / "shared").mkdir()
-    shutil.copy(HOOK, package / "services" / "cli" / "hook.py")
+    shutil.copy(HOOK, package / "services" / "forwarder" / "hook.py")
+    shutil.copy(FORMER, package / "services" / "cli" / "hook.py")
     shutil.copy(Path(HOOK).parents[2] / "shared" / "project.py", package / "shared")
     record = remember(server.runtime, namespace)
     payload = load("kiro-cli", "userPromptSubmit")
@@ -210,7 +215,7 @@ def test_forwarder_runs_from_an_installed_tree(
     env = _env(server.settings.home, server.settings.port, server.token)
     out = subprocess.run(
         ["/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable,
-         "-S", "-E", "-s", str(package / "services" / "cli" / "hook.py"), "kiro-cli"],
+         "-S", "-E", "-s", str(package / script), "kiro-cli"],
         input=json.dumps(payload).encode(), env=env, cwd=project_dir / "src",
         capture_output=True, timeout=10,
     )  # fmt: skip
@@ -259,7 +264,9 @@ def test_forwarder_python_prefers_a_working_system_python3(tmp_path: Path) -> No
         assert forwarder_python(system) == system
 
 
-@pytest.mark.parametrize("path", ["services/cli/hook.py", "shared/project.py"])
+@pytest.mark.parametrize(
+    "path", ["services/forwarder/hook.py", "services/cli/hook.py", "shared/project.py"]
+)
 def test_the_forwarders_files_parse_as_python_3_9(path: str) -> None:
     # The installer may pick a system python3 as old as 3.9 to run them.
     import ast

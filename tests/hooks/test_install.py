@@ -34,7 +34,7 @@ def _snapshot(root: Path) -> dict[str, str]:
 
 
 def _ours(text: str) -> bool:
-    return "cli/hook.py" in text or '"wakemark"' in text or "/v1/hooks/" in text
+    return "forwarder/hook.py" in text or '"wakemark"' in text or "/v1/hooks/" in text
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -75,7 +75,7 @@ def test_claude_code_keeps_foreign_entries_and_backs_up(tmp_path: Path) -> None:
         assert set(handler["allowedEnvVars"]) == {"WAKEMARK_TOKEN", "CLAUDE_PROJECT_DIR"}
     [start] = data["hooks"]["SessionStart"]
     assert start["hooks"][0]["type"] == "command"
-    assert start["hooks"][0]["command"].endswith("cli/hook.py claude-code SessionStart")
+    assert start["hooks"][0]["command"].endswith("forwarder/hook.py claude-code SessionStart")
     mcp = json.loads((home / ".claude.json").read_text())["mcpServers"]["wakemark"]
     assert mcp["args"] == ["mcp"]
     backups = list(settings.parent.glob("settings.json.wakemark-backup-*"))
@@ -156,7 +156,7 @@ def test_cursor_registers_session_start(tmp_path: Path) -> None:
         "afterAgentResponse",
     }
     [handler] = hooks["sessionStart"]
-    assert handler["command"].endswith("cli/hook.py cursor")
+    assert handler["command"].endswith("forwarder/hook.py cursor")
 
 
 # `engram install`, the installer before the rename, wrote these (see the fixture's README).

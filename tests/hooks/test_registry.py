@@ -14,7 +14,7 @@ import pytest
 from wakemark.services import agents
 from wakemark.services.agents.base import Agent
 from wakemark.services.agents.configs import Where
-from wakemark.services.cli import hook
+from wakemark.services.forwarder import hook
 
 from .conftest import Hooks
 
@@ -96,11 +96,11 @@ def test_no_other_module_lists_the_agents() -> None:
         if (lines := _agent_name_literals(path))
     }
     # The forwarder's copy of the fail-safe table, which it cannot import (checked above).
-    assert found == {"services/cli/hook.py": [hook_line()]}
+    assert found == {"services/forwarder/hook.py": [hook_line()]}
 
 
 def hook_line() -> int:
-    source = (ROOT / "services" / "cli" / "hook.py").read_text().splitlines()
+    source = (ROOT / "services" / "forwarder" / "hook.py").read_text().splitlines()
     return next(i for i, line in enumerate(source, 1) if line.startswith("FAILSAFE = {"))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from wakemark.services.cli.hook import TIMEOUT_S as HOOK_TIMEOUT_S
+from wakemark.services.forwarder.hook import TIMEOUT_S as HOOK_TIMEOUT_S
 
 from .conftest import _need
 from .replay import Client, load_session, make_projects, records, wait_caught_up

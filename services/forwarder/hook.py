@@ -1,0 +1,216 @@
+"""`wakemark hook <agent> [<event>]`: forward an agent's hook payload to the local API.
+
+Standard library only, and as little of it as possible: it runs on every prompt and
+tool use, so start-up time is the product. It speaks HTTP/1.0 over ``_socket`` (the
+``socket`` module pulls in ``enum`` and ``selectors``), never imports ``re``,
+``json`` (except to unwrap a Kiro reply) or ``pathlib``, and is written into agent
+configs as ``<python> -S -E -s <this file> ...`` so no site-packages or ``.pth`` runs.
+
+It runs from wherever the package is installed, under whatever Python 3.9+ the installer
+picked, so it imports nothing of the package: the project-root detection it shares with
+the server is ``shared/project.py``, which is stdlib-only and is loaded by its path in
+this installed tree, without ``wakemark/__init__`` or anything else of the package.
+
+Fail-open: whatever happens it exits 0 and prints nothing but the agent's reply; errors
+go to ``$WAKEMARK_HOME/logs/hook.log`` (capped, one rotation), and so does the API's
+note that it stored nothing because the project is ignored (``X-Wakemark-Ignored``).
+Exit code 2 means "block" or "retry" to most agents, so it must never escape from here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+TIMEOUT_S = 2.0
+MAX_STDIN = 2 * 1024 * 1024  # the API's request limit: more would be refused anyway
+MAX_REPLY = 1024 * 1024
+LOG_CAP = 256 * 1024
+DEFAULT_PORT = 37800
+# What an agent must read when wakemark has nothing (or is down): each agent's `failsafe`
+# (services/agents), copied here because this file cannot import the registry; a test
+# fails when the two differ.
+FAILSAFE = {"cursor": '{"continue": true}', "gemini-cli": "{}"}
+IGNORED_HEADER = b"x-wakemark-ignored"  # services/api/hooks.py IGNORED_HEADER, lower-cased
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def main(argv: list[str]) -> int:
+    agent = argv[0] if argv else ""
+    try:
+        _forward(agent, argv[1:], time.monotonic() + TIMEOUT_S)
+    except BaseException as exc:  # noqa: BLE001 - fail open, always
+        _print(FAILSAFE.get(agent, ""))
+        _log(f"{agent or '-'}: {exc.__class__.__name__}: {exc}")
+    return 0
+
+
+def _forward(agent: str, rest: list[str], deadline: float) -> None:
+    if not agent or not set(agent) <= _SAFE:
+        raise ValueError("usage: wakemark hook <agent> [<event>] (payload on stdin)")
+    event = ""
+    payload = b""
+    for arg in rest:
+        if arg.startswith("{"):
+            payload = arg.encode()  # Codex `notify` passes the JSON as an argument
+        elif set(arg) <= _SAFE:
+            event = arg
+    if not payload:
+        payload = _read_stdin(deadline)
+    if not payload.strip():
+        raise ValueError("empty payload")
+    status, head, body = _post(agent, event, payload, deadline)
+    if not 200 <= status < 300:
+        raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
+    _print(_stdout_for(agent, body))
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == IGNORED_HEADER:
+            _log(f"{agent} {event or '-'}: {value.strip().decode('ascii', 'replace')}")
+
+
+def _stdout_for(agent: str, body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    if text.startswith('{"context"'):
+        import json  # only Kiro-style replies need unwrapping to plain text
+
+        reply = json.loads(text)
+        if isinstance(reply, dict) and set(reply) == {"context"}:
+            return str(reply["context"] or "")
+    return text or FAILSAFE.get(agent, "")
+
+
+def _read_stdin(deadline: float) -> bytes:
+    import select
+
+    if os.isatty(0):
+        return b""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([0], [], [], left)[0]:
+            raise TimeoutError("stdin not closed in time")
+        chunk = os.read(0, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_STDIN:
+            raise ValueError(f"payload over {MAX_STDIN} bytes")
+        chunks.append(chunk)
+
+
+def _token() -> str:
+    token = os.environ.get("WAKEMARK_TOKEN", "").strip()
+    if token:
+        return token
+    home = os.path.expanduser(os.environ.get("WAKEMARK_HOME") or "~/.wakemark")
+    with open(os.path.join(home, "token")) as fh:
+        return fh.read().strip()
+
+
+def _project_dir() -> str:
+    start = (
+        os.environ.get("CLAUDE_PROJECT_DIR") or os.environ.get("GEMINI_PROJECT_DIR") or os.getcwd()
+    )
+    return _project_module().find_root(start) or start
+
+
+def _project_module():  # -> ModuleType; `types` and `typing` cost more than they tell
+    """``shared/project.py`` of the tree this file is in, run as a module of its own."""
+    # Not importlib.util: its imports (contextlib and more) cost more than this whole file.
+    from importlib.machinery import SourceFileLoader
+
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(package, "shared", "project.py")
+    module = type(sys)("_wakemark_project")
+    module.__file__ = path
+    # get_code uses (and writes) the usual __pycache__ entry, so this is not a compile.
+    code = SourceFileLoader(module.__name__, path).get_code(module.__name__)
+    exec(code, module.__dict__)  # type: ignore[arg-type]  # None only for a bytecode-less loader
+    return module
+
+
+def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int, bytes, bytes]:
+    import _socket  # the C module: see the module docstring
+
+    port = int(os.environ.get("WAKEMARK_PORT") or DEFAULT_PORT)
+    host = f"127.0.0.1:{port}"
+    path = f"/v1/hooks/{agent}" + (f"?event={event}" if event else "")
+    headers = [
+        f"POST {path} HTTP/1.0",
+        f"Host: {host}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(payload)}",
+        f"Authorization: Bearer {_token()}",
+        f"X-Wakemark-Project: {_header_value(_project_dir())}",
+    ]
+    if os.environ.get("WAKEMARK_ACTOR"):
+        headers.append(f"X-Wakemark-Actor: {_header_value(os.environ['WAKEMARK_ACTOR'])}")
+    request = ("\r\n".join(headers) + "\r\n\r\n").encode("utf-8", "surrogateescape") + payload
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(_left(deadline))
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(request)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            sock.settimeout(_left(deadline))
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_REPLY:
+                raise ValueError("reply too large")
+            chunks.append(chunk)
+    finally:
+        sock.close()
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].split()
+    return int(status_line[1]), head, body
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"no reply within {TIMEOUT_S} s")
+    return left
+
+
+def _header_value(value: str) -> str:
+    # Header injection guard: a path with a newline must not start a new header.
+    return "".join(c for c in value if c not in "\r\n")
+
+
+def _print(text: str) -> None:
+    if not text:
+        return
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - a closed stdout is the agent's business
+        pass
+
+
+def _log(line: str) -> None:
+    try:
+        home = os.path.expanduser(os.environ.get("WAKEMARK_HOME") or "~/.wakemark")
+        logs = os.path.join(home, "logs")
+        os.makedirs(logs, mode=0o700, exist_ok=True)
+        path = os.path.join(logs, "hook.log")
+        try:
+            if os.path.getsize(path) > LOG_CAP:
+                os.replace(path, path + ".1")
+        except OSError:
+            pass
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        with open(path, "a", encoding="utf-8", errors="replace") as fh:
+            fh.write(f"{stamp} {line[:2000]}\n")
+    except Exception:  # noqa: BLE001 - logging must not be the thing that fails
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
