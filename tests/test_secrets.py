@@ -131,7 +131,9 @@ ORDINARY = [
 ]
 
 
-@pytest.mark.parametrize("text", ORDINARY)
+# Ids by position: some texts hold fresh random ids, and every xdist worker must collect
+# the same test names.
+@pytest.mark.parametrize("text", ORDINARY, ids=[f"ordinary-{i}" for i in range(len(ORDINARY))])
 def test_ordinary_text_is_left_alone(text: str) -> None:
     assert scrub_text(text) == text
 
