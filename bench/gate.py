@@ -61,7 +61,7 @@ def ask(project: _codemem.Project, text: str, session: str) -> tuple[dict[str, A
     event = prompt(project, text, session)
     project.runtime.storage.put_events([event])
     start = time.perf_counter()
-    reply = project.runtime.retriever.for_prompt(project.namespace, event)
+    reply = project.runtime.retriever.for_prompt(project.namespace, event).to_json()
     return reply, (time.perf_counter() - start) * 1000
 
 

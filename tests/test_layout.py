@@ -258,3 +258,130 @@ def test_the_bench_import_guard_sees_imports(tmp_path: Path) -> None:
     )
     found = [rel for rel, names in imported_roots(tmp_path / "tests").items() if "bench" in names]
     assert found == ["tests/a.py", "tests/b.py"]
+
+
+def folder_of(path: Path, root: Path) -> str:
+    """A module's room: the folder under ``shared/`` or ``services/`` it lives in (with
+    every folder below it), or the module itself for a file directly in those two."""
+    parts = path.relative_to(root).parts
+    return "/".join(parts[:2]) if len(parts) > 2 else "/".join(parts)
+
+
+def folder_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Room -> the other rooms its modules import (every import, as ``import_graph``)."""
+    modules = package_modules(root)
+    rooms = {name: folder_of(path, root) for name, path in modules.items()}
+    graph: dict[str, set[str]] = {room: set() for room in rooms.values()}
+    for name, targets in import_graph(root).items():
+        graph[rooms[name]].update(rooms[t] for t in targets if rooms[t] != rooms[name])
+    return graph
+
+
+def test_no_two_folders_import_each_other() -> None:
+    assert cycles(folder_graph()) == []
+
+
+def test_the_folder_guard_finds_a_loop_through_different_modules(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "services/__init__.py": "",
+            "services/api/__init__.py": "",
+            "services/api/app.py": "from wakemark.services.ui.pages import bp\n",
+            "services/ui/__init__.py": "",
+            "services/ui/pages.py": "",
+            "services/ui/routes.py": "def f():\n    from wakemark.services.api import app\n",
+            "services/cli/deep/x.py": "from wakemark.services.api import app\n",
+        },
+    )
+    assert cycles(import_graph(tmp_path)) == []  # no module loop: a folder loop only
+    assert cycles(folder_graph(tmp_path)) == [["services/api", "services/ui"]]
+
+
+# --- one registration idiom -----------------------------------------------------------------
+# Every kind of part is listed in one ``Registry`` (shared/registry.py), here.
+REGISTRIES = {
+    ("services/agents/__init__.py", "AGENTS"),
+    ("services/api/__init__.py", "BLUEPRINTS"),
+    ("services/cli/importer.py", "IMPORTERS"),
+    ("services/cli/main.py", "COMMANDS"),
+    ("shared/jobs/tasks.py", "JOBS"),
+    ("shared/retrieval/legs.py", "LEGS"),
+}
+# Loading code by name, or finding it by scanning folders, is the registry's alone.
+DISCOVERY = {"import_module", "iter_modules", "walk_packages", "entry_points"}
+DISCOVERY_ALLOWED = {
+    "shared/registry.py",
+    # Enumerates detect-secrets' own plugins, a library's parts, not wakemark's.
+    "shared/secrets.py",
+}
+
+
+def registration_idioms(root: Path = ROOT) -> tuple[set[tuple[str, str]], list[str]]:
+    """(every ``NAME = Registry(...)`` / ``NAME: ... = Registry(...)`` at module level, as
+    (file, NAME)), and ``file:line call`` of every discovery call outside the registry."""
+    registries: set[tuple[str, str]] = set()
+    discovery: list[str] = []
+    for top in PACKAGE_DIRS:
+        for path in sorted((root / top).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            for node in tree.body:
+                target, value = None, None
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target, value = node.targets[0], node.value
+                elif isinstance(node, ast.AnnAssign):
+                    target, value = node.target, node.value
+                if (
+                    isinstance(target, ast.Name)
+                    and isinstance(value, ast.Call)
+                    and getattr(value.func, "id", None) == "Registry"
+                ):
+                    registries.add((rel, target.id))
+            for call in ast.walk(tree):
+                if not isinstance(call, ast.Call):
+                    continue
+                func = call.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if name in DISCOVERY and rel not in DISCOVERY_ALLOWED:
+                    discovery.append(f"{rel}:{call.lineno} {name}")
+                if name == "Registry" and not any(
+                    call is getattr(n, "value", None) for n in tree.body
+                ):
+                    registries.add((rel, f"<not at module level, line {call.lineno}>"))
+    return registries, discovery
+
+
+def test_every_kind_of_part_is_registered_one_way() -> None:
+    registries, discovery = registration_idioms()
+    assert registries == REGISTRIES
+    assert discovery == []
+
+
+def test_every_listed_part_loads() -> None:
+    import importlib
+
+    for rel, name in sorted(REGISTRIES):
+        module = importlib.import_module(module_name(ROOT / rel, ROOT))
+        registry = getattr(module, name)
+        parts = list(registry.values())
+        assert len(parts) == len(registry) > 0 and all(p is not None for p in parts), rel
+
+
+def test_the_registry_guard_sees_other_idioms(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "shared/registry.py": "import importlib\nimportlib.import_module('x')\n",
+            "shared/parts.py": "PARTS = Registry('part', {})\n",
+            "services/a.py": "import pkgutil\nfor m in pkgutil.iter_modules(__path__): pass\n",
+            "services/b.py": "def f():\n    return Registry('late', {})\n",
+            "services/c.py": "from importlib import import_module\nimport_module('y')\n",
+        },
+    )
+    registries, discovery = registration_idioms(tmp_path)
+    assert registries == {
+        ("shared/parts.py", "PARTS"),
+        ("services/b.py", "<not at module level, line 2>"),
+    }
+    assert discovery == ["services/a.py:2 iter_modules", "services/c.py:2 import_module"]

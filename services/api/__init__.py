@@ -2,34 +2,37 @@
 
 from __future__ import annotations
 
-import importlib
 from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
-from flask import Flask
+from flask import Blueprint, Flask
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.routing import BaseConverter
 
 from wakemark.services.api import errors, metrics, params, security
 from wakemark.shared.config import Settings
 from wakemark.shared.models import MAX_REQUEST_BYTES, RECORD_ID_PATTERN
+from wakemark.shared.registry import Registry
 from wakemark.shared.runtime import Runtime
 
-# Each module defines a Blueprint named ``bp``; add a line to register a new one.
-BLUEPRINTS = (
-    "wakemark.services.api.health",
-    "wakemark.services.api.ingest",
-    "wakemark.services.api.hooks",
-    "wakemark.services.api.resources",
-    "wakemark.services.api.metrics",
-    "wakemark.services.api.search",
-    "wakemark.services.api.retrievals",
-    "wakemark.services.api.openapi",
-    "wakemark.services.api.export",
-    "wakemark.services.api.audit",
-    "wakemark.services.ui.pages",
-    "wakemark.services.api.viewer",
+# The API's route groups, registered in this order.
+BLUEPRINTS: Registry[Blueprint] = Registry(
+    "blueprint",
+    {
+        "health": "wakemark.services.api.health:bp",
+        "ingest": "wakemark.services.api.ingest:bp",
+        "hooks": "wakemark.services.api.hooks:bp",
+        "resources": "wakemark.services.api.resources:bp",
+        "metrics": "wakemark.services.api.metrics:bp",
+        "search": "wakemark.services.api.search:bp",
+        "retrievals": "wakemark.services.api.retrievals:bp",
+        "openapi": "wakemark.services.api.openapi:bp",
+        "export": "wakemark.services.api.export:bp",
+        "audit": "wakemark.services.api.audit:bp",
+        "ui": "wakemark.services.ui.pages:bp",
+        "viewer": "wakemark.services.api.viewer:bp",
+    },
 )
 
 
@@ -47,8 +50,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     params.init_app(app)
     metrics.init_app(app)
     app.url_map.converters["record"] = RecordIdConverter
-    for name in BLUEPRINTS:
-        app.register_blueprint(importlib.import_module(name).bp)
+    for blueprint in BLUEPRINTS.values():
+        app.register_blueprint(blueprint)
     app.wsgi_app = _Serving(app.wsgi_app, runtime)  # type: ignore[method-assign]
     return app
 

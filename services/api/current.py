@@ -1,5 +1,6 @@
 """The runtime of the app serving this request, and the uses of it that must never fail
-a request: storing events with their jobs enqueued on commit, and prompt-time retrieval.
+a request: storing events with their jobs enqueued on commit, and prompt-time retrieval
+(which never fails: ``Retriever``).
 """
 
 from __future__ import annotations
@@ -7,19 +8,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 from flask import current_app
 
 from wakemark.services.api import optout
 from wakemark.shared.jobs import EXTRACT, Job
 from wakemark.shared.models import Event
+from wakemark.shared.retrieval.hits import PromptContext
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import PutEventResult, Tx
 
 log = logging.getLogger("wakemark.api")
-
-_EMPTY_RETRIEVAL: dict[str, Any] = {"context": "", "records": [], "latency_ms": 0}
 
 
 def runtime() -> Runtime:
@@ -84,20 +83,6 @@ def enqueue_on_commit(tx: Tx, job: Job, ids: Sequence[str]) -> None:
         tx.on_commit(lambda: enqueue(job, ids, rt))
 
 
-def retrieve_for(event: Event, min_relevance: float | None = None) -> dict[str, Any]:
-    """Context for a prompt; retrieval degrades to an empty result, never an error."""
-    try:
-        result = runtime().retriever.for_prompt(event.namespace, event, min_relevance)
-    except Exception as exc:
-        _once.failed("retrieval", exc)
-        return dict(_EMPTY_RETRIEVAL)
-    _once.ok("retrieval")
-    records = [getattr(r, "record_id", r) for r in result.get("records", [])]
-    out = {
-        "context": result.get("context", ""),
-        "records": records,
-        "latency_ms": result.get("latency_ms", 0),
-    }
-    if result.get("retrieval_id"):
-        out["retrieval_id"] = result["retrieval_id"]  # its audit row: GET /v1/retrievals/<id>
-    return out
+def retrieve_for(event: Event, min_relevance: float | None = None) -> PromptContext:
+    """Context for a prompt (empty, never an error, when retrieval fails)."""
+    return runtime().retriever.for_prompt(event.namespace, event, min_relevance)

@@ -58,9 +58,9 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     context = ""
     if handler.wants_context(mapped):
         if mapped.intent == PROMPT and mapped.events:
-            context = current.retrieve_for(mapped.events[0])["context"]
+            context = current.retrieve_for(mapped.events[0]).context
         elif mapped.intent == SESSION_START:
-            context = _session_index(ctx.namespace)
+            context = current.runtime().retriever.session_index(ctx.namespace).context
     body = handler.reply(mapped, context)
     # Claude Code: a 2xx with an empty body is "success"
     response = Response(status=204) if body is None else jsonify(body)
@@ -105,15 +105,6 @@ def _project_dir(payload: dict[str, Any]) -> str | None:
         if isinstance(value, str) and value.startswith("/"):
             return value
     return None
-
-
-def _session_index(namespace: str) -> str:
-    try:
-        result = current.runtime().retriever.session_index(namespace)
-    except Exception as exc:  # retrieval not ready: no context is better than a failed hook
-        log.warning("session index unavailable: %r", exc)
-        return ""
-    return str(result.get("context") or "")
 
 
 @bp.record_once

@@ -27,7 +27,7 @@ def search() -> Response:
 def context() -> Response:
     args = query(ContextQuery)
     max_bytes = args.max_bytes or runtime().settings.context_max_bytes
-    return jsonify(runtime().retriever.session_index(args.namespace, max_bytes))
+    return jsonify(runtime().retriever.session_index(args.namespace, max_bytes).to_json())
 
 
 def _prometheus_lines() -> Iterable[str]:

@@ -226,8 +226,8 @@ def context_preview() -> Response:
     index = rt.retriever.session_index(namespace)
     body: dict[str, Any] = {
         "index": {
-            "context": index.get("context", ""),
-            "used_bytes": index.get("used_bytes", 0),
+            "context": index.context,
+            "used_bytes": index.used_bytes,
             "budget_bytes": budget,
         },
         "prompt": None,
@@ -235,8 +235,8 @@ def context_preview() -> Response:
     if prompt:
         event = _prompt_event(namespace, prompt)
         block = rt.retriever.for_prompt(namespace, event, audit=False)
-        injected = list(block.get("records", []))
-        why = {c["record_id"]: c for c in block.get("candidates", [])}
+        injected = block.records
+        why = {c["record_id"]: c for c in block.candidates or []}
         # The same search the gate weighed, with each hit's record and the gate's verdict.
         hits = rt.retriever.search(namespace, event, limit=PROMPT_CANDIDATES).to_json()["items"]
         candidates = [
@@ -247,13 +247,13 @@ def context_preview() -> Response:
             }
             for hit in hits
         ]
-        context = str(block.get("context") or "")
+        context = block.context
         body["prompt"] = {
             "context": context,
             "used_bytes": len(context.encode()),
             "budget_bytes": budget,
             "records": injected,
-            "latency_ms": block.get("latency_ms", 0),
+            "latency_ms": block.latency_ms,
             "candidates": candidates,
         }
     return jsonify(body)

@@ -8,10 +8,23 @@ fixed file again writes only what is missing.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
+
+from wakemark.shared.registry import Registry
+
+# ``--from`` name -> its runner (the session-log importers are named by their agent).
+IMPORTERS: Registry[Callable[[argparse.Namespace], int]] = Registry(
+    "importer",
+    {
+        "claude-code": "wakemark.services.cli.importer:_run_claude_code",
+        "codex": "wakemark.services.cli.importer:_run_codex",
+        "markdown": "wakemark.services.cli.importer:_run_markdown",
+        "claude-mem": "wakemark.services.cli.importer:_run_claude_mem",
+    },
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,14 +69,13 @@ def run(args: argparse.Namespace) -> int:
     from wakemark.shared.transfer import ImportFormatError, import_lines, parse_namespace_map
 
     if args.source is not None:
-        importers = _importers()
-        if args.source not in importers:
-            known = ", ".join(importers)
+        if args.source not in IMPORTERS:
+            known = ", ".join(IMPORTERS)
             print(
                 f"wakemark import: unknown --from {args.source!r} (known: {known})", file=sys.stderr
             )
             return 2
-        return importers[args.source](args)
+        return IMPORTERS[args.source](args)
     try:
         mapping = parse_namespace_map(args.namespace_map)
     except ValueError as exc:
@@ -102,12 +114,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _importers() -> dict[str, Any]:
-    """``--from`` name -> its runner; the session-log importers are named by their agent."""
-    from wakemark.services.importers import claude_code, codex
+def _run_claude_code(args: argparse.Namespace) -> int:
+    from wakemark.services.importers import claude_code
 
-    logs = {m.AGENT: functools.partial(_run_session_logs, m) for m in (claude_code, codex)}
-    return {**logs, "markdown": _run_markdown, "claude-mem": _run_claude_mem}
+    return _run_session_logs(claude_code, args)
+
+
+def _run_codex(args: argparse.Namespace) -> int:
+    from wakemark.services.importers import codex
+
+    return _run_session_logs(codex, args)
 
 
 def _run_session_logs(source: Any, args: argparse.Namespace) -> int:

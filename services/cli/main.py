@@ -7,37 +7,86 @@ runs, so ``wakemark hook`` starts as fast as a bare interpreter allows.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
+import types
 
-# command -> (module under wakemark.services.cli, one-line help). Each module defines
-# ``add_arguments(parser)`` and ``run(args) -> int``.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("serve", "run the HTTP API (gunicorn) on 127.0.0.1:37800"),
-    "migrate": ("migrate", "apply database migrations"),
-    "model": ("model", "export the embedding model to ONNX"),
-    "worker": ("worker", "run a Celery worker (needs WAKEMARK_REDIS_URL)"),
-    "beat": ("beat", "run the Celery beat scheduler (sweep, backfill)"),
-    "scrub": ("scrub", "re-scan stored events and records for secrets and redact them"),
-    "backfill": ("backfill", "embed records missing a vector, in the foreground"),
-    "status": ("status", "is the server up, backend, pending work"),
-    "search": ("search", "search this project's memories (or --all-projects)"),
-    "forget": ("forget", "delete memories by id, filter or search (a dry run unless --yes)"),
-    "pause": ("pause", "store nothing from this project (creates .wakemarkignore)"),
-    "resume": ("pause", "store this project again (removes .wakemarkignore)"),
-    "doctor": ("doctor", "check data dir, token, port, database, Redis and model"),
-    "install": ("install", "add wakemark's hooks and MCP server to an agent's config"),
-    "uninstall": ("uninstall", "remove wakemark's hooks and MCP server from an agent's config"),
-    "mcp": ("mcp", "run the MCP server over stdio"),
-    "export": ("export", "write memories (and events, vectors) as JSON Lines to stdout"),
-    "import": ("importer", "restore a wakemark export (idempotent, in batches)"),
-    "gc": ("gc", "trim expired event bodies now and compact the database"),
-    "stats": ("stats", "counts; --disk: size by table and by project"),
-    "token": ("token", "create, list or revoke scoped API tokens (team server)"),
-    "audit": ("audit", "show the audit log of destructive actions"),
-    "ui": ("ui", "open the viewer in a browser (prints the address if it cannot)"),
-}
+from wakemark.shared.registry import Part, Registry
+
+# Each command is a module under wakemark.services.cli defining ``add_arguments(parser)``
+# and ``run(args) -> int``; its one-line help is listed here, so `wakemark --help` and the
+# docs need no import of it.
+COMMANDS: Registry[types.ModuleType] = Registry(
+    "command",
+    {
+        "serve": Part(
+            "wakemark.services.cli.serve", "run the HTTP API (gunicorn) on 127.0.0.1:37800"
+        ),
+        "migrate": Part("wakemark.services.cli.migrate", "apply database migrations"),
+        "model": Part("wakemark.services.cli.model", "export the embedding model to ONNX"),
+        "worker": Part(
+            "wakemark.services.cli.worker", "run a Celery worker (needs WAKEMARK_REDIS_URL)"
+        ),
+        "beat": Part(
+            "wakemark.services.cli.beat", "run the Celery beat scheduler (sweep, backfill)"
+        ),
+        "scrub": Part(
+            "wakemark.services.cli.scrub",
+            "re-scan stored events and records for secrets and redact them",
+        ),
+        "backfill": Part(
+            "wakemark.services.cli.backfill", "embed records missing a vector, in the foreground"
+        ),
+        "status": Part("wakemark.services.cli.status", "is the server up, backend, pending work"),
+        "search": Part(
+            "wakemark.services.cli.search", "search this project's memories (or --all-projects)"
+        ),
+        "forget": Part(
+            "wakemark.services.cli.forget",
+            "delete memories by id, filter or search (a dry run unless --yes)",
+        ),
+        "pause": Part(
+            "wakemark.services.cli.pause",
+            "store nothing from this project (creates .wakemarkignore)",
+        ),
+        "resume": Part(
+            "wakemark.services.cli.pause", "store this project again (removes .wakemarkignore)"
+        ),
+        "doctor": Part(
+            "wakemark.services.cli.doctor", "check data dir, token, port, database, Redis and model"
+        ),
+        "install": Part(
+            "wakemark.services.cli.install",
+            "add wakemark's hooks and MCP server to an agent's config",
+        ),
+        "uninstall": Part(
+            "wakemark.services.cli.uninstall",
+            "remove wakemark's hooks and MCP server from an agent's config",
+        ),
+        "mcp": Part("wakemark.services.cli.mcp", "run the MCP server over stdio"),
+        "export": Part(
+            "wakemark.services.cli.export",
+            "write memories (and events, vectors) as JSON Lines to stdout",
+        ),
+        "import": Part(
+            "wakemark.services.cli.importer", "restore a wakemark export (idempotent, in batches)"
+        ),
+        "gc": Part(
+            "wakemark.services.cli.gc", "trim expired event bodies now and compact the database"
+        ),
+        "stats": Part(
+            "wakemark.services.cli.stats", "counts; --disk: size by table and by project"
+        ),
+        "token": Part(
+            "wakemark.services.cli.token", "create, list or revoke scoped API tokens (team server)"
+        ),
+        "audit": Part("wakemark.services.cli.audit", "show the audit log of destructive actions"),
+        "ui": Part(
+            "wakemark.services.cli.ui",
+            "open the viewer in a browser (prints the address if it cannot)",
+        ),
+    },
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,15 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wakemark", description="Local-first persistent memory for AI coding agents."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (module, help_text) in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
-        cmd.set_defaults(_module=module)
-        _load(module).add_arguments(cmd)
+    for name in COMMANDS:
+        about = COMMANDS.about(name)
+        cmd = sub.add_parser(name, help=about, description=about)
+        cmd.set_defaults(_command=name)
+        COMMANDS[name].add_arguments(cmd)
     return parser
-
-
-def _load(module: str):
-    return importlib.import_module(f"wakemark.services.cli.{module}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return hook.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
-        return int(_load(args._module).run(args) or 0)
+        return int(COMMANDS[args._command].run(args) or 0)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

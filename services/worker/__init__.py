@@ -40,7 +40,7 @@ def create_celery(settings: Settings) -> Celery:
     app = Celery("wakemark", set_as_current=False)
     app.conf.update(celery_config(settings))
     every = float(settings.sweep_interval_s)
-    periodic = [job for job in JOBS if job.periodic is not None]
+    periodic = [job for job in JOBS.values() if job.periodic is not None]
     app.conf.beat_schedule = {
         job.name: {
             "task": job.name,
@@ -52,7 +52,7 @@ def create_celery(settings: Settings) -> Celery:
     # Built lazily, so a prefork parent opens nothing; each child resets what it
     # inherited in ``worker_process_init``.
     runtime = Runtime.build(settings)
-    for job in JOBS:
+    for job in JOBS.values():
         app.task(
             name=job.name,
             autoretry_for=_retryable(),

@@ -30,7 +30,7 @@ log = logging.getLogger("wakemark.jobs")
 
 
 def task_routes() -> dict[str, dict[str, str]]:
-    return {job.name: {"queue": job.queue} for job in JOBS}
+    return {job.name: {"queue": job.queue} for job in JOBS.values()}
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:

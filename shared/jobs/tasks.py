@@ -26,6 +26,7 @@ from wakemark.shared.jobs.job import (
     Job,
 )
 from wakemark.shared.models import MemoryRecord, utcnow
+from wakemark.shared.registry import Registry
 from wakemark.shared.storage.base import NotFoundError, Turn
 
 if TYPE_CHECKING:
@@ -365,4 +366,15 @@ RETENTION = Job(
 # Jobs that take ids, in the order an in-process worker serves them: extraction first,
 # since it creates the records to embed.
 ID_JOBS = (EXTRACT, EMBED)
-JOBS = (EXTRACT, EMBED, BACKFILL, SWEEP, RETENTION)
+# Every job by its task name: the Celery tasks, routes and schedule, and the in-process
+# dispatcher's queues, come from here.
+JOBS: Registry[Job] = Registry(
+    "job",
+    {
+        EXTRACT.name: "wakemark.shared.jobs.tasks:EXTRACT",
+        EMBED.name: "wakemark.shared.jobs.tasks:EMBED",
+        BACKFILL.name: "wakemark.shared.jobs.tasks:BACKFILL",
+        SWEEP.name: "wakemark.shared.jobs.tasks:SWEEP",
+        RETENTION.name: "wakemark.shared.jobs.tasks:RETENTION",
+    },
+)

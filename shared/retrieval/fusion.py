@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from wakemark.shared.models import MemoryRecord
@@ -44,12 +44,31 @@ class FusionParams:
 
 
 PLAIN = FusionParams()
-# Chosen on tests/fixtures/relevance (bench/relevance.py): see the README table.
-TUNED = FusionParams(floors={"semantic": 0.3}, caps={"semantic": 3})
 
 
-def params_for(name: str) -> FusionParams:
-    return TUNED if name == "tuned" else PLAIN
+class Weighed(Protocol):
+    """What fusion reads of a leg (``legs.Leg``): its name, weight, tuned floor and cap."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def weight(self) -> float: ...
+    @property
+    def tuned_floor(self) -> float | None: ...
+    @property
+    def tuned_cap(self) -> int | None: ...
+
+
+def params_for(name: str, legs: Iterable[Weighed]) -> FusionParams:
+    """The fusion called ``name`` ("plain" or "tuned") over ``legs``: each leg's weight,
+    and for "tuned" its floor and cap."""
+    legs = list(legs)
+    weights = {leg.name: leg.weight for leg in legs if leg.weight != 1.0}
+    if name != "tuned":
+        return FusionParams(weights=weights)
+    floors = {leg.name: leg.tuned_floor for leg in legs if leg.tuned_floor is not None}
+    caps = {leg.name: leg.tuned_cap for leg in legs if leg.tuned_cap is not None}
+    return FusionParams(weights=weights, floors=floors, caps=caps)
 
 
 def fuse(

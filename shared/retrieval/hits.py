@@ -1,4 +1,5 @@
-"""What a search returns: ranked hits with the relevance gate's verdict on each."""
+"""What retrieval returns: a search's ranked hits with the relevance gate's verdict on
+each, a prompt's context block and a session's index."""
 
 from __future__ import annotations
 
@@ -44,6 +45,39 @@ class SearchResult:
         order: a client that passes back a relevance it was shown keeps that hit."""
         items = [h for h in self.items if shown(h.relevance) >= min_relevance]
         return replace(self, items=items)
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """The gated context block for a prompt (``Retriever.for_prompt``)."""
+
+    context: str = ""
+    records: list[str] = field(default_factory=list)  # the injected records' ids
+    latency_ms: float = 0.0
+    retrieval_id: str | None = None  # its audit row, when the prompt was a stored event
+    # A preview's weighing (``audit=False``): each candidate's relevance and why not.
+    candidates: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "context": self.context,
+            "records": self.records,
+            "latency_ms": self.latency_ms,
+        }
+        if self.retrieval_id:
+            out["retrieval_id"] = self.retrieval_id  # GET /v1/retrievals/<id>
+        return out
+
+
+@dataclass(frozen=True)
+class SessionIndex:
+    """Pinned, then recent records, one line each (``Retriever.session_index``)."""
+
+    context: str = ""
+    used_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"context": self.context, "used_bytes": self.used_bytes}
 
 
 def shown(relevance: float) -> float:

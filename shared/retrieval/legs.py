@@ -1,11 +1,16 @@
 """Retrieval legs: each turns a query into one ranked list of candidates.
 
-A ``Leg`` has a ``name`` (what fusion weighs it by and labels its hits with) and a
-``search``. The retriever runs its first leg on the calling thread and the others beside
-it; fusion (``fusion.fuse``) takes however many lists come back. A leg that cannot answer
-now raises ``Unavailable``, and the search goes on without it, marked degraded; so does a
-leg whose database statements ran past the ``timeout_s`` it was given (they are
-cancelled: a search given up on does not hold a connection and a thread).
+The legs are plug-ins, listed in ``LEGS``: the retriever builds each with
+``build(LegParts)`` and knows none by name. A ``Leg`` has a ``name`` (what fusion weighs
+it by and labels its hits with), a ``search``, and declares the rest of its part: its
+fusion weight and tuned floor and cap, when it runs (``runs_beside``, ``runs_after``),
+how long it is waited for (``waits_to_end``) and the evidence the relevance gate reads
+from its list. The retriever runs the first leg on the calling thread (it answers or the
+search fails) and the others beside it; fusion (``fusion.fuse``) takes however many
+lists come back. A leg that cannot answer now raises ``Unavailable``, and the search goes
+on without it, marked degraded; so does a leg whose database statements ran past the
+``timeout_s`` it was given (they are cancelled: a search given up on does not hold a
+connection and a thread).
 """
 
 from __future__ import annotations
@@ -14,14 +19,16 @@ import logging
 import re
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from wakemark.shared.registry import Registry
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
-from wakemark.shared.retrieval.query import cjk_bigrams
+from wakemark.shared.retrieval.query import cjk_bigrams, has_cjk
 from wakemark.shared.retrieval.vectors import VectorCache
 from wakemark.shared.storage import StorageTimeoutError
 
@@ -53,8 +60,37 @@ class Unavailable(Exception):
     """The leg cannot answer now; the message says why (logged, rate-limited)."""
 
 
-class Leg(Protocol):
-    name: str
+@dataclass(frozen=True)
+class LegParts:
+    """What a leg may be built from: the process's parts (``Runtime``)."""
+
+    settings: Settings
+    storage: Storage
+    embedder: Embedder
+    epochs: Epochs
+
+
+class Leg:
+    """A retrieval leg. Subclasses set ``name`` and implement ``build`` and ``search``;
+    the defaults below make a leg that runs beside the first on every query, weighs 1,
+    and gives the relevance gate no evidence."""
+
+    name: ClassVar[str]
+    weight: ClassVar[float] = 1.0  # its lists' weight in the rank fusion
+    # The tuned fusion (WAKEMARK_FUSION=tuned): a hit only this leg found, with a leg score
+    # below the floor, is dropped; at most ``cap`` such hits on a page.
+    tuned_floor: ClassVar[float | None] = None
+    tuned_cap: ClassVar[int | None] = None
+    # What the relevance gate reads from its list: ranks as lexical evidence, or ranks and
+    # cosines (``cosines``) as semantic evidence.
+    evidence: ClassVar[Literal["lexical", "semantic"] | None] = None
+    # Waited for until the search's deadline, not the legs': its statements are cancelled
+    # at the legs' deadline, so it ends (and says why) before the search answers.
+    waits_to_end: ClassVar[bool] = False
+
+    @classmethod
+    def build(cls, parts: LegParts) -> Leg:
+        raise NotImplementedError
 
     def search(
         self,
@@ -66,16 +102,49 @@ class Leg(Protocol):
         timeout_s: float | None = None,
     ) -> list[Candidate]:
         """At most ``k`` candidates under the namespace (a prefix), best first."""
-        ...
+        raise NotImplementedError
+
+    def runs_beside(self, query: str) -> bool:
+        """Started with the first leg."""
+        return True
+
+    def runs_after(self, query: str, first: list[Candidate], k: int) -> bool:
+        """Started once the first leg answered ``first`` (``k`` asked), if not beside it."""
+        return False
+
+    def cosines(self, namespace: str, query: str, record_ids: list[str]) -> dict[str, float]:
+        """A semantic leg: the query's cosine with each of ``record_ids`` it can score."""
+        return {}
+
+    def prepare(self, namespace: str) -> None:
+        """A session is starting in ``namespace``: load what its first search needs."""
+
+    def warm_up(self) -> None:
+        """Load what the first search needs, in the background."""
+
+    def after_fork(self) -> None:
+        """A forked child inherits threads that do not exist and locks they may hold."""
+
+    def metrics(self) -> dict[str, Any]:
+        """For ``/health``: counts only, never query or record text."""
+        return {}
+
+    def prometheus_lines(self) -> list[str]:
+        return []
 
 
-class LexicalLeg:
+class LexicalLeg(Leg):
     """Full-text search on the rarest terms, or substring match (``lexical``)."""
 
     name = LEXICAL
+    evidence = "lexical"
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
+
+    @classmethod
+    def build(cls, parts: LegParts) -> LexicalLeg:
+        return cls(parts.storage)
 
     def search(
         self,
@@ -135,20 +204,34 @@ def fragments(query: str) -> list[str]:
     return list(out)[:MAX_FRAGMENTS]
 
 
-class TrigramLeg:
+class TrigramLeg(Leg):
     """Substrings a word index cannot see: CJK words and parts of identifiers, through the
     trigram indexes (FTS5 ``trigram``, ``pg_trgm``). Nothing to do for other queries.
 
-    The retriever runs it beside the others for a CJK query, and for an identifier only
-    when the lexical leg came back short of candidates: with a full lexical list, its
-    substring hits of the identifier's parts (mostly records the lexical leg ranked too)
-    only pushed better-ranked records down (recall@10 .925 -> .919 on codemem-dev).
+    It runs beside the others for a CJK query, and for an identifier only when the
+    lexical leg came back short of candidates: with a full lexical list, its substring
+    hits of the identifier's parts (mostly records the lexical leg ranked too) only
+    pushed better-ranked records down (recall@10 .925 -> .919 on codemem-dev). Its hits
+    the word index lacks are lexical evidence too: a CJK word or an identifier's parts is
+    what the prompt says.
     """
 
     name = TRIGRAM
+    evidence = "lexical"
+    waits_to_end = True
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
+
+    @classmethod
+    def build(cls, parts: LegParts) -> TrigramLeg:
+        return cls(parts.storage)
+
+    def runs_beside(self, query: str) -> bool:
+        return has_cjk(query)
+
+    def runs_after(self, query: str, first: list[Candidate], k: int) -> bool:
+        return not has_cjk(query) and len(first) < k
 
     def search(
         self,
@@ -189,13 +272,17 @@ def _holds(record: MemoryRecord, bigrams: list[str], idents: list[tuple[str, lis
     )
 
 
-class VectorLeg:
+class VectorLeg(Leg):
     """Cosine nearest neighbours of the query's embedding in the namespace's cached
     matrix or, for a namespace too large for the cache or still loading, in the database
     (backends with a vector index). The model loads in the background: a search never
     waits for a cold model."""
 
     name = VECTOR
+    evidence = "semantic"
+    # Chosen on tests/fixtures/relevance (bench/relevance.py): see the README table.
+    tuned_floor = 0.3
+    tuned_cap = 3
 
     def __init__(
         self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
@@ -218,6 +305,10 @@ class VectorLeg:
         self._recent: dict[str, np.ndarray] = {}  # query -> vector, oldest first
         self._recent_lock = threading.Lock()
         self.database_searches = 0
+
+    @classmethod
+    def build(cls, parts: LegParts) -> VectorLeg:
+        return cls(parts.settings, parts.storage, parts.embedder, parts.epochs)
 
     def search(
         self,
@@ -325,9 +416,44 @@ class VectorLeg:
     def cache_stats(self) -> dict[str, int]:
         return {**self._cache.stats(), "database_searches": self.database_searches}
 
+    def metrics(self) -> dict[str, Any]:
+        return {"vector_cache": self.cache_stats()}
+
+    def prometheus_lines(self) -> list[str]:
+        cache = self.cache_stats()
+        return [
+            "# HELP wakemark_vector_cache_bytes Bytes held by the in-process vector matrices.",
+            "# TYPE wakemark_vector_cache_bytes gauge",
+            f"wakemark_vector_cache_bytes {cache['bytes']}",
+            "# HELP wakemark_vector_cache_rows Embedded records held in the vector cache.",
+            "# TYPE wakemark_vector_cache_rows gauge",
+            f"wakemark_vector_cache_rows {cache['rows']}",
+            "# HELP wakemark_vector_cache_budget_bytes The vector cache's byte budget.",
+            "# TYPE wakemark_vector_cache_budget_bytes gauge",
+            f"wakemark_vector_cache_budget_bytes {cache['budget_bytes']}",
+            "# HELP wakemark_vector_cache_evictions_total Namespaces evicted to fit the budget.",
+            "# TYPE wakemark_vector_cache_evictions_total counter",
+            f"wakemark_vector_cache_evictions_total {cache['evictions']}",
+            "# HELP wakemark_vector_database_searches_total Vector searches run in the"
+            " database (namespace too large for the cache, or loading).",
+            "# TYPE wakemark_vector_database_searches_total counter",
+            f"wakemark_vector_database_searches_total {cache['database_searches']}",
+        ]
+
     def after_fork(self) -> None:
         # The parent's loading threads do not exist here, and its locks may be held.
         self._cache = self._cache.fresh()
         self._warm_lock = threading.Lock()
         self._warming = False
         self._recent_lock = threading.Lock()
+
+
+# The legs of every search, in order: the first answers or the search fails.
+LEGS: Registry[type[Leg]] = Registry(
+    "retrieval leg",
+    {
+        LEXICAL: "wakemark.shared.retrieval.legs:LexicalLeg",
+        VECTOR: "wakemark.shared.retrieval.legs:VectorLeg",
+        TRIGRAM: "wakemark.shared.retrieval.legs:TrigramLeg",
+    },
+)

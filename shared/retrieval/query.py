@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeAlias
 
 from pydantic import BaseModel
+
+# What a search may be asked with: an Event, an event body (model or dict), or plain text.
+QuerySource: TypeAlias = "str | BaseModel | dict[str, Any]"
 
 # Longer prompts add nothing the lexical cap (32 terms) or the model's 256 tokens keep.
 MAX_QUERY_CHARS = 4000

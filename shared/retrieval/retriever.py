@@ -17,17 +17,10 @@ from wakemark.shared.retrieval import gate, inject
 from wakemark.shared.retrieval.audit import Audit, build_row
 from wakemark.shared.retrieval.formatting import format_index
 from wakemark.shared.retrieval.fusion import Candidate, Fused, fuse, params_for
-from wakemark.shared.retrieval.hits import SearchHit, SearchResult
-from wakemark.shared.retrieval.legs import (
-    LEXICAL,
-    Leg,
-    LexicalLeg,
-    TrigramLeg,
-    Unavailable,
-    VectorLeg,
-)
+from wakemark.shared.retrieval.hits import PromptContext, SearchHit, SearchResult, SessionIndex
+from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, Unavailable
 from wakemark.shared.retrieval.metrics import SearchMetrics
-from wakemark.shared.retrieval.query import has_cjk, query_text
+from wakemark.shared.retrieval.query import QuerySource, query_text
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
@@ -60,17 +53,21 @@ class _Outcome:
 
 class Retriever:
     """Searches its legs: the first (lexical) answers or the search fails; the others run
-    beside it, and one that fails or is unavailable only degrades the search."""
+    beside it, and one that fails or is unavailable only degrades the search.
+
+    Never fails: ``search``, ``for_prompt`` and ``session_index`` are where every error of
+    retrieval ends, logged, as an empty result; their callers (API, MCP, viewer, hooks)
+    add no guard of their own."""
 
     def __init__(
         self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
         self._storage = storage
-        self._fusion = params_for(settings.fusion)
-        self._vector = VectorLeg(settings, storage, embedder, epochs)
-        self._trigram = TrigramLeg(storage)
-        self._legs: tuple[Leg, ...] = (LexicalLeg(storage), self._vector, self._trigram)
+        parts = LegParts(settings, storage, embedder, epochs)
+        self._legs: tuple[Leg, ...] = tuple(leg.build(parts) for leg in LEGS.values())
+        self._fusion = params_for(settings.fusion, self._legs)
+        self._semantic = next((leg for leg in self._legs if leg.evidence == "semantic"), None)
         self._metrics = SearchMetrics()
         self._audit = Audit(lambda: storage)
         self._start_pools()
@@ -86,13 +83,14 @@ class Retriever:
         """A forked child inherits pools whose threads do not exist and locks another
         thread may hold: start afresh."""
         self._start_pools()
-        self._vector.after_fork()
+        for leg in self._legs:
+            leg.after_fork()
 
     # --- public ---------------------------------------------------------------------------
     def search(
         self,
         namespace: str,
-        query: Any,
+        query: QuerySource,
         limit: int = 10,
         observation_type: str | None = None,
         days: int | None = None,
@@ -134,19 +132,22 @@ class Retriever:
         return SearchResult(outcome.items, latency, outcome.degraded)
 
     def for_prompt(
-        self, namespace: str, event: Any, min_relevance: float | None = None, audit: bool = True
-    ) -> dict[str, Any]:
-        """The gated context block for a prompt: ``{context, records, latency_ms}``, plus
-        ``retrieval_id`` when ``event`` is a stored prompt event (its audit row). With
-        ``audit=False`` (a preview) nothing is written or counted, and the audit row's
-        ``candidates`` (relevance, injected, why not) come back instead."""
+        self,
+        namespace: str,
+        event: QuerySource,
+        min_relevance: float | None = None,
+        audit: bool = True,
+    ) -> PromptContext:
+        """The gated context block for a prompt, with ``retrieval_id`` when ``event`` is a
+        stored prompt event (its audit row). With ``audit=False`` (a preview) nothing is
+        written or counted, and the audit row's ``candidates`` (relevance, injected, why
+        not) come back instead."""
         start = time.perf_counter()
         try:
             threshold = self._settings.min_relevance if min_relevance is None else min_relevance
             min_prompt = self._settings.min_prompt_relevance
             result = self.search(namespace, event, limit=PROMPT_CANDIDATES)
-            stored = isinstance(event, Event)
-            seen = self._seen(event) if stored else set()
+            seen = self._seen(event) if isinstance(event, Event) else set()
             selection = inject.select(
                 result.items,
                 min_prompt,
@@ -155,25 +156,25 @@ class Retriever:
                 self._settings.prompt_max_bytes,
                 PROMPT_LIMIT,
             )
-            out: dict[str, Any] = {
-                "context": selection.context,
-                "records": [h.record.record_id for h in selection.injected],
-                "latency_ms": result.latency_ms,
-            }
-            if stored and event.namespace == namespace:
+            out = PromptContext(
+                selection.context,
+                [h.record.record_id for h in selection.injected],
+                result.latency_ms,
+            )
+            if isinstance(event, Event) and event.namespace == namespace:
                 row = build_row(event, result, selection, min_prompt, threshold, _ms(start))
                 if audit:
                     self._audit.count(selection)
                     self._audit.write(row)
-                    out["retrieval_id"] = row.retrieval_id
-                else:
-                    out["candidates"] = [c.model_dump(mode="json") for c in row.candidates]
-            elif audit:
+                    return replace(out, retrieval_id=row.retrieval_id)
+                candidates = [c.model_dump(mode="json") for c in row.candidates]
+                return replace(out, candidates=candidates)
+            if audit:
                 self._audit.count(selection)
             return out
         except Exception:
             log.exception("prompt retrieval failed; returning no context")
-            return {"context": "", "records": [], "latency_ms": _ms(start)}
+            return PromptContext(latency_ms=_ms(start))
 
     def _seen(self, event: Event) -> set[str]:
         try:
@@ -182,48 +183,32 @@ class Retriever:
             log.warning("session injections unreadable: %r", exc)
             return set()
 
-    def session_index(self, namespace: str, max_bytes: int | None = None) -> dict[str, Any]:
+    def session_index(self, namespace: str, max_bytes: int | None = None) -> SessionIndex:
         """Pinned, then recent records, one line each, within ``max_bytes`` UTF-8 bytes."""
         budget = max_bytes if max_bytes is not None else self._settings.context_max_bytes
         try:
             if not is_namespace_prefix(namespace) or budget <= 0:
-                return {"context": "", "used_bytes": 0}
-            self._vector.prepare(namespace)
-            text, used = format_index(self._iter_records(namespace), budget)
-            return {"context": text, "used_bytes": used}
+                return SessionIndex()
+            for leg in self._legs:
+                leg.prepare(namespace)
+            return SessionIndex(*format_index(self._iter_records(namespace), budget))
         except Exception:
             log.exception("session index failed; returning no context")
-            return {"context": "", "used_bytes": 0}
+            return SessionIndex()
 
     def metrics(self) -> dict[str, Any]:
         """For ``/health``: counts, rates and latencies only, never query or record text."""
         snap: dict[str, Any] = dict(self._metrics.snapshot())
         snap["fusion"] = self._settings.fusion
-        snap["vector_cache"] = self._vector.cache_stats()
+        for leg in self._legs:
+            snap.update(leg.metrics())
         snap["prompts"] = self._audit.snapshot()
         return snap
 
     def prometheus_lines(self) -> list[str]:
         lines = self._metrics.prometheus_lines() + self._audit.prometheus_lines()
-        cache = self._vector.cache_stats()
-        lines += [
-            "# HELP wakemark_vector_cache_bytes Bytes held by the in-process vector matrices.",
-            "# TYPE wakemark_vector_cache_bytes gauge",
-            f"wakemark_vector_cache_bytes {cache['bytes']}",
-            "# HELP wakemark_vector_cache_rows Embedded records held in the vector cache.",
-            "# TYPE wakemark_vector_cache_rows gauge",
-            f"wakemark_vector_cache_rows {cache['rows']}",
-            "# HELP wakemark_vector_cache_budget_bytes The vector cache's byte budget.",
-            "# TYPE wakemark_vector_cache_budget_bytes gauge",
-            f"wakemark_vector_cache_budget_bytes {cache['budget_bytes']}",
-            "# HELP wakemark_vector_cache_evictions_total Namespaces evicted to fit the budget.",
-            "# TYPE wakemark_vector_cache_evictions_total counter",
-            f"wakemark_vector_cache_evictions_total {cache['evictions']}",
-            "# HELP wakemark_vector_database_searches_total Vector searches run in the"
-            " database (namespace too large for the cache, or loading).",
-            "# TYPE wakemark_vector_database_searches_total counter",
-            f"wakemark_vector_database_searches_total {cache['database_searches']}",
-        ]
+        for leg in self._legs:
+            lines += leg.prometheus_lines()
         return lines
 
     def close(self) -> None:
@@ -249,13 +234,11 @@ class Retriever:
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
         first, *others = self._legs
         args = (namespace, text, k, observation_type, since)
-        cjk = has_cjk(text)
-        others = [leg for leg in others if leg is not self._trigram or cjk]
 
         def submit(leg: Leg) -> tuple[Leg, Future[list[Candidate]]]:
             return leg, self._inner.submit(_bounded, leg, args, legs_deadline)
 
-        futures = [submit(leg) for leg in others]
+        futures = [submit(leg) for leg in others if leg.runs_beside(text)]
         degraded = False
         try:
             ranked = {first.name: _bounded(first, args, legs_deadline)}
@@ -263,12 +246,11 @@ class Retriever:
             # The other legs' hits alone, or none: degraded, not failed.
             self._warn(reason := f"{first.name}: {exc}", reason)
             ranked, degraded = {first.name: []}, True
-        if not cjk and not degraded and len(ranked[first.name]) < k:
-            futures.append(submit(self._trigram))
+        if not degraded:
+            later = [leg for leg in others if not leg.runs_beside(text)]
+            futures += [submit(leg) for leg in later if leg.runs_after(text, ranked[first.name], k)]
         for leg, future in futures:
-            # The trigram leg's statements are cancelled at legs_deadline: it is waited
-            # for, so that it ends (and says why) before the search answers.
-            wait = deadline if leg is self._trigram else legs_deadline
+            wait = deadline if leg.waits_to_end else legs_deadline
             found = self._leg_result(leg, future, wait)
             if found is None:
                 degraded = True
@@ -303,13 +285,14 @@ class Retriever:
         """The hits with the gate's evidence and relevance; their order is unchanged."""
         if not items:
             return items
-        # The trigram leg's hits the word index lacks are lexical evidence too, after it: a
-        # CJK word or an identifier's parts is what the prompt says.
-        words = ranked.get(LEXICAL, [])
-        known = {c.record_id for c in words}
-        trigram = [c for c in ranked.get(self._trigram.name, []) if c.record_id not in known]
-        lexical = words + trigram
-        semantic = ranked.get(self._vector.name)
+        # Each lexical leg's hits the ones before it lack, in the legs' order.
+        lexical: list[Candidate] = []
+        known: set[str] = set()
+        for leg in self._legs:
+            if leg.evidence == "lexical":
+                lexical += [c for c in ranked.get(leg.name, []) if c.record_id not in known]
+                known.update(c.record_id for c in lexical)
+        semantic = ranked.get(self._semantic.name) if self._semantic else None
         lexical_ranks = {c.record_id: i for i, c in enumerate(lexical)}
         vector_ranks: dict[str, int] = {}
         cosines = baseline = None
@@ -317,8 +300,8 @@ class Retriever:
             vector_ranks = {c.record_id: i for i, c in enumerate(semantic)}
             cosines = {c.record_id: c.score for c in semantic}  # the vector leg's cosine
             missing = [h.record.record_id for h in items if h.record.record_id not in cosines]
-            if missing:
-                cosines.update(self._vector.cosines(namespace, text, missing))
+            if missing and self._semantic:
+                cosines.update(self._semantic.cosines(namespace, text, missing))
             if semantic:
                 baseline = semantic[min(gate.BASELINE_RANK, len(semantic)) - 1].score
         pool = [c.record for c in lexical if c.record is not None]
@@ -353,7 +336,8 @@ class Retriever:
 
     def warm_up(self) -> None:
         """Load the model in the background: a search never waits for a cold model."""
-        self._vector.warm_up()
+        for leg in self._legs:
+            leg.warm_up()
 
     def _warn(self, key: str, reason: str) -> None:
         now = time.monotonic()

@@ -37,13 +37,19 @@ def test_each_agent_is_one_module_with_one_complete_class(name: str, tmp_path: P
     assert targets and all(path.startswith(str(tmp_path)) for path, _ in targets)
 
 
-def test_helper_modules_define_no_agent_and_unknown_names_are_none() -> None:
-    for helper in agents.HELPERS:
-        module = importlib.import_module(f"wakemark.services.agents.{helper}")
-        found = [o for o in vars(module).values() if inspect.isclass(o) and issubclass(o, Agent)]
-        assert found in ([], [Agent])
-    modules = {i.name for i in pkgutil.iter_modules(agents.__path__)} - agents.HELPERS
-    assert {m.replace("_", "-") for m in modules} == set(NAMES)
+def test_each_module_defining_an_agent_is_listed_and_unknown_names_are_none() -> None:
+    listed = {f"wakemark.services.agents.{name.replace('-', '_')}" for name in NAMES}
+    for info in pkgutil.iter_modules(agents.__path__):
+        module = importlib.import_module(f"wakemark.services.agents.{info.name}")
+        found = [
+            o
+            for o in vars(module).values()
+            if inspect.isclass(o)
+            and issubclass(o, Agent)
+            and not inspect.isabstract(o)
+            and o.__module__ == module.__name__
+        ]
+        assert len(found) == (module.__name__ in listed), module.__name__
     assert agents.get("vim") is None and agents.get("base") is None
 
 
@@ -95,13 +101,19 @@ def test_no_other_module_lists_the_agents() -> None:
         for path in sorted((ROOT / top).rglob("*.py"))
         if (lines := _agent_name_literals(path))
     }
-    # The forwarder's copy of the fail-safe table, which it cannot import (checked above).
-    assert found == {"services/forwarder/hook.py": [hook_line()]}
+    # The registry itself, the forwarder's copy of the fail-safe table, which it cannot
+    # import (checked above), and the importers of two agents' session logs, which are
+    # named after them.
+    assert found == {
+        "services/agents/__init__.py": [line_of("services/agents/__init__.py", "    {")],
+        "services/cli/importer.py": [line_of("services/cli/importer.py", "    {")],
+        "services/forwarder/hook.py": [line_of("services/forwarder/hook.py", "FAILSAFE = {")],
+    }
 
 
-def hook_line() -> int:
-    source = (ROOT / "services" / "forwarder" / "hook.py").read_text().splitlines()
-    return next(i for i, line in enumerate(source, 1) if line.startswith("FAILSAFE = {"))
+def line_of(path: str, start: str) -> int:
+    source = (ROOT / path).read_text().splitlines()
+    return next(i for i, line in enumerate(source, 1) if line.startswith(start))
 
 
 def test_the_scan_finds_a_list_of_agents(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def extracted(runtime: Any, turns: list[str]) -> int:
 
 def test_config_routes_every_task_and_bounds_publish_time(deploy: Settings):
     config = celery_config(deploy)
-    assert config["task_routes"] == {job.name: {"queue": job.queue} for job in JOBS}
+    assert config["task_routes"] == {job.name: {"queue": job.queue} for job in JOBS.values()}
     assert len(JOBS) == 5
     assert config["task_acks_late"] and config["task_reject_on_worker_lost"]
     assert config["task_soft_time_limit"] < config["task_time_limit"] == deploy.task_time_limit_s

@@ -13,12 +13,12 @@ from wakemark.shared.jobs.tasks import RETENTION
 
 def test_every_job_is_one_celery_task_with_its_declared_policy(settings: Settings) -> None:
     app = create_celery(settings.replace(redis_url="redis://127.0.0.1:1/0"))
-    for job in JOBS:
+    for job in JOBS.values():
         task = app.tasks[job.name]
         assert task.max_retries == job.retry.max_retries
         assert task.retry_backoff_max == job.retry.backoff_max_s
     routes = celery_config(settings)["task_routes"]
-    assert routes == {job.name: {"queue": job.queue} for job in JOBS}
+    assert routes == {job.name: {"queue": job.queue} for job in JOBS.values()}
     schedule = app.conf.beat_schedule
     assert {e["task"]: e["kwargs"] for e in schedule.values()} == {
         BACKFILL.name: {},

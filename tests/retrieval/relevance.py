@@ -18,7 +18,8 @@ from ulid import ULID
 
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.retrieval.fusion import PLAIN, TUNED, Candidate, FusionParams, fuse
+from wakemark.shared.retrieval.fusion import Candidate, FusionParams, fuse, params_for
+from wakemark.shared.retrieval.legs import LEGS
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.retriever import CANDIDATES, Retriever
 from wakemark.shared.retrieval.vectors import VectorSet
@@ -148,7 +149,11 @@ def warm(retriever: Retriever, namespace: str, embedder_on: bool) -> None:
 
 
 def evaluate(runtime: Runtime, queries: list[Query]) -> dict[str, Any]:
-    ranked = rankings(runtime, queries, {"rrf": PLAIN, "tuned": TUNED})
+    variants = {
+        "rrf": params_for("plain", LEGS.values()),
+        "tuned": params_for("tuned", LEGS.values()),
+    }
+    ranked = rankings(runtime, queries, variants)
     retriever = runtime.retriever
     for namespace in {q.namespace for q in queries}:
         warm(retriever, namespace, True)  # the vector cache loads in the background

@@ -46,7 +46,7 @@ def ask(rt: Runtime, text: str, session: str = "s1", **kw: float) -> tuple[dict,
     event = prompt(text, session)
     rt.storage.put_events([event])
     out = rt.retriever.for_prompt(NS, event, **kw)
-    row = rt.storage.get_retrieval(out["retrieval_id"])
+    row = rt.storage.get_retrieval(out.retrieval_id)
     assert row is not None and row.event_id == event.event_id
     return out, row
 
@@ -66,9 +66,9 @@ def topics(runtime: Runtime) -> Runtime:
 
 def test_a_matching_prompt_gets_its_record_and_an_unrelated_one_nothing(topics: Runtime) -> None:
     out, row = ask(topics, "Why does the Stripe webhook signature check fail behind the proxy?")
-    assert out["context"].startswith("## Prior observations\n\n### Stripe webhook signature")
-    assert row.decision == "inject" and row.injected == out["records"]
-    assert len(out["records"]) == 1  # the other topics share no evidence with it
+    assert out.context.startswith("## Prior observations\n\n### Stripe webhook signature")
+    assert row.decision == "inject" and row.injected == out.records
+    assert len(out.records) == 1  # the other topics share no evidence with it
     out, row = ask(topics, "Which violin concerto should I listen to tonight?")
     assert out == {**out, "context": "", "records": []}
     assert row.decision == "none" and row.bytes == 0 and row.injected == []
@@ -103,7 +103,7 @@ def test_never_injects_below_the_threshold_nor_outside_the_namespace(
     }
     by_id = {c.record_id: c for c in row.candidates}
     assert row.min_relevance == threshold
-    assert set(out["records"]) <= set(by_id)
+    assert set(out.records) <= set(by_id)
     assert all(by_id[rid].relevance >= threshold and by_id[rid].injected for rid in row.injected)
     assert row.min_prompt_relevance == topics.settings.min_prompt_relevance
     if row.prompt_relevance is None or row.prompt_relevance < row.min_prompt_relevance:
@@ -129,17 +129,17 @@ def test_session_dedupe(topics: Runtime) -> None:
     paid = make_record(NS, "Alembic migration adds the invoices.paid_at column", 20)
     put(topics, [paid])
     first, _ = ask(topics, "Alembic migration for invoices.due_date", session="s1")
-    assert len(first["records"]) == 2  # due_date, then paid_at
+    assert len(first.records) == 2  # due_date, then paid_at
     # Prompt 2 of the session finds both again, neither first by a wide margin: nothing.
     again, row = ask(topics, "Alembic migration for invoices", session="s1")
-    assert again["records"] == [] and row.decision == "none"
+    assert again.records == [] and row.decision == "none"
     assert "already injected" in row.reason
-    assert {c.skipped for c in row.candidates if c.record_id in first["records"]} == {"seen"}
+    assert {c.skipped for c in row.candidates if c.record_id in first.records} == {"seen"}
     best, runner_up = sorted((c.relevance for c in row.candidates), reverse=True)[:2]
     assert best - runner_up < REPEAT_MARGIN
     # A new session gets them.
     fresh, _ = ask(topics, "Alembic migration for invoices", session="s2")
-    assert set(fresh["records"]) == set(first["records"])
+    assert set(fresh.records) == set(first.records)
 
 
 def test_a_seen_record_first_by_a_wide_margin_comes_back(topics: Runtime) -> None:
@@ -147,12 +147,12 @@ def test_a_seen_record_first_by_a_wide_margin_comes_back(topics: Runtime) -> Non
     put(topics, [paid])
     text = "Alembic migration for invoices.due_date"
     first, _ = ask(topics, text, session="s1")
-    due_date = first["records"][0]
+    due_date = first.records[0]
     back, row = ask(topics, text, session="s1")
     best, runner_up = sorted((c.relevance for c in row.candidates), reverse=True)[:2]
     assert best - runner_up >= REPEAT_MARGIN
     # The first comes back; the other, seen and not first, does not.
-    assert back["records"] == [due_date] and paid.record_id in first["records"]
+    assert back.records == [due_date] and paid.record_id in first.records
     assert {c.record_id: c.skipped for c in row.candidates}[paid.record_id] == "seen"
 
 
@@ -161,7 +161,7 @@ def test_a_retried_prompt_event_gets_the_same_context(topics: Runtime) -> None:
     topics.storage.put_events([event])
     first = topics.retriever.for_prompt(NS, event)
     retry = topics.retriever.for_prompt(NS, event)
-    assert first["records"] and retry["records"] == first["records"]
+    assert first.records and retry.records == first.records
 
 
 def test_a_record_comes_back_after_enough_prompts(topics: Runtime) -> None:
@@ -172,14 +172,14 @@ def test_a_record_comes_back_after_enough_prompts(topics: Runtime) -> None:
     for i in range(REPEAT_AFTER):
         assert not set(ask(topics, f"unrelated violin question {i}")[0]["records"])
     back, _ = ask(topics, text)
-    assert back["records"] == first["records"]
+    assert back.records == first.records
 
 
 def test_same_content_is_injected_once(runtime: Runtime) -> None:
     twins = [make_record(NS, "Celery worker drops tasks on SIGTERM", i) for i in range(2)]
     put(runtime, twins)
     out, row = ask(runtime, "celery worker drops tasks on SIGTERM", min_relevance=0.0)
-    assert len(out["records"]) == 1
+    assert len(out.records) == 1
     assert [c.skipped for c in row.candidates if not c.injected] == ["duplicate"]
 
 
@@ -191,9 +191,9 @@ def test_the_block_keeps_whole_records_within_the_byte_budget(runtime: Runtime) 
     )
     out, row = ask(runtime, "webhook retry queue", min_relevance=0.0)
     budget = runtime.settings.prompt_max_bytes
-    assert len(out["context"].encode()) == row.bytes <= budget
-    assert 1 <= len(out["records"]) < 5 and "…" not in out["context"]
-    assert out["context"].count("### ") == len(out["records"])
+    assert len(out.context.encode()) == row.bytes <= budget
+    assert 1 <= len(out.records) < 5 and "…" not in out.context
+    assert out.context.count("### ") == len(out.records)
     assert {c.skipped for c in row.candidates if not c.injected} == {"budget"}
 
 
@@ -201,8 +201,8 @@ def test_one_record_larger_than_the_budget_is_cut_at_a_line(runtime: Runtime) ->
     facts = [f"edit src/module_{i}/webhook_handler.py" for i in range(60)]
     put(runtime, [make_record(NS, "Webhook handler rewrite", 0, facts=facts)])
     out, row = ask(runtime, "webhook handler rewrite", min_relevance=0.0)
-    assert out["records"] and out["context"].endswith("…\n")
-    assert len(out["context"].encode()) <= runtime.settings.prompt_max_bytes
+    assert out.records and out.context.endswith("…\n")
+    assert len(out.context.encode()) <= runtime.settings.prompt_max_bytes
 
 
 def test_a_dead_embedder_gates_on_lexical_evidence_and_says_so(
@@ -214,7 +214,7 @@ def test_a_dead_embedder_gates_on_lexical_evidence_and_says_so(
         put(rt, topic_records())
         out, row = ask(rt, "Why does the Stripe webhook signature check fail behind the proxy?")
         assert row.mode == "lexical" and "lexical evidence only" in row.reason
-        assert out["records"] and all(
+        assert out.records and all(
             c.evidence and c.evidence["cosine"] is None for c in row.candidates
         )
         _, none = ask(rt, "Which violin concerto should I listen to tonight?")
@@ -239,7 +239,7 @@ def test_a_prompt_with_one_lookalike_is_refused_as_a_whole(topics: Runtime) -> N
     assert row.prompt_relevance is not None and row.candidates
     assert max(c.relevance for c in row.candidates) >= row.min_relevance
     assert row.prompt_relevance < row.min_prompt_relevance
-    assert out["records"] == [] and row.reason.startswith("prompt relevance")
+    assert out.records == [] and row.reason.startswith("prompt relevance")
     assert f"is below {row.min_prompt_relevance:.3f}" in row.reason
 
 

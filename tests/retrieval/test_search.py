@@ -222,16 +222,16 @@ def test_for_prompt_and_session_index(runtime: Runtime) -> None:
     put(runtime, [*records, pinned])
     event = {"type": "message", "turns": [{"role": "user", "content": "login token"}]}
     out = runtime.retriever.for_prompt(NS, event)
-    assert out["context"].startswith("## Prior observations\n\n### login token fix")
+    assert out.context.startswith("## Prior observations\n\n### login token fix")
     # The relevance gate decides how many (it once was always 5): here the first, whose
     # evidence is strongest, at least.
-    assert 1 <= len(out["records"]) <= 5 and "mr_" not in out["context"]
+    assert 1 <= len(out.records) <= 5 and "mr_" not in out.context
     empty = runtime.retriever.for_prompt(NS, {"type": "text", "content": ""})
-    assert empty["context"] == "" and empty["records"] == []
+    assert empty.context == "" and empty.records == []
     index = runtime.retriever.session_index(NS, 200)
-    lines = index["context"].splitlines()
+    lines = index.context.splitlines()
     assert lines[1].startswith("- Pinned architecture note")
-    assert index["used_bytes"] == len(index["context"].encode()) <= 200
+    assert index.used_bytes == len(index.context.encode()) <= 200
 
 
 def test_session_index_pages_through_every_record_that_fits(runtime: Runtime) -> None:
@@ -239,9 +239,9 @@ def test_session_index_pages_through_every_record_that_fits(runtime: Runtime) ->
     # then an empty one, 230 ends on a short page. Lines are "- rNNN\n" (7 bytes).
     put(runtime, [make_record(NS, f"r{i:03d}", i) for i in range(200)])
     index = runtime.retriever.session_index(NS, 9000)
-    assert index["context"].count("\n- r") == 200
+    assert index.context.count("\n- r") == 200
     put(runtime, [make_record(NS, f"r{i:03d}", i) for i in range(200, 230)])
-    lines = runtime.retriever.session_index(NS, 9000)["context"].splitlines()
+    lines = runtime.retriever.session_index(NS, 9000).context.splitlines()
     assert [x for x in lines if x.startswith("- r")][:2] == ["- r229", "- r228"]
     assert sum(x.startswith("- r") for x in lines) == 230
 
@@ -295,7 +295,7 @@ def test_a_slow_first_vector_load_never_blocks_a_search(
 def test_session_start_warms_the_namespace_vectors(hybrid: Runtime) -> None:
     put(hybrid, [make_record(NS, "webhook token", 0)], embed=True)
     assert hybrid.retriever.metrics()["vector_cache"]["loads"] == 0
-    assert "webhook token" in hybrid.retriever.session_index(NS)["context"]
+    assert "webhook token" in hybrid.retriever.session_index(NS).context
     for _ in range(200):
         if hybrid.retriever.metrics()["vector_cache"]["loads"] == 1:
             break

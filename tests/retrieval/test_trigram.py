@@ -92,8 +92,8 @@ def test_trigram_only_hits_pass_through_the_relevance_gate(runtime: Runtime) -> 
     assert hit.evidence.coverage == 1.0 and 0.0 <= hit.relevance <= 1.0
     # "How should the database connection pool size be configured?"
     block = runtime.retriever.for_prompt(NS, "数据库连接池的大小怎么配置")
-    assert block["records"] == [CHINESE.record_id] and "数据库连接池的配置" in block["context"]
-    assert runtime.retriever.for_prompt(NS, "天气怎么样")["records"] == []  # "how's the weather"
+    assert block.records == [CHINESE.record_id] and "数据库连接池的配置" in block.context
+    assert runtime.retriever.for_prompt(NS, "天气怎么样").records == []  # "how's the weather"
     assert runtime.retriever.metrics()["errors"] == 0
 
 

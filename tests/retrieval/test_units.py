@@ -129,3 +129,13 @@ def test_metrics_are_counts_and_percentiles() -> None:
     assert snap["degraded_rate"] == 0.2
     assert snap["p50_ms"] == 4.0  # window keeps 2, 3, 100, 5
     assert any(line.startswith("wakemark_search_requests_total 5") for line in m.prometheus_lines())
+
+
+def test_the_fusions_come_from_the_legs() -> None:
+    from wakemark.shared.retrieval.fusion import PLAIN, params_for
+    from wakemark.shared.retrieval.legs import LEGS
+
+    assert params_for("plain", LEGS.values()) == PLAIN
+    # The tuned fusion as chosen on the labelled set (README table): the vector leg's.
+    tuned = params_for("tuned", LEGS.values())
+    assert tuned == FusionParams(floors={"semantic": 0.3}, caps={"semantic": 3})

@@ -253,7 +253,7 @@ def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: P
     # back (inject.REPEAT_MARGIN; without the margin it would be skipped as "seen").
     again = _prompt(rt, "why is the coupon applied twice in the cart total", "morning")
     _prompt(rt, "hello there", "afternoon")  # nothing relevant: no block
-    assert fix.record_id in first["records"] and again["records"] == [fix.record_id]
+    assert fix.record_id in first.records and again.records == [fix.record_id]
     seen = _watch(page)
     _open(page, server)
     page.get_by_role("button", name="Open").click()
