@@ -115,14 +115,22 @@ def onnx_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return export_onnx(folder / "all-MiniLM-L6-v2.onnx")
 
 
+# Fixtures that start a Redis server of the test's own.
+PRIVATE_REDIS = {"private_redis", "own_redis"}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test of the ``redis_url`` fixture flushes the one test Redis database, so
-    under xdist (``--dist loadgroup``) they all run on one worker, one after another."""
+    """The tests of the one test Redis database (the ``redis_url`` fixture, which flushes
+    it, asked for up front or while running) run on one xdist worker (``--dist
+    loadgroup``), one after another; tests that start a Redis of their own do not."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
-        if "redis_url" in getattr(item, "fixturenames", ()):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & PRIVATE_REDIS:
+            continue
+        if "redis_url" in fixtures or item.get_closest_marker("redis"):
             item.add_marker(pytest.mark.xdist_group("shared-redis"))
 
 

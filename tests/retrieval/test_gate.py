@@ -14,6 +14,7 @@ from tests.retrieval.conftest import NS, OTHER, STRANGER, make_record, put
 from wakemark.shared.config import Settings
 from wakemark.shared.models import Event, MemoryRecord, Retrieval, new_ulid
 from wakemark.shared.retrieval import gate
+from wakemark.shared.retrieval.hits import PromptContext
 from wakemark.shared.retrieval.inject import REPEAT_MARGIN
 from wakemark.shared.runtime import Runtime
 
@@ -41,7 +42,9 @@ def prompt(text: str, session: str = "s1", ns: str = NS) -> Event:
     )
 
 
-def ask(rt: Runtime, text: str, session: str = "s1", **kw: float) -> tuple[dict, Retrieval]:
+def ask(
+    rt: Runtime, text: str, session: str = "s1", **kw: float
+) -> tuple[PromptContext, Retrieval]:
     """Store the prompt, answer it as the API does, and read back its audit row."""
     event = prompt(text, session)
     rt.storage.put_events([event])
@@ -70,7 +73,7 @@ def test_a_matching_prompt_gets_its_record_and_an_unrelated_one_nothing(topics: 
     assert row.decision == "inject" and row.injected == out.records
     assert len(out.records) == 1  # the other topics share no evidence with it
     out, row = ask(topics, "Which violin concerto should I listen to tonight?")
-    assert out == {**out, "context": "", "records": []}
+    assert (out.context, out.records) == ("", [])
     assert row.decision == "none" and row.bytes == 0 and row.injected == []
 
 
@@ -170,7 +173,7 @@ def test_a_record_comes_back_after_enough_prompts(topics: Runtime) -> None:
     text = "Thumbnail upload to S3 times out"
     first, _ = ask(topics, text)
     for i in range(REPEAT_AFTER):
-        assert not set(ask(topics, f"unrelated violin question {i}")[0]["records"])
+        assert not set(ask(topics, f"unrelated violin question {i}")[0].records)
     back, _ = ask(topics, text)
     assert back.records == first.records
 
