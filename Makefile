@@ -35,17 +35,20 @@ fmt: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Test processes per run (pytest-xdist); tests sharing the one test Redis database run on
-# one of them (tests/conftest.py), Postgres tests each make their own schema.
+# Test processes per run (pytest-xdist). Postgres tests each make their own schema; the
+# tests of the one test Redis database (marked shared_redis by tests/conftest.py) run in
+# a serial pass of their own.
 WORKERS ?= auto
-XDIST = -n $(WORKERS) --dist loadgroup
+XDIST = -n $(WORKERS)
 
 # Everything that needs no service (and bench's own tests), then the integration suite
 # (Postgres, Redis) through the image's entry point: the same line compose's `tests`
-# service runs in the image.
+# service runs in the image, here in two passes (a later -m replaces the entry point's).
 pytest: install
 	$(BIN)/pytest $(XDIST) -m "not (postgres or redis)" tests bench/tests
-	PATH="$(CURDIR)/$(BIN):$$PATH" sh docker/entrypoint.sh tests $(XDIST)
+	PATH="$(CURDIR)/$(BIN):$$PATH" sh docker/entrypoint.sh tests $(XDIST) \
+		-m "(postgres or redis) and not shared_redis"
+	PATH="$(CURDIR)/$(BIN):$$PATH" sh docker/entrypoint.sh tests -p no:xdist -m shared_redis
 
 # The lane before each commit: lint, types and the tests that need no service, start no
 # server process, drive no browser, build no wheel and fuzz nothing.

@@ -119,19 +119,16 @@ def onnx_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 PRIVATE_REDIS = {"private_redis", "own_redis"}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests of the one test Redis database (the ``redis_url`` fixture, which flushes
-    it, asked for up front or while running) run on one xdist worker (``--dist
-    loadgroup``), one after another; tests that start a Redis of their own do not."""
-    if not config.pluginmanager.hasplugin("xdist"):
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Marks ``shared_redis`` the tests of the one test Redis database (the ``redis_url``
+    fixture, which flushes it, asked for up front or while running): they cannot run
+    beside each other, so `make test` runs them in a serial pass of their own. Tests that
+    start a Redis of their own are not marked."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & PRIVATE_REDIS:
         return
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & PRIVATE_REDIS:
-            continue
-        if "redis_url" in fixtures or item.get_closest_marker("redis"):
-            item.add_marker(pytest.mark.xdist_group("shared-redis"))
+    if "redis_url" in fixtures or item.get_closest_marker("redis"):
+        item.add_marker(pytest.mark.shared_redis)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
