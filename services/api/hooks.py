@@ -9,7 +9,6 @@ agent.
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
@@ -27,7 +26,6 @@ from wakemark.shared.privacy import scrub
 
 bp = Blueprint("hooks", __name__)
 IGNORED_HEADER = "X-Wakemark-Ignored"
-log = logging.getLogger("wakemark.api")
 STOP_WITHOUT_ANSWER = metrics.Counter(
     "wakemark_hook_stop_without_answer_total",
     "Stop hooks that carried no final answer (a tool-only turn, or a transcript the server "
