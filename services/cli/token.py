@@ -35,11 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def open_database() -> Iterator[Storage]:
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import migrate
+    from wakemark.services.cli.migrate import migrated_runtime
 
-    runtime = Runtime.build()  # creates the data directory on SQLite
-    migrate(runtime.settings)
+    runtime = migrated_runtime()
     try:
         yield runtime.storage
     finally:
