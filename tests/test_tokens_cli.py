@@ -21,7 +21,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_create_list_revoke_audit(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["token", "create", "--actor", "bob", "--project", "/srv/shop", "--read-only"]
+    argv = ["token", "create", "--actor", "bob", "--project", "/srv/shop", "--new-project"]
+    argv.append("--read-only")
     assert main([*argv, "--expires", "12h", "--name", "ci"]) == 0
     out = capsys.readouterr()
     secret = out.out.strip()

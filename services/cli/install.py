@@ -21,20 +21,61 @@ from typing import Any
 from wakemark.services import agents
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, verb: str = "install into") -> None:
     parser.add_argument("agent", choices=agents.names())
     parser.add_argument(
         "--project",
         nargs="?",
         const=".",
         metavar="DIR",
-        help="install into this project's config (default: the project of the cwd)",
+        help=f"{verb} this project's config instead of your user config"
+        " (DIR defaults to the project of the cwd)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print a diff, write nothing")
+    if verb == "install into":
+        parser.add_argument(
+            "--service",
+            action=argparse.BooleanOptionalAction,
+            help="when no server runs: install the background service (`wakemark service"
+            " install`) or not, without asking (default: ask on a terminal)",
+        )
 
 
 def run(args: argparse.Namespace) -> int:
-    return apply(args, install=True)
+    code = apply(args, install=True)
+    if code or args.dry_run:
+        return code
+    return offer_service(args.service)
+
+
+def offer_service(choice: bool | None) -> int:
+    """When no server answers: install the background service if ``choice`` says so (or
+    the user, asked on a terminal, does); otherwise one line on how to start it."""
+    from wakemark.services.cli import service
+    from wakemark.services.cli.serve import wakemark_at
+    from wakemark.shared.config import Settings
+
+    settings = Settings.from_env()
+    if choice is False or wakemark_at(settings.host, settings.port) is not None:
+        return 0
+    url = f"http://{settings.host}:{settings.port}"
+    manager = service.manager_for()
+    reason = manager.unavailable()
+    if reason:
+        line = service.no_manager_line(reason)
+        print(f"wakemark: no server answers at {url} yet; {line}", file=sys.stderr)
+        return 2 if choice else 0
+    if choice is None and sys.stdin.isatty() and sys.stdout.isatty():
+        answer = input(f"No server answers at {url}. Install the background service now? [Y/n] ")
+        choice = answer.strip().lower() in ("", "y", "yes")
+    if choice:
+        return service.install(manager)
+    print(
+        f"wakemark: no server answers at {url} yet; start it: `wakemark service install`"
+        " (in the background, at login) or `wakemark serve`",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> int:
@@ -71,8 +112,8 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
         if args.dry_run:
             sys.stdout.writelines(
                 difflib.unified_diff(
-                    (old_text or "").splitlines(keepends=True),
-                    new_text.splitlines(keepends=True),
+                    _masked(old_text or "", where.token).splitlines(keepends=True),
+                    _masked(new_text, where.token).splitlines(keepends=True),
                     fromfile=path if old_text is not None else "/dev/null",
                     tofile=path,
                 )
@@ -98,6 +139,11 @@ def _token(settings: Any, dry_run: bool) -> str:
     from wakemark.services.api.security import ensure_token
 
     return ensure_token(settings)
+
+
+def _masked(text: str, token: str | None) -> str:
+    # A dry run's diff is for reading and pasting around; the token stays in its file.
+    return text.replace(token, "<token>") if token else text
 
 
 def _existing_token(settings: Any) -> str | None:
