@@ -283,7 +283,7 @@ def prepare_home(settings: Settings) -> Path:
     except (FileExistsError, NotADirectoryError):
         raise ConfigError(f"WAKEMARK_HOME: {home} is not a directory") from None
     except OSError as exc:
-        raise ConfigError(f"WAKEMARK_HOME: cannot create {home}: {exc.strerror}") from None
+        raise ConfigError(f"WAKEMARK_HOME: cannot use {home}: {exc.strerror}") from None
     if not os.access(home, os.W_OK | os.X_OK):
         raise ConfigError(f"WAKEMARK_HOME: {home} is not writable")
     return home
