@@ -93,6 +93,17 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert list(home.rglob("*")) == []  # not even the token file
 
 
+def test_dry_run_masks_the_token(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".wakemark").mkdir(parents=True, mode=0o700)
+    token = "wm-secret-" + "x" * 20
+    (home / ".wakemark" / "token").write_text(token + "\n")
+    out = _wakemark(home, "install", "claude-code", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert token not in out.stdout
+    assert '"WAKEMARK_TOKEN": "<token>"' in out.stdout
+
+
 def test_project_install_goes_into_the_project(tmp_path: Path) -> None:
     home = tmp_path / "home"
     repo = tmp_path / "repo"
