@@ -66,7 +66,12 @@ def offer_service(choice: bool | None) -> int:
         print(f"wakemark: no server answers at {url} yet; {line}", file=sys.stderr)
         return 2 if choice else 0
     if choice is None and sys.stdin.isatty() and sys.stdout.isatty():
-        answer = input(f"No server answers at {url}. Install the background service now? [Y/n] ")
+        try:
+            answer = input(
+                f"No server answers at {url}. Install the background service now? [Y/n] "
+            )
+        except EOFError:
+            answer = "n"
         choice = answer.strip().lower() in ("", "y", "yes")
     if choice:
         return service.install(manager)

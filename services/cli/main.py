@@ -101,8 +101,8 @@ def _one_line(exc: Exception) -> tuple[str, int] | None:
         return f"database error: {exc}", 1
     if isinstance(exc, sqlite3.Error):
         return f"database error: {_sqlite_path()}: {exc}", 2
-    if isinstance(exc, OSError) and exc.filename:
-        return f"{exc.filename}: {exc.strerror}", 2
+    if isinstance(exc, OSError):
+        return (f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)), 2
     return None
 
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import plistlib
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
+
+# plistlib, shutil and subprocess are imported where used: every command's module is
+# loaded to build the parser, so what one command needs is not paid for by the others.
 
 UNIT = "wakemark.service"
 LABEL = "wakemark.server"  # the launchd job label
@@ -89,6 +92,8 @@ class Systemd:
         return "\n".join(lines) + "\n"
 
     def unavailable(self) -> str | None:
+        import shutil
+
         if not shutil.which("systemctl"):
             return "no systemctl"
         done = _run(["systemctl", "--user", "show-environment"])
@@ -136,6 +141,8 @@ class Launchd:
         return Path(env["WAKEMARK_HOME"]) / "logs" / "service.log"
 
     def render(self, argv: list[str], env: dict[str, str]) -> str:
+        import plistlib
+
         log = str(self.log_path(env))
         job = {
             "Label": LABEL,
@@ -150,6 +157,8 @@ class Launchd:
         return plistlib.dumps(job).decode()
 
     def unavailable(self) -> str | None:
+        import shutil
+
         return None if shutil.which("launchctl") else "no launchctl"
 
     def _domain(self) -> str:
@@ -304,6 +313,8 @@ def _masked(text: str) -> str:
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    import subprocess
+
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
