@@ -248,3 +248,98 @@ def test_serve_on_a_port_another_program_holds(tmp_path: Path) -> None:
         f"wakemark: port {port} is in use by another program (no wakemark answers there):"
         " stop it, or pass --port / set WAKEMARK_PORT\n"
     )
+
+
+# A stand-in for `systemctl --user` where no user manager runs: it records each call,
+# and `restart` starts the unit's ExecStart with its Environment the way systemd would,
+# so install, status and uninstall run against the real file and a real server.
+FAKE_SYSTEMCTL = """#!/bin/sh
+echo "$*" >> "$FAKE_DIR/calls"
+unit="$XDG_CONFIG_HOME/systemd/user/wakemark.service"
+case "$*" in
+  "--user show-environment") exit 0 ;;
+  "--user is-active wakemark.service") cat "$FAKE_DIR/state" 2>/dev/null || echo inactive ;;
+  "--user restart wakemark.service")
+    eval "set -- $(sed -n 's/^Environment=//p' "$unit")"
+    for kv in "$@"; do export "$kv"; done
+    eval "set -- $(sed -n 's/^ExecStart=//p' "$unit")"
+    "$@" > "$FAKE_DIR/log" 2>&1 &
+    echo $! > "$FAKE_DIR/pid"; echo active > "$FAKE_DIR/state" ;;
+  "--user disable --now wakemark.service")
+    kill "$(cat "$FAKE_DIR/pid")"; echo inactive > "$FAKE_DIR/state" ;;
+esac
+"""
+
+
+def test_install_status_uninstall_with_a_stand_in_systemctl(tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (fake / "systemctl").chmod(0o755)
+    port = free_port()
+    env = _env(tmp_path / "home", port, WAKEMARK_WORKERS="1", FAKE_DIR=str(tmp_path))
+    env.update(PATH=f"{fake}:/usr/bin:/bin", XDG_CONFIG_HOME=str(tmp_path / "config"))
+    unit = tmp_path / "config" / "systemd" / "user" / "wakemark.service"
+    try:
+        done = _wakemark(env, "install", "codex", "--service", "--project", str(tmp_path))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"installed {unit}: starts at every login" in done.stdout
+        assert f"wakemark is running at http://127.0.0.1:{port}" in done.stdout
+        assert unit.stat().st_mode & 0o777 == 0o600
+        assert _health(port) is not None
+        status = _wakemark(env, "service", "status")
+        assert status.returncode == 0, status.stdout
+        assert status.stdout.splitlines() == [
+            f"wakemark service: systemd active ({unit})",
+            f"server: wakemark {wakemark.__version__} answering at http://127.0.0.1:{port} (ok)",
+        ]
+        again = _wakemark(env, "install", "codex", "--project", str(tmp_path))
+        assert (again.returncode, again.stderr) == (0, "")  # a server answers: no offer
+    finally:
+        gone = _wakemark(env, "service", "uninstall")
+    assert gone.returncode == 0 and not unit.exists()
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "--user show-environment",
+        "--user is-active wakemark.service",
+        "--user daemon-reload",
+        "--user enable wakemark.service",
+        "--user restart wakemark.service",
+        "--user show-environment",
+        "--user is-active wakemark.service",
+        "--user show-environment",
+        "--user disable --now wakemark.service",
+        "--user daemon-reload",
+    ]
+    status = _wakemark(env, "service", "status")
+    assert status.returncode == 1 and "not installed" in status.stdout
+
+
+def test_install_asks_on_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (fake / "systemctl").chmod(0o755)
+    env = _env(tmp_path / "home", free_port(), FAKE_DIR=str(tmp_path))
+    env.update(PATH=f"{fake}:/usr/bin:/bin", XDG_CONFIG_HOME=str(tmp_path / "config"))
+    primary, secondary = pty.openpty()
+    argv = [sys.executable, "-m", "wakemark.services.cli.main", "install", "codex"]
+    argv += ["--project", str(tmp_path)]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=ROOT, stdin=secondary, stdout=secondary, stderr=subprocess.PIPE
+    )
+    os.close(secondary)
+    os.write(primary, b"n\n")
+    _out, err = proc.communicate(timeout=120)
+    seen = b""
+    try:
+        while chunk := os.read(primary, 4096):
+            seen += chunk
+    except OSError:  # the terminal closed with the process
+        pass
+    os.close(primary)
+    assert proc.returncode == 0, err
+    assert b"Install the background service? [Y/n]" in seen + err  # readline: stderr
+    assert b"start it: `wakemark service install`" in err
+    assert not (tmp_path / "config" / "systemd").exists()

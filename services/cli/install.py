@@ -67,9 +67,7 @@ def offer_service(choice: bool | None) -> int:
         return 2 if choice else 0
     if choice is None and sys.stdin.isatty() and sys.stdout.isatty():
         try:
-            answer = input(
-                f"No server answers at {url}. Install the background service now? [Y/n] "
-            )
+            answer = input(f"No server answers at {url}. Install the background service? [Y/n] ")
         except EOFError:
             answer = "n"
         choice = answer.strip().lower() in ("", "y", "yes")
