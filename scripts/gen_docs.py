@@ -123,7 +123,9 @@ def settings_table() -> str:
 
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for f in dataclasses.fields(Settings):
-        rows.append(f"| `{env_name(f.name)}` | {_default(f.default)} | {_cell(f.metadata['doc'])} |")
+        rows.append(
+            f"| `{env_name(f.name)}` | {_default(f.default)} | {_cell(f.metadata['doc'])} |"
+        )
     return "\n".join(rows)
 
 
