@@ -36,26 +36,26 @@ def _cell(text: str) -> str:
 
 
 def _help(action: argparse.Action) -> str:
-    if not action.help:
-        return ""
-    params = {k: v for k, v in vars(action).items() if v is not argparse.SUPPRESS}
-    if isinstance(params.get("choices"), (list, tuple)):
-        params["choices"] = ", ".join(map(str, params["choices"]))
-    return action.help % params if "%" in action.help else action.help
+    text = action.help or ""
+    if "%" in text:
+        params = {k: v for k, v in vars(action).items() if v is not argparse.SUPPRESS}
+        text = text % params
+    if action.choices:
+        one_of = "one of " + ", ".join(f"`{c}`" for c in action.choices)
+        text = f"{text}; {one_of}" if text else one_of
+    if action.required and action.option_strings:
+        text = f"{text} (required)"
+    return text
 
 
 def _argument(action: argparse.Action) -> str:
     if not action.option_strings:
-        metavar = action.metavar or action.dest
-        if action.choices and not action.metavar:
-            metavar = "{" + ",".join(map(str, action.choices)) + "}"
-        return f"{metavar} ..." if action.nargs in ("*", "+") else str(metavar)
+        name = str(action.metavar or action.dest)
+        return f"{name} ..." if action.nargs in ("*", "+") else name
     names = ", ".join(action.option_strings)
     if action.nargs == 0:
         return names
     metavar = action.metavar or action.dest.upper()
-    if action.choices and not action.metavar:
-        metavar = "{" + ",".join(map(str, action.choices)) + "}"
     if action.nargs == "?":
         return f"{names} [{metavar}]"
     if action.nargs in ("*", "+"):
@@ -81,10 +81,7 @@ def _command(prog: str, parser: argparse.ArgumentParser, summary: str) -> list[s
             continue
         if action.help == argparse.SUPPRESS:
             continue
-        note = _help(action)
-        if action.required and action.option_strings:
-            note = f"{note} (required)" if note else "required"
-        rows.append(f"| `{_argument(action)}` | {_cell(note)} |")
+        rows.append(f"| `{_argument(action)}` | {_cell(_help(action))} |")
     if rows:
         lines += ["| argument | meaning |", "|---|---|", *rows, ""]
     sub = _subparsers(parser)
