@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.add_parser("uninstall", help="stop the service and remove its file")
     sub.add_parser("status", help="installed? running? does the server answer?")
     logs = sub.add_parser("logs", help="the server's output")
-    logs.add_argument("-n", "--lines", type=_lines, default=100, help="last N lines (100)")
+    logs.add_argument(
+        "-n", "--lines", type=_lines, default=100, metavar="N", help="last N lines (100)"
+    )
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
 
 
