@@ -343,3 +343,23 @@ def test_install_asks_on_a_terminal(tmp_path: Path) -> None:
     assert b"Install the background service? [Y/n]" in seen + err  # readline: stderr
     assert b"start it: `wakemark service install`" in err
     assert not (tmp_path / "config" / "systemd").exists()
+
+
+def test_install_refuses_a_port_it_could_not_serve_on(tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (fake / "systemctl").chmod(0o755)
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        env = _env(tmp_path / "home", port, FAKE_DIR=str(tmp_path))
+        env.update(PATH=f"{fake}:/usr/bin:/bin", XDG_CONFIG_HOME=str(tmp_path / "config"))
+        done = _wakemark(env, "service", "install")
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"wakemark: port {port} is in use by another program (no wakemark answers there):"
+        " stop it, or pass --port / set WAKEMARK_PORT\n"
+    )
+    assert not (tmp_path / "config" / "systemd").exists()

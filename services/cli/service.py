@@ -232,18 +232,24 @@ def run(args: argparse.Namespace) -> int:
 
 def install(manager: Manager) -> int:
     """Write the service file, (re)start it and wait a little for /health."""
-    from wakemark.services.cli.serve import wakemark_at
+    from wakemark.services.cli.serve import port_problem, wakemark_at
     from wakemark.shared.config import Settings
 
     settings = Settings.from_env()
     url = f"http://{settings.host}:{settings.port}"
-    if not manager.running(manager.state()) and wakemark_at(settings.host, settings.port):
-        print(
-            f"wakemark: a wakemark started by hand already answers at {url}: stop it, then run"
-            " `wakemark service install` again",
-            file=sys.stderr,
-        )
-        return 2
+    if not manager.running(manager.state()):
+        # The service would exit 2 on a port in use and, by design, not be restarted.
+        if wakemark_at(settings.host, settings.port):
+            print(
+                f"wakemark: a wakemark started by hand already answers at {url}: stop it,"
+                " then run `wakemark service install` again",
+                file=sys.stderr,
+            )
+            return 2
+        problem = port_problem(settings.host, settings.port)
+        if problem:
+            print(f"wakemark: {problem}", file=sys.stderr)
+            return 2
     path = manager.path()
     path.parent.mkdir(parents=True, exist_ok=True)
     # 0600: the environment it carries may hold WAKEMARK_TOKEN or a database password.
