@@ -132,7 +132,8 @@ class Systemd:
 
 
 class Launchd:
-    """Written and unit-tested; not yet run on a real Mac (docs/_incoming/h5-cli.md)."""
+    """Written from launchd.plist(5) and checked by reading the plist back; not yet run
+    on a real Mac, which the docs say."""
 
     name = "launchd"
 
