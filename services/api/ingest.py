@@ -36,6 +36,7 @@ def post_events() -> tuple[Response, int]:
     events = _validate_batch(data) if batch else [_validate(data)]
     for event in events:
         security.require_scope(event.namespace)
+        security.write_actor(event.actor_id)
     results, _ = current.store_events(events)
     if batch:
         return jsonify(results=[{"event_id": r.event_id, "stored": r.stored} for r in results]), 201

@@ -156,7 +156,8 @@ def test_cursor_registers_session_start(tmp_path: Path) -> None:
         "afterAgentResponse",
     }
     [handler] = hooks["sessionStart"]
-    assert handler["command"].endswith("cli/hook.py cursor")
+    # The event on the command line: some documented payloads do not name it.
+    assert handler["command"].endswith("cli/hook.py cursor sessionStart")
 
 
 # `engram install`, the installer before the rename, wrote these (see the fixture's README).
