@@ -508,3 +508,21 @@ def test_delete_is_audited_with_the_token(world: World) -> None:
     ]  # fmt: skip
     assert "T" in res.json["items"][0]["at"]  # ISO-8601
     assert world.admin.get("/v1/audit", query_string={"limit": 0}).status_code == 400
+
+
+def test_scoped_events_carry_the_tokens_own_actor(world: World) -> None:
+    bob = world.client(mint(world.storage, "bob"))
+    posing = make_event("note", namespace=BOB, actor_id="alice")
+    res = bob.post("/v1/events", json=posing)
+    assert (res.status_code, res.json["error"]) == (403, "forbidden_scope")
+    batch = bob.post("/v1/events", json={"events": [make_event("note", namespace=BOB,
+                                                               actor_id="bob"), posing]})  # fmt: skip
+    assert batch.status_code == 403
+    stored = world.storage.list_events(namespace=BOB, limit=10)
+    assert [e.event_id for e in stored] == [world.events[BOB]]  # neither one nor the batch
+    own = make_event("note", namespace=BOB, actor_id="bob")
+    assert bob.post("/v1/events", json=own).status_code == 201
+    assert world.storage.get_event(own["event_id"]).actor_id == "bob"  # type: ignore[union-attr]
+    # The bootstrap token writes for anyone, as before.
+    other = make_event("note", namespace=BOB, actor_id="carol")
+    assert world.admin.post("/v1/events", json=other).status_code == 201
