@@ -253,6 +253,46 @@ def test_all_projects_widens_to_the_actor(
     run(main)
 
 
+def test_record_ids_are_checked_against_the_servers_scope(
+    served: Served, project_dir: Path, namespace: str
+) -> None:
+    """The MCP server holds the bootstrap token, which reaches every namespace: a record
+    id from elsewhere is missing to its tools. Reads reach the actor's other projects (as
+    ``all_projects`` search does), changes only this project."""
+    ids = {}
+    for name, ns in {"here": namespace, "mine": f"/actor/{ACTOR}/project/elsewhere/",
+                     "stranger": "/actor/mallory/project/elsewhere/"}.items():  # fmt: skip
+        record = MemoryRecord(namespace=ns, title=f"Zebra plan {name}", summary="zebra")
+        served.runtime.storage.put_memory_record(record)
+        ids[name] = record.record_id
+
+    async def main() -> None:
+        async with mcp_session(
+            mcp_env(served.home, served.port), project_dir, project_dir / "err.log"
+        ) as s:
+            got = await ok(s, "get_records", {"ids": list(ids.values())})
+            assert [r["record_id"] for r in got["records"]] == [ids["here"], ids["mine"]]
+            assert got["not_found"] == [ids["stranger"]]
+            assert "mallory" not in text(
+                await s.call_tool("get_records", {"ids": [ids["stranger"]]})
+            )
+            assert "no memory record" in await failed(s, "timeline", {"record_id": ids["stranger"]})
+            around = await ok(s, "timeline", {"record_id": ids["mine"]})
+            assert ids["mine"] in [i["id"] for i in around["items"]]
+            for other in ("mine", "stranger"):
+                rid = ids[other]
+                assert "no memory record" in await failed(s, "forget", {"record_id": rid})
+                assert "no memory record" in await failed(
+                    s, "pin", {"record_id": rid, "pinned": True}
+                )
+                kept = served.runtime.storage.get_memory_record(rid)
+                assert kept is not None and not kept.pinned
+            assert (await ok(s, "pin", {"record_id": ids["here"], "pinned": True}))["pinned"]
+            assert (await ok(s, "forget", {"record_id": ids["here"]}))["deleted"] is True
+
+    run(main)
+
+
 def test_invalid_arguments_are_error_results(served: Served, project_dir: Path) -> None:
     bad: list[tuple[str, dict[str, Any], str]] = [
         ("search", {}, "'query' is a required property"),
