@@ -112,10 +112,12 @@ class Proc:
 
 
 class RedisServer(Proc):
-    """A private redis-server on a free port: restarting it disturbs nobody else."""
+    """A private redis-server on a free port: restarting it disturbs nobody else. With a
+    ``password`` it refuses unauthenticated clients, as compose's Redis does."""
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, password: str | None = None) -> None:
         self.port = port or free_port()
+        self.password = password
         self.dir = workdir / "redis"
         self.dir.mkdir(parents=True, exist_ok=True)
         argv = [
@@ -123,11 +125,14 @@ class RedisServer(Proc):
             "--port", str(self.port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
         ]  # fmt: skip
+        if password:
+            argv += ["--requirepass", password]
         super().__init__("redis", argv, workdir)
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         super().start(env or dict(os.environ), cwd or self.dir)
@@ -138,7 +143,8 @@ class RedisServer(Proc):
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock,
             ):
                 sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
+                # -NOAUTH: up, and refusing strangers as asked.
+                if sock.recv(16).startswith((b"+PONG", b"-NOAUTH")):
                     return
             if not self.alive:
                 break
@@ -279,6 +285,35 @@ class PostgresServer(Proc):
                 os.kill(self.popen.pid, signal.SIGINT)
 
 
+def least_privilege(database_url: str, redis_url: str | None) -> None:
+    """Refuse to run the deployment's processes with more power than compose gives them:
+    the database role must be no superuser (it could run ``COPY ... TO PROGRAM``), and
+    Redis must refuse a client without the password."""
+    import psycopg
+    import redis
+
+    with psycopg.connect(database_url, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    if row is None or row[0]:
+        raise StackError("the database role is a superuser: run the app as a non-superuser owner")
+    if not redis_url:
+        return
+    anonymous = redis.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=3)
+    anonymous.connection_pool.connection_kwargs.pop("password", None)
+    anonymous.connection_pool.connection_kwargs.pop("username", None)
+    try:
+        anonymous.ping()
+    except redis.AuthenticationError:
+        return
+    except redis.ResponseError as exc:  # NOAUTH on servers that answer it as an error
+        if "NOAUTH" in str(exc):
+            return
+        raise
+    finally:
+        anonymous.close()
+    raise StackError("Redis accepts clients without a password: start it with --requirepass")
+
+
 class Stack:
     """The deployment's processes (or embedded ``wakemark serve`` when no database URL)."""
 
@@ -333,6 +368,7 @@ class Stack:
     def start(self, timeout: float = 60.0) -> Stack:
         try:
             if self.deployment:
+                least_privilege(self.database_url or "", self.redis_url)
                 self._migrate()
             self._launch("api", wakemark_argv("serve"))
             if self.deployment and self.redis_url:
