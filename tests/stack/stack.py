@@ -190,7 +190,7 @@ def fill(path: Path, leave: int = 0) -> Path:
 
 
 PG_BIN = Path(os.environ.get("WAKEMARK_PG_BIN", "/usr/lib/postgresql/15/bin"))
-PG_EXTENSIONS = ("vector", "unaccent", "pg_trgm", "btree_gin")
+INIT_SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "postgres-init.sh"
 
 
 def _pg_user() -> dict[str, Any]:
@@ -204,9 +204,10 @@ def _pg_user() -> dict[str, Any]:
 
 
 class PostgresServer(Proc):
-    """A private Postgres cluster (initdb into ``workdir``) on a free port, with the
-    ``wakemark`` role and database and the extensions created as its superuser: stopping
-    and restarting it disturbs nobody else."""
+    """A private Postgres cluster (initdb into ``workdir``) on a free port, set up by
+    compose's ``docker/postgres-init.sh`` as its superuser: the non-superuser ``wakemark``
+    role owning database ``wakemark``, and the extensions. Stopping and restarting it
+    disturbs nobody else."""
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
         self.port = port or free_port()
@@ -241,17 +242,19 @@ class PostgresServer(Proc):
         if done.returncode != 0:
             raise StackError(f"initdb failed:\n{done.stderr.decode(errors='replace')}")
         self.start()
-        self.psql("postgres", "CREATE ROLE wakemark LOGIN")
-        self.psql("postgres", "CREATE DATABASE wakemark OWNER wakemark")
-        self.psql("wakemark", *(f"CREATE EXTENSION IF NOT EXISTS {e}" for e in PG_EXTENSIONS))
-
-    def psql(self, database: str, *statements: str) -> None:
-        import psycopg
-
-        url = f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
-        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-            for sql in statements:
-                conn.execute(sql)  # trusted, fixed statements
+        # compose's own init script, as the image's entrypoint runs it: the superuser makes
+        # the non-superuser owner role, its databases and the extensions.
+        env = {
+            **os.environ,
+            "PGHOST": "127.0.0.1",
+            "PGPORT": str(self.port),
+            "POSTGRES_USER": "postgres",
+            "POSTGRES_DB": "postgres",
+            "POSTGRES_APP_PASSWORD": secrets.token_hex(16),  # trust auth: unused
+        }
+        done = subprocess.run(["sh", str(INIT_SCRIPT)], env=env, capture_output=True)
+        if done.returncode != 0:
+            raise StackError(f"{INIT_SCRIPT.name} failed:\n{done.stderr.decode(errors='replace')}")
 
     def start(self, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         as_user = _pg_user()
