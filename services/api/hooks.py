@@ -33,6 +33,7 @@ from wakemark.services.api.schemas import HookQuery
 from wakemark.shared import project
 from wakemark.shared.models import utcnow
 from wakemark.shared.privacy import scrub
+from wakemark.shared.storage import PutEventResult
 
 bp = Blueprint("hooks", __name__)
 IGNORED_HEADER = "X-Wakemark-Ignored"
@@ -103,12 +104,14 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
         if event.kind == "session_summary" and not str(getattr(event.body, "content", "")).strip():
             STOP_WITHOUT_ANSWER.inc()
     ignored: dict[str, str] = {}
+    results: list[PutEventResult] = []
     if mapped.events:
-        _, ignored = current.store_events(mapped.events)
+        results, ignored = current.store_events(mapped.events)
     context = ""
     if handler.wants_context(mapped):
         if mapped.intent == PROMPT and mapped.events:
-            context = current.retrieve_for(mapped.events[0])["context"]
+            prompt = current.as_stored(mapped.events[0], results[0])
+            context = current.retrieve_for(prompt)["context"]
         elif mapped.intent == SESSION_START and namespace:
             context = _session_index(namespace)
     body = handler.reply(mapped, context)

@@ -42,7 +42,8 @@ def post_events() -> tuple[Response, int]:
         return jsonify(results=[{"event_id": r.event_id, "stored": r.stored} for r in results]), 201
     body: dict[str, Any] = {"event_id": results[0].event_id, "stored": results[0].stored}
     if retrieve and events[0].kind == "prompt":
-        body["retrieval"] = current.retrieve_for(events[0], min_relevance)
+        prompt = current.as_stored(events[0], results[0])
+        body["retrieval"] = current.retrieve_for(prompt, min_relevance)
     return jsonify(body), 201
 
 
