@@ -26,7 +26,7 @@ from werkzeug.serving import make_server
 from wakemark.services.api import create_app
 from wakemark.services.api.security import ensure_token
 from wakemark.services.mcp.schemas import TOOLS
-from wakemark.shared import project
+from wakemark.shared import project, tokens
 from wakemark.shared.config import Settings
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
@@ -253,12 +253,20 @@ def test_all_projects_widens_to_the_actor(
     run(main)
 
 
+@pytest.mark.parametrize("token", ["bootstrap", "scoped"])
 def test_record_ids_are_checked_against_the_servers_scope(
-    served: Served, project_dir: Path, namespace: str
+    served: Served, project_dir: Path, namespace: str, token: str
 ) -> None:
-    """The MCP server holds the bootstrap token, which reaches every namespace: a record
-    id from elsewhere is missing to its tools. Reads reach the actor's other projects (as
-    ``all_projects`` search does), changes only this project."""
+    """Whatever its token reaches (the bootstrap token: every namespace; a scoped one: the
+    actor's), a record id from outside the MCP server's scope is missing to its tools.
+    Reads reach the actor's other projects (as ``all_projects`` search does), changes
+    only this project."""
+    secret = None
+    if token == "scoped":
+        _, secret = tokens.create(
+            served.runtime.storage, actor=ACTOR, project=None, read_only=False, expires=None,
+            name="mcp", who="test",
+        )  # fmt: skip
     ids = {}
     for name, ns in {"here": namespace, "mine": f"/actor/{ACTOR}/project/elsewhere/",
                      "stranger": "/actor/mallory/project/elsewhere/"}.items():  # fmt: skip
@@ -268,7 +276,7 @@ def test_record_ids_are_checked_against_the_servers_scope(
 
     async def main() -> None:
         async with mcp_session(
-            mcp_env(served.home, served.port), project_dir, project_dir / "err.log"
+            mcp_env(served.home, served.port, secret), project_dir, project_dir / "err.log"
         ) as s:
             got = await ok(s, "get_records", {"ids": list(ids.values())})
             assert [r["record_id"] for r in got["records"]] == [ids["here"], ids["mine"]]
