@@ -13,7 +13,6 @@ import argparse
 import difflib
 import json
 import os
-import shutil
 import sys
 import time
 from typing import Any
@@ -126,7 +125,12 @@ def apply(args: argparse.Namespace, install: bool, home: str | None = None) -> i
             os.unlink(path)
             print(f"removed {path}")
         else:
-            _write(path, old_text, new_text)
+            try:
+                _write(path, old_text, new_text, where.token)
+            except FileExistsError as exc:
+                print(f"wakemark: {exc.filename} is in the way; {path} left unchanged "
+                      "(remove it and run again)", file=sys.stderr)  # fmt: skip
+                return 1
             print(f"{'updated' if old_text is not None else 'created'} {path}")
     verb = "install" if install else "uninstall"
     if not changed:
@@ -183,25 +187,42 @@ def _render(path: str, value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
-def _write(path: str, old_text: str | None, new_text: str) -> None:
+def _write(path: str, old_text: str | None, new_text: str, token: str | None) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     mode = 0o600
     if old_text is not None:
-        mode = os.stat(path).st_mode & 0o777
+        if not (token and token in new_text):
+            mode = os.stat(path).st_mode & 0o777
         _backup(path)
+    # Written then renamed: an agent reading its config never sees half a file. A file
+    # holding the token is 0600 whatever its old mode (Claude Code's settings are often
+    # 0644); others keep theirs.
     tmp = f"{path}.wakemark-tmp-{os.getpid()}"
-    # Written then renamed: an agent reading its config never sees half a file. New files
-    # are 0600 because Claude Code's settings carry the token.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(new_text)
+    _create(tmp, new_text.encode("utf-8"), mode)
     os.replace(tmp, path)
 
 
+def _create(path: str, data: bytes, mode: int) -> None:
+    """A new file, never an existing one or a symlink's target: something planted at
+    ``path`` makes this fail (FileExistsError) instead of being written through."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)  # the umask must not loosen or tighten what was asked
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            fh.write(data)
+    except BaseException:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
+
+
 def _backup(path: str) -> None:
+    """A private copy (it may hold a token) next to ``path``."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
     backup = f"{path}.wakemark-backup-{stamp}"
     n = 1
     while os.path.exists(backup):  # two runs within one second keep both backups
         backup, n = f"{path}.wakemark-backup-{stamp}-{n}", n + 1
-    shutil.copy2(path, backup)
+    with open(path, "rb") as fh:
+        _create(backup, fh.read(), 0o600)
