@@ -22,7 +22,7 @@ from typing import Any
 
 from wakemark.shared.extraction.tools import parse_tool_use
 from wakemark.shared.models import StoredEvent, utcnow
-from wakemark.shared.storage.base import AuditEntry, MemoryFilter, Storage
+from wakemark.shared.storage import AuditEntry, MemoryFilter, Storage
 
 log = logging.getLogger("wakemark.retention")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from wakemark.shared.models import new_ulid, utcnow
-from wakemark.shared.storage.base import ApiToken, AuditEntry, Storage
+from wakemark.shared.storage import ApiToken, AuditEntry, Storage
 
 SECRET_PREFIX = "wmk_"
 _DURATION = re.compile(r"^(\d{1,6})([mhdw])$")

@@ -35,7 +35,7 @@ from wakemark.shared.models import (
     UlidStr,
     is_namespace_prefix,
 )
-from wakemark.shared.storage.base import ImportBatch, ImportCounts, Storage, TurnRow
+from wakemark.shared.storage import ImportBatch, ImportCounts, Storage, TurnRow
 
 FORMAT = "wakemark-export"
 VERSION = 1

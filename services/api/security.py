@@ -37,7 +37,7 @@ from wakemark.shared import tokens
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import utcnow
 from wakemark.shared.project import sanitize_actor
-from wakemark.shared.storage.base import ApiToken, AuditEntry, Storage, Tx
+from wakemark.shared.storage import ApiToken, AuditEntry, Storage, Tx
 from wakemark.shared.tokens import Principal
 
 # The spec is public like /health: it holds no user content, and tools read it first.

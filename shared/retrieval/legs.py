@@ -23,7 +23,7 @@ from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams
 from wakemark.shared.retrieval.vectors import VectorCache
-from wakemark.shared.storage import StorageTimeoutError
+from wakemark.shared.storage import SearchQuery, StorageTimeoutError
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
@@ -164,9 +164,8 @@ class TrigramLeg:
             return []
         bigrams, idents = cjk_bigrams(query), _identifiers(query)
         try:
-            records = self._storage.search_fragments(
-                namespace, wanted, k, observation_type, since, timeout_s
-            )
+            where = SearchQuery(namespace, k, observation_type, since, timeout_s)
+            records = self._storage.search_fragments(where, wanted)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [
@@ -266,9 +265,8 @@ class VectorLeg:
         self.database_searches += 1
         left = None if end is None else end - time.monotonic()
         try:
-            hits = self._storage.search_vector(
-                namespace, vector, k, observation_type, since, rows <= EXACT_MAX_ROWS, left
-            )
+            where = SearchQuery(namespace, k, observation_type, since, left)
+            hits = self._storage.search_vector(where, vector, exact=rows <= EXACT_MAX_ROWS)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from wakemark.shared.storage import SearchQuery
 from wakemark.shared.storage.lexical import encodable, tokenize
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ def search_lexical(
 
     records = _full_text(storage, namespace, query, limit, observation_type, since, left)
     if records is None:
-        records = storage.search_substring(namespace, query, limit, observation_type, since, left())
+        where = SearchQuery(namespace, limit, observation_type, since, left())
+        records = storage.search_substring(where, query)
     return [LexicalHit(record, rank) for rank, record in enumerate(records)]
 
 
@@ -75,9 +77,8 @@ def _full_text(
         return stats.doc_freq
 
     def search(terms: list[str]) -> list[MemoryRecord] | None:
-        return storage.search_terms(
-            namespace, terms, limit, observation_type, since, left(), stats=stats
-        )
+        where = SearchQuery(namespace, limit, observation_type, since, left())
+        return storage.search_terms(where, terms, stats=stats)
 
     best_terms = select_terms(tokens, doc_freq, total=stats.total)
     best = search(best_terms)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 import wakemark
-from wakemark.shared.storage.base import MigrationDriftError
+from wakemark.shared.storage.errors import MigrationDriftError
 
 MIGRATIONS_ROOT = Path(wakemark.__file__).parent / "migrations"  # package data in the wheel
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")

@@ -24,6 +24,7 @@ from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import (
     DuplicateRecordError,
     NotFoundError,
+    SearchQuery,
     Storage,
     open_storage,
 )
@@ -942,12 +943,13 @@ def test_lexical_primitives(storage: Storage) -> None:
     stats = storage.term_stats(["walrus", "nosuchword"])
     assert stats is not None and stats.total is not None and stats.total >= 1
     assert stats.doc_freq.get("walrus") == 1 and stats.doc_freq.get("nosuchword", 0) == 0
-    found = storage.search_terms(NS, ["nosuchword", "walrus"], 10, stats=stats)
+    where = SearchQuery(NS, 10)
+    found = storage.search_terms(where, ["nosuchword", "walrus"], stats=stats)
     assert found is not None and [r.record_id for r in found] == [rec.record_id]
-    assert storage.search_terms(NS, ["nosuchword"], 10, stats=stats) == []
-    assert storage.search_terms(NS, [], 10, stats=stats) is None  # nothing to search for
-    assert [r.record_id for r in storage.search_substring(NS, "RUS TU", 10)] == [rec.record_id]
-    assert storage.search_substring(NS, "  ", 10) == []
+    assert storage.search_terms(where, ["nosuchword"], stats=stats) == []
+    assert storage.search_terms(where, [], stats=stats) is None  # nothing to search for
+    assert [r.record_id for r in storage.search_substring(where, "RUS TU")] == [rec.record_id]
+    assert storage.search_substring(where, "  ") == []
 
 
 def test_search_fragments_ranks_by_fragments_held_then_newest(storage: Storage) -> None:
@@ -958,8 +960,9 @@ def test_search_fragments_ranks_by_fragments_held_then_newest(storage: Storage) 
     for rec in (pool, timeout, loader, elsewhere):
         storage.put_memory_record(rec)
 
-    def ids(*args: Any, **kwargs: Any) -> list[str]:
-        return [r.record_id for r in storage.search_fragments(*args, **kwargs)]
+    def ids(ns: str, fragments: list[str], limit: int, **filters: Any) -> list[str]:
+        found = storage.search_fragments(SearchQuery(ns, limit, **filters), fragments)
+        return [r.record_id for r in found]
 
     # Two-character fragments scan the rows; the record holding both comes first.
     assert ids(NS, ["连接", "接池"], 10) == [pool.record_id, timeout.record_id]

@@ -234,7 +234,7 @@ def test_the_project_counts_start_from_the_rows_already_stored(
         import sqlite3
 
         from wakemark.shared.storage.sqlite import codec
-        from wakemark.shared.storage.sqlite import queries as q
+        from wakemark.shared.storage.sqlite import events as q
 
         with sqlite3.connect(target[1]) as conn:
             now = codec.ts(datetime.now(UTC))
