@@ -25,7 +25,7 @@ VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, 
         :valid_time, :source, :schema_version, :transaction_time, :turn_id)
 """
 
-# One row per project for the events a write added (``count_added_events`` in storage.py): the
+# One row per project for the events a write added (``count_added_events``): the
 # migrations' delete trigger takes them off again. project_path is the newest one seen.
 COUNT_ADDED_EVENTS = """
 INSERT INTO namespace_event_counts (namespace, events, last_event_at, project_path,
