@@ -23,14 +23,13 @@ from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams
 from wakemark.shared.retrieval.vectors import VectorCache
-from wakemark.shared.storage import SearchQuery, StorageTimeoutError
+from wakemark.shared.storage import Search, SearchQuery, StorageTimeoutError, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
     from wakemark.shared.models import MemoryRecord
-    from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class LexicalLeg:
 
     name = LEXICAL
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     def search(
@@ -147,7 +146,7 @@ class TrigramLeg:
 
     name = TRIGRAM
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     def search(
@@ -188,6 +187,10 @@ def _holds(record: MemoryRecord, bigrams: list[str], idents: list[tuple[str, lis
     )
 
 
+class VectorStorage(Vectors, Search, Protocol):
+    """The vectors the leg caches, and the database's own vector search."""
+
+
 class VectorLeg:
     """Cosine nearest neighbours of the query's embedding in the namespace's cached
     matrix or, for a namespace too large for the cache or still loading, in the database
@@ -197,7 +200,7 @@ class VectorLeg:
     name = VECTOR
 
     def __init__(
-        self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
+        self, settings: Settings, storage: VectorStorage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
         self._storage = storage

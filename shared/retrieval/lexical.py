@@ -18,7 +18,7 @@ from wakemark.shared.storage.lexical import encodable, tokenize
 
 if TYPE_CHECKING:
     from wakemark.shared.models import MemoryRecord
-    from wakemark.shared.storage import Storage
+    from wakemark.shared.storage import Search
 
 MAX_TERMS = 32
 # Above this share of the documents BM25 clamps a term's IDF to ~0 (log((N-n)/n) <= 0).
@@ -35,7 +35,7 @@ class LexicalHit:
 
 
 def search_lexical(
-    storage: Storage,
+    storage: Search,
     namespace: str,
     query: str,
     limit: int,
@@ -60,7 +60,7 @@ def search_lexical(
 
 
 def _full_text(
-    storage: Storage,
+    storage: Search,
     namespace: str,
     query: str,
     limit: int,
