@@ -1,4 +1,8 @@
-"""Forward-only, drift-fatal runner of numbered SQL migrations, shared by both backends."""
+"""Forward-only, drift-fatal runner of numbered SQL migrations, shared by both backends.
+
+The files live in ``migrations/<backend>/``; how they are numbered and paired across the
+backends is in ``migrations/README.md``.
+"""
 
 from __future__ import annotations
 

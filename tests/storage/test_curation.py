@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.storage.test_conformance import NS, T0, event, record, vec
+from tests.storage.conftest import NS, T0, event, record, vec
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import MemoryFilter, NotFoundError, Storage
 

@@ -159,6 +159,24 @@ def test_shipped_migrations_are_well_formed() -> None:
         assert ids[0] == 1 and ids == sorted(set(ids)), backend
 
 
+# The migrations only one engine needs (its own index, trigger, function or counter);
+# every other migration is in both backends under the same name (migrations/README.md).
+BACKEND_ONLY = {
+    "postgres": {"doc_count", "embedding_xid", "memory_fts", "wakemark_names",
+                 "fts_namespace_gin"},
+    "sqlite": {"fts_scope", "embedding_seq", "event_counts_per_batch"},
+}  # fmt: skip
+
+
+def test_the_backends_pair_their_migrations_by_name_in_the_same_order() -> None:
+    names = {b: [m.name for m in discover(default_directory(b))] for b in BACKEND_ONLY}
+    for backend, only in BACKEND_ONLY.items():
+        assert sorted(only - set(names[backend])) == [], backend  # a stale entry
+        assert len(set(names[backend])) == len(names[backend]), backend
+    shared = {b: [n for n in names[b] if n not in BACKEND_ONLY[b]] for b in names}
+    assert shared["sqlite"] == shared["postgres"]
+
+
 @pytest.mark.postgres
 def test_a_database_migrated_under_the_former_name_keeps_working(
     pg_url: str, tmp_path: Path

@@ -140,7 +140,7 @@ class PostgresRecordsTx(PostgresTxBase):
         return [rid for rid in dict.fromkeys(record_ids) if rid in gone]
 
     def replace_record_text(self, record: MemoryRecord) -> None:
-        self._lock_records()  # the FTS trigger updates lexeme_df: see the class docstring
+        self._lock_records()  # the FTS trigger updates lexeme_df: see PostgresTxBase
         row = self.conn.execute(REPLACE_RECORD_TEXT, record_params(record)).fetchone()
         if row is None:
             raise NotFoundError(f"memory record {record.record_id} does not exist")
@@ -207,7 +207,7 @@ class PostgresRecords(PostgresBase):
             "now": utcnow(),
         }
         with self._db.connection() as conn, conn.transaction():
-            conn.execute(LOCK_RECORDS)  # the edit rewrites lexeme_df rows (PostgresTx)
+            conn.execute(LOCK_RECORDS)  # the edit rewrites lexeme_df rows (PostgresTxBase)
             row = conn.execute(EDIT_RECORD, params).fetchone()
         if row is None:
             raise NotFoundError(f"memory record {record_id} does not exist")

@@ -196,7 +196,7 @@ class PostgresUpkeep(PostgresBase):
         with self._db.connection() as conn, conn.transaction():
             records = vectors = 0
             if batch.records:
-                conn.execute(LOCK_RECORDS)  # as PostgresTx: records are added
+                conn.execute(LOCK_RECORDS)  # as PostgresTxBase: records are added
             for record, vector in batch.records:
                 embedding = None if vector is None else check_vector(vector)
                 params = {
