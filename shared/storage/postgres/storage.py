@@ -18,7 +18,7 @@ PING = "SELECT 1"
 
 
 class PostgresTx(PostgresEventsTx, PostgresRecordsTx, PostgresVectorsTx, PostgresAuditTx):
-    pass
+    """A write transaction: the writes of every concern, on one connection."""
 
 
 class PostgresStorage(

@@ -18,7 +18,7 @@ PING = "SELECT 1"
 
 
 class SqliteTx(SqliteEventsTx, SqliteRecordsTx, SqliteVectorsTx, SqliteAuditTx):
-    pass
+    """A write transaction: the writes of every concern, on one connection."""
 
 
 class SqliteStorage(
