@@ -12,10 +12,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from wakemark.shared.storage import Storage
+if TYPE_CHECKING:  # the CLI imports storage only when a command opens the database
+    from wakemark.shared.storage import AuditLog, Tokens, Transactions
+
+    class TokenStorage(Tokens, AuditLog, Transactions, Protocol):
+        """Tokens and the audit log to list (``wakemark token``, ``wakemark audit``), and
+        transactions that write a token with its audit entry."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def open_database() -> Iterator[Storage]:
+def open_database() -> Iterator[TokenStorage]:
     from wakemark.shared.runtime import Runtime
     from wakemark.shared.storage import migrate
 
