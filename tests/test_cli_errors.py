@@ -19,7 +19,6 @@ from wakemark.services.api.security import ensure_token
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.storage import MigrationDriftError, migrate
 from wakemark.shared.storage.migrator import Migration, check_drift, default_directory, discover
-from wakemark.shared.storage.sqlite.migrate import migrate_sqlite
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,21 +137,6 @@ def test_a_migration_missing_from_the_installation() -> None:
         check_drift({5: "gone"}, migrations)
     with pytest.raises(MigrationDriftError, match="newer wakemark"):
         check_drift({99: "later"}, [Migration(1, "initial", "")])
-
-
-def test_a_database_behind_the_code_is_migrated_by_the_command(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    prepare_home(Settings(home=home))
-    first = tmp_path / "first"
-    first.mkdir()
-    for path in sorted(default_directory("sqlite").glob("*.sql"))[:5]:
-        (first / path.name).write_text(path.read_text())
-    migrate_sqlite(home / "wakemark.db", first)
-    done = _wakemark("stats", env=_env(home))
-    assert done.returncode == 0, done.stderr
-    with sqlite3.connect(home / "wakemark.db") as conn:
-        [(count,)] = conn.execute("SELECT count(*) FROM _migrations").fetchall()
-    assert count == len(discover(default_directory("sqlite")))
 
 
 def test_one_version_everywhere(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from wakemark.shared import tokens
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import utcnow
 from wakemark.shared.project import sanitize_actor
-from wakemark.shared.storage.base import ApiToken, AuditEntry, Storage, Tx
+from wakemark.shared.storage import ApiToken, AuditEntry, Tokens, Tx
 from wakemark.shared.tokens import Principal
 
 # The spec is public like /health: it holds no user content, and tools read it first.
@@ -109,7 +109,7 @@ class TokenCache:
         self._entries: dict[str, tuple[float, ApiToken]] = {}
         self._lock = threading.Lock()
 
-    def get(self, storage: Storage, secret_sha256: str) -> ApiToken | None:
+    def get(self, storage: Tokens, secret_sha256: str) -> ApiToken | None:
         now = time.monotonic()
         with self._lock:
             hit = self._entries.get(secret_sha256)

@@ -12,10 +12,15 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from wakemark.shared.storage import Storage
+if TYPE_CHECKING:  # the CLI imports storage only when a command opens the database
+    from wakemark.shared.storage import AuditLog, Tokens, Transactions, Upkeep
+
+    class TokenStorage(Tokens, AuditLog, Upkeep, Transactions, Protocol):
+        """Tokens and the audit log to list (``wakemark token``, ``wakemark audit``), the
+        projects a token may name, and transactions that write a token with its audit
+        entry."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def open_database() -> Iterator[Storage]:
+def open_database() -> Iterator[TokenStorage]:
     from wakemark.services.cli.migrate import migrated_runtime
 
     runtime = migrated_runtime()
@@ -115,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _known(storage: Storage, namespace: str) -> bool:
+def _known(storage: TokenStorage, namespace: str) -> bool:
     return any(p["namespace"] == namespace for p in storage.projects())
 
 

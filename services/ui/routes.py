@@ -4,7 +4,7 @@ delete (dry run first) and the context preview. Bearer-protected like every ``/v
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Blueprint, Response, jsonify
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
@@ -27,7 +27,7 @@ from wakemark.shared.models import (
     utcnow,
 )
 from wakemark.shared.retrieval.retriever import PROMPT_CANDIDATES
-from wakemark.shared.storage import MemoryFilter, Storage, Turn
+from wakemark.shared.storage import Events, MemoryFilter, Records, Transactions, Turn, Vectors
 
 bp = Blueprint("viewer_api", __name__)
 
@@ -37,7 +37,12 @@ MAX_IDS = 10_000
 TEXT_CAP = 20_000  # per prompt, answer or output shown: a page, not a dump
 
 
-def _storage() -> Storage:
+class ViewerStorage(Events, Records, Vectors, Transactions, Protocol):
+    """Turns and their events, records (read, found, deleted with their audit entry), which
+    of them have vectors."""
+
+
+def _storage() -> ViewerStorage:
     return current.runtime().storage
 
 

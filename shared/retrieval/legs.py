@@ -23,14 +23,13 @@ from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams
 from wakemark.shared.retrieval.vectors import VectorCache
-from wakemark.shared.storage import StorageTimeoutError
+from wakemark.shared.storage import Search, SearchQuery, StorageTimeoutError, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
     from wakemark.shared.models import MemoryRecord
-    from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class LexicalLeg:
 
     name = LEXICAL
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     def search(
@@ -147,7 +146,7 @@ class TrigramLeg:
 
     name = TRIGRAM
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     def search(
@@ -164,9 +163,8 @@ class TrigramLeg:
             return []
         bigrams, idents = cjk_bigrams(query), _identifiers(query)
         try:
-            records = self._storage.search_fragments(
-                namespace, wanted, k, observation_type, since, timeout_s
-            )
+            where = SearchQuery(namespace, k, observation_type, since, timeout_s)
+            records = self._storage.search_fragments(where, wanted)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [
@@ -189,6 +187,10 @@ def _holds(record: MemoryRecord, bigrams: list[str], idents: list[tuple[str, lis
     )
 
 
+class VectorStorage(Vectors, Search, Protocol):
+    """The vectors the leg caches, and the database's own vector search."""
+
+
 class VectorLeg:
     """Cosine nearest neighbours of the query's embedding in the namespace's cached
     matrix or, for a namespace too large for the cache or still loading, in the database
@@ -198,7 +200,7 @@ class VectorLeg:
     name = VECTOR
 
     def __init__(
-        self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
+        self, settings: Settings, storage: VectorStorage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
         self._storage = storage
@@ -266,9 +268,8 @@ class VectorLeg:
         self.database_searches += 1
         left = None if end is None else end - time.monotonic()
         try:
-            hits = self._storage.search_vector(
-                namespace, vector, k, observation_type, since, rows <= EXACT_MAX_ROWS, left
-            )
+            where = SearchQuery(namespace, k, observation_type, since, left)
+            hits = self._storage.search_vector(where, vector, exact=rows <= EXACT_MAX_ROWS)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]

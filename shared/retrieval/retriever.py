@@ -10,7 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wakemark.shared.models import Event, MemoryRecord, is_namespace_prefix
 from wakemark.shared.retrieval import gate, inject
@@ -28,12 +28,12 @@ from wakemark.shared.retrieval.legs import (
 )
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import has_cjk, query_text
+from wakemark.shared.storage import Records, RetrievalLog, Search, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
-    from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,11 @@ WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per se
 LEG_SHARE = 0.8
 
 
+class RetrieverStorage(Search, Vectors, Records, RetrievalLog, Protocol):
+    """What retrieval reads and writes: the legs' search and vectors, the records they
+    hydrate and list, the retrieval log."""
+
+
 @dataclass(frozen=True)
 class _Outcome:
     items: list[SearchHit]
@@ -63,7 +68,7 @@ class Retriever:
     beside it, and one that fails or is unavailable only degrades the search."""
 
     def __init__(
-        self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
+        self, settings: Settings, storage: RetrieverStorage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
         self._storage = storage

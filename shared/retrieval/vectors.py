@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from wakemark.shared.models import EMBEDDING_DIM, OBSERVATION_TYPES
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.heap import release_free_memory
-from wakemark.shared.storage.base import EmbeddingMatrix
+from wakemark.shared.storage import EmbeddingMatrix
 
 # One BLAS thread per process. A search's matrix-vector product is bound by memory, not
 # arithmetic, and OpenBLAS's extra threads keep spinning after each call, taking the CPU

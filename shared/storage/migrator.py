@@ -1,4 +1,8 @@
-"""Forward-only, drift-fatal runner of numbered SQL migrations, shared by both backends."""
+"""Forward-only, drift-fatal runner of numbered SQL migrations, shared by both backends.
+
+The files live in ``migrations/<backend>/``; how they are numbered and paired across the
+backends is in ``migrations/README.md``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 import wakemark
-from wakemark.shared.storage.base import MigrationDriftError
+from wakemark.shared.storage.errors import MigrationDriftError
 
 MIGRATIONS_ROOT = Path(wakemark.__file__).parent / "migrations"  # package data in the wheel
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")

@@ -1,4 +1,4 @@
-"""The turn rules of ``put_events`` (``wakemark.shared.storage.base``), once for both backends.
+"""The turn rules of ``put_events`` (``ports.events``), once for both backends.
 
 A backend looks up what the batch needs (events already stored, each session's open
 turn) inside its write transaction, asks ``plan`` what to do, and applies the plan with
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from ulid import ULID
 
 from wakemark.shared.models import Event, new_ulid
-from wakemark.shared.storage.base import PutEventResult
+from wakemark.shared.storage.ports.events import PutEventResult
 
 SessionKey = tuple[str, str]  # (namespace, session_id)
 

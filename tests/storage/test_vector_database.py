@@ -16,8 +16,8 @@ from wakemark.shared.config import Settings
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
 from wakemark.shared.retrieval.legs import VectorLeg
 from wakemark.shared.retrieval.vectors import ROW_BYTES, VectorCache, VectorSet
-from wakemark.shared.storage import Storage
-from wakemark.shared.storage.postgres import queries as q
+from wakemark.shared.storage import SearchQuery, Storage
+from wakemark.shared.storage.postgres import search as q
 
 BIG = "/actor/alice/project/big/"
 
@@ -179,7 +179,7 @@ def test_database_results_equal_the_in_memory_leg_on_a_small_namespace(
     for filters in ({}, {"observation_type": "bugfix"}, {"since": T0 + timedelta(minutes=150)}):
         memory = _exact(pg_storage, NS, query, 20, **filters)
         for exact in (True, False):
-            hits = pg_storage.search_vector(NS, query, 20, exact=exact, **filters)
+            hits = pg_storage.search_vector(SearchQuery(NS, 20, **filters), query, exact=exact)
             if not exact:  # approximate: the same neighbours, near enough
                 assert len({h.record_id for h in hits} & {c.record_id for c in memory}) >= 18
                 continue
@@ -205,7 +205,7 @@ def test_a_selective_filter_still_gets_k_rows_from_the_hnsw_walk(pg_storage: Sto
     query = _query(10)
     params = {"ns": NS + "%", "vector": query, "limit": 20, "type": "bugfix", "since": None}
     assert "memory_records_embedding" in _plan(pg_storage, q.SEARCH_VECTOR_HNSW, params)
-    hits = pg_storage.search_vector(NS, query, 20, observation_type="bugfix")
+    hits = pg_storage.search_vector(SearchQuery(NS, 20, observation_type="bugfix"), query)
     exact = _exact(pg_storage, NS, query, 20, observation_type="bugfix")
     assert len(hits) == 20
     assert len({h.record_id for h in hits} & {c.record_id for c in exact}) >= 19
