@@ -136,6 +136,19 @@ def test_metrics_counts_requests_by_route_and_runs_callbacks(
     assert "wakemark_test_gauge 7" in text
 
 
+def test_unknown_methods_share_one_series(
+    sqlite_api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics, "_requests", {})
+    for method in ("FOO", "BAR", "XYZZY", "GET"):
+        sqlite_api.request(method, "/v1/search", token=None)
+    series = {method for method, _, _ in metrics._requests}
+    assert series == {"OTHER", "GET"}
+    text = sqlite_api.get("/metrics").get_data(as_text=True)
+    assert 'method="OTHER",route="unmatched",status="401"} 3' in text
+    assert "FOO" not in text and "XYZZY" not in text
+
+
 def test_health_and_metrics_show_the_vector_cache_budget(sqlite_settings: Settings) -> None:
     from wakemark.services.api.security import ensure_token
 
