@@ -136,9 +136,7 @@ def test_metrics_counts_requests_by_route_and_runs_callbacks(
     assert "wakemark_test_gauge 7" in text
 
 
-def test_unknown_methods_share_one_series(
-    sqlite_api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unknown_methods_share_one_series(sqlite_api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics, "_requests", {})
     for method in ("FOO", "BAR", "XYZZY", "GET"):
         sqlite_api.request(method, "/v1/search", token=None)
