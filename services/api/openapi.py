@@ -231,7 +231,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/health",
-        "public, no user content: `{status, version, backend, pending: {extraction, "
+        "no user content; without a token only `{status, version}`; a scoped token adds "
+        "`backend`, `embedder: {state}` and its scope's `pending` and `gate`; the bootstrap "
+        "token sees `{status, version, backend, pending: {extraction, "
         "embedding}, skipped: {<reason>: turns}, database: {bytes}, gate: {prompts, "
         "injected, injected_share, mean_records, mean_bytes, mean_latency_ms}, dropped: "
         "{ignored_project}, capture: {stop_without_answer, file_reads_refused}, jobs: {mode, "

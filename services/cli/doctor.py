@@ -45,11 +45,11 @@ def check_token(settings: Settings) -> tuple[bool, str]:
 
 
 def check_port(settings: Settings) -> tuple[bool, str]:
-    from wakemark.services.cli.status import fetch
+    from wakemark.services.cli.status import fetch, is_wakemark, local_token
 
     where = f"{settings.host}:{settings.port}"
     try:
-        _code, health = fetch(settings.host, settings.port, "/health")
+        code, health = fetch(settings.host, settings.port, "/health", local_token(settings))
     except OSError:
         with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as s:
             try:
@@ -57,7 +57,12 @@ def check_port(settings: Settings) -> tuple[bool, str]:
             except OSError as exc:
                 return False, f"port {where} unusable ({exc.strerror}): set WAKEMARK_PORT"
         return True, f"port {where} free (server not running)"
-    if isinstance(health, dict) and "backend" in health and "version" in health:
+    if code == 401 and isinstance(health, dict) and health.get("error") == "unauthorized":
+        return False, (
+            f"port {where} served by wakemark, which refuses this machine's token: "
+            f"WAKEMARK_TOKEN and {settings.token_path} must match the server's"
+        )
+    if is_wakemark(health):
         return True, f"port {where} served by wakemark ({health.get('status')})"
     return False, f"port {where} is used by another program: stop it or set WAKEMARK_PORT"
 

@@ -113,14 +113,15 @@ def test_serve_warms_the_embedder_before_any_search(tmp_path: Path, onnx_model_p
     env = _env(tmp_path / "home", port)
     env.update(WAKEMARK_EMBEDDER="onnx", WAKEMARK_MODEL_PATH=str(onnx_model_path))
     with _serving(env, port):
+        token = (tmp_path / "home" / "token").read_text().strip()
         state = None
         for _ in range(600):  # bounded: up to ~60 s on a loaded machine
-            state = _call(port, "GET", "/health", None)[1]["embedder"]["state"]
+            state = _call(port, "GET", "/health", token)[1]["embedder"]["state"]
             if state == "ready":
                 break
             time.sleep(0.1)
         assert state == "ready"
-        assert _call(port, "GET", "/health", None)[1]["search"]["requests"] == 0
+        assert _call(port, "GET", "/health", token)[1]["search"]["requests"] == 0
 
 
 def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]) -> None:
