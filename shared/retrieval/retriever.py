@@ -22,8 +22,8 @@ from wakemark.shared.retrieval.legs import (
     LEXICAL,
     Leg,
     LexicalLeg,
-    TrigramLeg,
     NothingToSearch,
+    TrigramLeg,
     Unavailable,
     VectorLeg,
 )
