@@ -222,13 +222,12 @@ def context_preview() -> Response:
     args = query(ContextPreviewQuery)
     namespace, prompt = args.namespace, args.prompt
     rt = current.runtime()
-    budget = rt.settings.context_max_bytes
     index = rt.retriever.session_index(namespace)
     body: dict[str, Any] = {
         "index": {
             "context": index.get("context", ""),
             "used_bytes": index.get("used_bytes", 0),
-            "budget_bytes": budget,
+            "budget_bytes": rt.settings.context_max_bytes,
         },
         "prompt": None,
     }
@@ -251,7 +250,7 @@ def context_preview() -> Response:
         body["prompt"] = {
             "context": context,
             "used_bytes": len(context.encode()),
-            "budget_bytes": budget,
+            "budget_bytes": rt.settings.prompt_max_bytes,  # the prompt hook's, not the index's
             "records": injected,
             "latency_ms": block.get("latency_ms", 0),
             "candidates": candidates,

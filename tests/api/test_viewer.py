@@ -280,6 +280,9 @@ def test_preview_is_what_the_hooks_would_inject(api: Api, runtime: Runtime) -> N
     # The same gate decides both: the preview is exactly what the hook got.
     assert block["context"] == hook["context"] and block["records"] == hook["records"]
     assert block["used_bytes"] == len(block["context"].encode())
+    # The prompt hook's own budget, not the session index's.
+    assert block["budget_bytes"] == runtime.settings.prompt_max_bytes
+    assert runtime.settings.prompt_max_bytes != runtime.settings.context_max_bytes
     candidates = {c["record"]["record_id"]: c for c in block["candidates"]}
     assert candidates[pinned.record_id]["match_source"] in ("fts", "hybrid", "semantic")
     assert 0.0 <= candidates[pinned.record_id]["relevance"] <= 1.0
