@@ -195,6 +195,13 @@ ROUTES: tuple[Route, ...] = (
         {200: HTML}, public=True,
     ),
     Route(
+        "POST", "/ui/token",
+        "`{code}` → `{token}`: the viewer trades the one-time code `wakemark ui` put in "
+        "its address for the token (loopback clients only; a code works once, within "
+        "60 s); 403 `invalid_code` otherwise",
+        {200: ANY_OBJECT, 403: None}, body=ANY_OBJECT, public=True,
+    ),
+    Route(
         "GET", "/v1/retrievals",
         "audit rows of prompt-time retrievals, newest first → `{items: [{retrieval_id, "
         "event_id, namespace, session_id, created_at, decision, reason, mode, "

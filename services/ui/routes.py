@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from wakemark.services.api import current, security
+from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.resources import RECORD_ID_RE
 from wakemark.services.api.schemas import ContextPreviewQuery, NamespaceOrPrefix
+from wakemark.services.ui import handoff
 from wakemark.shared.extraction.text import body_text
 from wakemark.shared.extraction.tools import parse_tool_use
 from wakemark.shared.models import (
@@ -271,3 +273,22 @@ def _prompt_event(namespace: str, prompt: str) -> Event:
         valid_time=utcnow(),
         source={"surface": "viewer"},  # type: ignore[arg-type]
     )
+
+
+# --- the token hand-off ---------------------------------------------------------------------
+
+
+@bp.post("/ui/token")
+def ui_token() -> Response:
+    """The token for a one-time code ``wakemark ui`` issued (no bearer token: the page has
+    none yet)."""
+    # Loopback only: the code is for a browser on the server's machine.
+    if request.remote_addr not in ("127.0.0.1", "::1"):
+        raise ApiError(403, "codes are exchanged from this machine only", code="forbidden")
+    body = request.get_json(silent=True)
+    code = body.get("code") if isinstance(body, dict) else None
+    if not isinstance(code, str) or not handoff.redeem(current.runtime().settings, code):
+        raise ApiError(
+            403, "unknown, used or expired code: run `wakemark ui` again", code="invalid_code"
+        )
+    return jsonify(token=security.ensure_token(current.runtime().settings))
