@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from wakemark.shared import __version__
+
 from .conftest import make_event
 
 pytestmark = pytest.mark.slow
@@ -142,6 +144,17 @@ def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]
     doctor = _wakemark(env, "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "served by wakemark" in doctor.stdout
+    # /health's figures need the token: a client without one, or with a wrong one.
+    assert _call(port, "GET", "/health", None)[1] == {
+        "status": "ok",
+        "version": __version__,
+    }
+    wrong = {**env, "WAKEMARK_TOKEN": "not-the-token"}
+    status = _wakemark(wrong, "status")
+    assert status.returncode == 0 and "stats     HTTP 401" in status.stdout, status.stdout
+    assert "backend" not in status.stdout
+    doctor = _wakemark(wrong, "doctor")
+    assert "refuses this machine's token" in doctor.stdout, doctor.stdout
 
 
 def test_status_and_doctor_report_problems(tmp_path: Path) -> None:
