@@ -210,3 +210,39 @@ def test_a_request_not_whole_in_time_is_answered_408(tmp_path: Path) -> None:
         assert answer.startswith(b"HTTP/1.1 413"), answer
         assert b'"error": "payload_too_large"' in answer
         assert _timed_health(port) < 1.0
+
+
+def test_closing_connections_and_expect_continue_never_stall_the_worker(tmp_path: Path) -> None:
+    port = _free_port()
+    home = tmp_path / "home"
+    with _serving(_env(home, port), port):
+        token = (home / "token").read_text().strip()
+        # Answered with "Connection: close", then left open: the server waits for the
+        # client's end (so the answer is not cut by a reset), but on its poller.
+        kept = []
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(
+                f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+                .encode()
+            )  # fmt: skip
+            assert _responses(sock, 1)[0].startswith(b"HTTP/1.1 200")
+            kept.append(sock)
+        assert _timed_health(port) < 1.0
+        for sock in kept:
+            sock.close()
+        # A client that waits for "100 Continue" before its body gets it before the body.
+        body = json.dumps({"hook_event_name": "SessionStart", "session_id": "c", "cwd": "/tmp"})
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(
+                f"POST /v1/hooks/claude-code HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                f"Expect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            )
+            assert sock.recv(4096).startswith(b"HTTP/1.1 100 Continue")
+            sock.sendall(body.encode())
+            answer = b""
+            while b"HTTP/1.1 2" not in answer:
+                chunk = sock.recv(4096)
+                assert chunk, answer
+                answer += chunk
