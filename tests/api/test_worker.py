@@ -183,11 +183,24 @@ def _dribble_and_check(port: int, token: str, seconds: float) -> list[float]:
     return waits
 
 
-@pytest.mark.parametrize("threads", ["1", "4"])
-def test_slow_clients_never_hold_the_service(tmp_path: Path, threads: str) -> None:
+@pytest.mark.parametrize(
+    ("backend", "threads"),
+    [
+        ("sqlite", "1"),  # InlineWorker, the embedded default
+        ("sqlite", "4"),  # PolledWorker
+        pytest.param("postgres", "4", marks=pytest.mark.postgres),  # PolledWorker, its default
+    ],
+)
+def test_slow_clients_never_hold_the_service(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, threads: str
+) -> None:
     port = _free_port()
     home = tmp_path / "home"
-    with _serving(_env(home, port), port, "--threads", threads):
+    env = _env(home, port)
+    if backend == "postgres":
+        env["WAKEMARK_DATABASE_URL"] = request.getfixturevalue("pg_url")
+    with _serving(env, port, "--threads", threads) as log:
+        assert f"({backend}, 1 worker(s) x {threads} thread(s))" in log.read_text()
         token = (home / "token").read_text().strip()
         waits = _dribble_and_check(port, token, seconds=3.0)
         assert len(waits) >= 10 and max(waits) < 1.0, waits
