@@ -49,56 +49,81 @@ _RECV = 256 * 1024
 INCOMPLETE, WHOLE, TOO_LARGE, HEAD_TOO_LARGE = "incomplete", "whole", "too large", "head too large"
 
 
-def framing(buf: bytes | bytearray, limit: int = MAX_REQUEST_BYTES) -> str:
-    """Whether ``buf`` starts with a whole HTTP/1 request (head and body).
+class Framing:
+    """Where a request being read stands, updated as its bytes arrive: how it is cut into
+    reads never makes a byte be looked at more than a bounded number of times.
 
     A head this cannot make sense of counts as whole: gunicorn's parser then answers it
     (400) without reading more.
     """
-    end = buf.find(b"\r\n\r\n")
-    if end < 0:
-        return HEAD_TOO_LARGE if len(buf) > HEAD_LIMIT else INCOMPLETE
-    if end > HEAD_LIMIT:
-        return HEAD_TOO_LARGE
-    length, chunked = 0, False
-    for line in bytes(buf[:end]).split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        name, value = name.strip().lower(), value.strip()
-        if name == b"transfer-encoding":
-            chunked = value.lower().endswith(b"chunked")
-            if not chunked:
-                return WHOLE
-        elif name == b"content-length":
-            if not value.isdigit():
-                return WHOLE
-            length = int(value)
-    if chunked:
-        return _chunked(buf, end + 4, limit)
-    if length > limit:
-        return TOO_LARGE
-    return WHOLE if len(buf) >= end + 4 + length else INCOMPLETE
 
+    def __init__(self, limit: int = MAX_REQUEST_BYTES) -> None:
+        self.buf = bytearray()
+        self.limit = limit
+        self.head_end = -1  # where the blank line ending the head starts, once found
+        self._searched = 0  # how far the search for it got
+        self._chunked = False
+        self._length = 0
+        self._next = 0  # chunked: where the next chunk's size line starts
+        self._total = 0  # chunked: the sizes of the chunks before it
 
-def _chunked(buf: bytes | bytearray, pos: int, limit: int) -> str:
-    total = 0
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return INCOMPLETE if len(buf) - pos <= 1024 else WHOLE
-        size_field = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
-        try:
-            size = int(size_field, 16)
-        except ValueError:
-            return WHOLE  # malformed: the parser answers it
-        if size == 0:
-            # Trailer fields end with an empty line; without trailers that is at once.
-            return WHOLE if buf.find(b"\r\n\r\n", eol) >= 0 else INCOMPLETE
-        total += size
-        if total > limit:
+    def feed(self, data: bytes) -> str:
+        """The state of the request after ``data``: ``INCOMPLETE``, ``WHOLE``,
+        ``TOO_LARGE`` (a body declared over the limit) or ``HEAD_TOO_LARGE``."""
+        self.buf += data
+        if self.head_end < 0:
+            end = self.buf.find(b"\r\n\r\n", max(0, self._searched - 3))
+            if end < 0:
+                self._searched = len(self.buf)
+                return HEAD_TOO_LARGE if len(self.buf) > HEAD_LIMIT else INCOMPLETE
+            if end > HEAD_LIMIT:
+                return HEAD_TOO_LARGE
+            self.head_end, self._next = end, end + 4
+            verdict = self._head(bytes(self.buf[:end]))
+            if verdict is not None:
+                return verdict
+        if self._chunked:
+            return self._chunks()
+        return WHOLE if len(self.buf) >= self.head_end + 4 + self._length else INCOMPLETE
+
+    def _head(self, head: bytes) -> str | None:
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip()
+            if name == b"transfer-encoding":
+                self._chunked = value.lower().endswith(b"chunked")
+                if not self._chunked:
+                    return WHOLE
+            elif name == b"content-length":
+                if not value.isdigit():
+                    return WHOLE
+                self._length = int(value)
+        if not self._chunked and self._length > self.limit:
             return TOO_LARGE
-        pos = eol + 2 + size + 2
-        if pos > len(buf):
-            return INCOMPLETE
+        return None
+
+    def _chunks(self) -> str:
+        buf = self.buf
+        while True:
+            eol = buf.find(b"\r\n", self._next, self._next + 1024)
+            if eol < 0:
+                return INCOMPLETE if len(buf) - self._next <= 1024 else WHOLE
+            try:
+                size = int(bytes(buf[self._next : eol]).split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                return WHOLE
+            if size == 0:
+                # Trailer fields end with an empty line; without trailers that is at once.
+                if buf.find(b"\r\n\r\n", eol, eol + HEAD_LIMIT) >= 0:
+                    return WHOLE
+                return HEAD_TOO_LARGE if len(buf) - eol > HEAD_LIMIT else INCOMPLETE
+            if self._total + size > self.limit:
+                return TOO_LARGE
+            after = eol + 2 + size + 2
+            if after > len(buf):
+                return INCOMPLETE
+            self._total += size
+            self._next = after
 
 
 def _status(code: int, reason: str, body: bytes = b"") -> bytes:
@@ -121,9 +146,7 @@ HEAD_TOO_LARGE_431 = _status(431, "Request Header Fields Too Large")
 @dataclass
 class _Reading:
     deadline: float
-    buf: bytearray = field(default_factory=bytearray)
-    head_done: bool = False
-    continued: bool = False  # "100 Continue" sent
+    framing: Framing = field(default_factory=Framing)
 
 
 class Conn(TConn):
@@ -216,14 +239,14 @@ class PolledWorker(ThreadWorker):
         if self.buffered + len(data) > BUFFER_BUDGET:
             self._drop(conn)
             return
-        state.buf += data
+        framing = state.framing
+        had_head = framing.head_end >= 0
         self.buffered += len(data)
-        found = framing(state.buf)
+        found = framing.feed(data)
         if found == INCOMPLETE:
-            if not state.head_done and b"\r\n\r\n" in state.buf:
-                state.head_done = True
+            if not had_head and framing.head_end >= 0:
                 state.deadline = time.monotonic() + BODY_TIMEOUT_S
-                if b"100-continue" in state.buf[: state.buf.find(b"\r\n\r\n")].lower():
+                if b"100-continue" in framing.buf[: framing.head_end].lower():
                     # The client waits for this before it sends the body.
                     self._send_nowait(conn, b"HTTP/1.1 100 Continue\r\n\r\n")
             return
@@ -238,7 +261,7 @@ class PolledWorker(ThreadWorker):
         state = self._forget(conn)
         self.poller.unregister(conn.sock)
         conn.init()
-        conn.parser.unreader.unread(bytes(state.buf))
+        conn.parser.unreader.unread(bytes(state.framing.buf))
         conn.data_ready = True
         self.serve(conn)
 
@@ -248,7 +271,7 @@ class PolledWorker(ThreadWorker):
 
     def _forget(self, conn: Conn) -> _Reading:
         state = self.reading.pop(conn)
-        self.buffered -= len(state.buf)
+        self.buffered -= len(state.framing.buf)
         return state
 
     def _send_nowait(self, conn: Conn, data: bytes) -> None:

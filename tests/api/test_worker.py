@@ -80,7 +80,30 @@ HEAD = b"POST /v1/hooks/claude-code HTTP/1.1\r\nHost: h\r\n"
     ],
 )
 def test_framing_knows_when_a_request_is_whole(request_bytes: bytes, expected: str) -> None:
-    assert polled.framing(request_bytes) == expected
+    assert polled.Framing().feed(request_bytes) == expected
+    # The same verdict however the bytes are cut into reads (one at a time here).
+    byte_by_byte = polled.Framing()
+    found = polled.INCOMPLETE
+    for i in range(len(request_bytes)):
+        found = byte_by_byte.feed(request_bytes[i : i + 1])
+        if found != polled.INCOMPLETE:
+            break
+    assert found == expected
+
+
+def test_framing_looks_at_each_byte_a_bounded_number_of_times() -> None:
+    # Tiny chunks, each in its own read: rescanning what came before on every read would
+    # take minutes here.
+    framing = polled.Framing()
+    assert framing.feed(HEAD + b"Transfer-Encoding: chunked\r\n\r\n") == polled.INCOMPLETE
+    start = time.monotonic()
+    for _ in range(100_000):
+        assert framing.feed(b"1\r\na\r\n") == polled.INCOMPLETE
+    assert framing.feed(b"0\r\n\r\n") == polled.WHOLE
+    head = polled.Framing()
+    for _ in range(polled.HEAD_LIMIT // 2):
+        assert head.feed(b"a") == polled.INCOMPLETE
+    assert time.monotonic() - start < 2.0
 
 
 def test_keep_alive_and_pipelined_requests_are_all_answered(tmp_path: Path) -> None:
