@@ -155,8 +155,8 @@ class Conn(TConn):
     def __init__(self, worker: PolledWorker, *args: Any) -> None:
         super().__init__(*args)
         self.worker = worker
-        # gthread switches the socket to blocking to serve it, with no timeout: the
-        # kernel's bounds every blocking call instead.
+        # gthread switches the socket to blocking, with no timeout, to serve it: these
+        # make the kernel bound every blocking call instead.
         timeval = struct.pack("ll", int(IO_TIMEOUT_S), 0)
         for option in (socket.SO_SNDTIMEO, socket.SO_RCVTIMEO):
             self.sock.setsockopt(socket.SOL_SOCKET, option, timeval)
