@@ -155,6 +155,10 @@ def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]
     assert "backend" not in status.stdout
     doctor = _wakemark(wrong, "doctor")
     assert "refuses this machine's token" in doctor.stdout, doctor.stdout
+    tokenless = {**env, "WAKEMARK_HOME": str(home.parent / "elsewhere")}
+    status = _wakemark(tokenless, "status")
+    assert status.returncode == 0 and "details   need the token" in status.stdout, status.stdout
+    assert "backend" not in status.stdout
 
 
 def test_status_and_doctor_report_problems(tmp_path: Path) -> None:
