@@ -285,8 +285,7 @@ def ui_token() -> Response:
     # Loopback only: the code is for a browser on the server's machine.
     if request.remote_addr not in ("127.0.0.1", "::1"):
         raise ApiError(403, "codes are exchanged from this machine only", code="forbidden")
-    body = request.get_json(silent=True)
-    code = body.get("code") if isinstance(body, dict) else None
+    code = json_object().get("code")
     if not isinstance(code, str) or not handoff.redeem(current.runtime().settings, code):
         raise ApiError(
             403, "unknown, used or expired code: run `wakemark ui` again", code="invalid_code"
