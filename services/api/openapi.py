@@ -197,6 +197,13 @@ ROUTES: tuple[Route, ...] = (
         {200: HTML}, public=True,
     ),
     Route(
+        "POST", "/ui/token",
+        "`{code}` → `{token}`: the viewer trades the one-time code `wakemark ui` put in "
+        "its address for the token (loopback clients only; a code works once, within "
+        "60 s); 403 `invalid_code` otherwise",
+        {200: ANY_OBJECT, 403: None}, body=ANY_OBJECT, public=True,
+    ),
+    Route(
         "GET", "/v1/retrievals",
         "audit rows of prompt-time retrievals, newest first → `{items: [{retrieval_id, "
         "event_id, namespace, session_id, created_at, decision, reason, mode, "
@@ -233,7 +240,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/health",
-        "public, no user content: `{status, version, backend, pending: {extraction, "
+        "no user content; without a token only `{status, version}`; a scoped token adds "
+        "`backend`, `embedder: {state}` and its scope's `pending` and `gate`; the bootstrap "
+        "token sees `{status, version, backend, pending: {extraction, "
         "embedding}, skipped: {<reason>: turns}, database: {bytes}, gate: {prompts, "
         "injected, injected_share, mean_records, mean_bytes, mean_latency_ms}, dropped: "
         "{ignored_project}, capture: {stop_without_answer, file_reads_refused}, jobs: {mode, "

@@ -186,7 +186,9 @@ def init_app(app: Flask, settings: Settings) -> None:
             raise ApiError(403, "Host header not allowed (loopback only)", code="forbidden_host")
         # The viewer's static files (no user data) load without the token; its data
         # calls go to /v1 with it.
-        if request.path in PUBLIC_PATHS or is_ui_path(request.path):
+        # A public path with a token is authenticated all the same: /health shows more.
+        public = request.path in PUBLIC_PATHS and "Authorization" not in request.headers
+        if public or is_ui_path(request.path):
             return None
         who = g.wakemark_principal = authenticate()
         if limiter is not None and who.token_id is not None:

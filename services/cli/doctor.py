@@ -47,11 +47,11 @@ def check_token(settings: Settings) -> Result:
 
 
 def check_port(settings: Settings) -> Result:
-    from wakemark.services.cli.status import fetch
+    from wakemark.services.cli.status import fetch, is_wakemark, local_token
 
     where = f"{settings.host}:{settings.port}"
     try:
-        _code, health = fetch(settings.host, settings.port, "/health")
+        code, health = fetch(settings.host, settings.port, "/health", local_token(settings))
     except OSError:
         with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as s:
             try:
@@ -59,7 +59,12 @@ def check_port(settings: Settings) -> Result:
             except OSError as exc:
                 return FAIL, f"port {where} unusable ({exc.strerror}): set WAKEMARK_PORT"
         return OK, f"port {where} free (server not running)"
-    if isinstance(health, dict) and "backend" in health and "version" in health:
+    if code == 401 and isinstance(health, dict) and health.get("error") == "unauthorized":
+        return FAIL, (
+            f"port {where} served by wakemark, which refuses this machine's token: "
+            f"WAKEMARK_TOKEN and {settings.token_path} must match the server's"
+        )
+    if is_wakemark(health):
         return OK, f"port {where} served by wakemark ({health.get('status')})"
     return FAIL, f"port {where} is used by another program: stop it or set WAKEMARK_PORT"
 

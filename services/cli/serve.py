@@ -13,9 +13,11 @@ from typing import Any
 # only help where a request waits on I/O outside the process: Postgres round trips. With
 # SQLite every step holds the GIL or the write lock, and a second thread only contends
 # for them. One thread is served by InlineWorker (services/api/worker.py), which answers
-# on the polling thread; more go to gthread's pool.
+# on the polling thread; more go to PolledWorker's pool. Both read requests whole before
+# serving them, so a slow client never holds a thread.
 DEFAULT_THREADS = {"sqlite": 1, "postgres": 4}
-INLINE_WORKER = "wakemark.services.api.worker.InlineWorker"  # answers on the polling thread
+INLINE_WORKER = "wakemark.services.api.worker.InlineWorker"
+POLLED_WORKER = "wakemark.services.api.worker.PolledWorker"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,8 +86,7 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
         sys.executable, "-m", "gunicorn",
         "--bind", bind,
         "--workers", str(workers),
-        # One thread: the request is answered on the polling thread (services/api/worker).
-        "--worker-class", INLINE_WORKER if threads == 1 else "gthread",
+        "--worker-class", INLINE_WORKER if threads == 1 else POLLED_WORKER,
         "--threads", str(threads),
         # Recycle workers now and then so a slow leak can never grow without bound, but
         # rarely: a restart re-imports the app and reloads the model, which costs ingest

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from wakemark.services.api import current, security
+from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.resources import RECORD_ID_RE
 from wakemark.services.api.schemas import ContextPreviewQuery, NamespaceOrPrefix
+from wakemark.services.ui import handoff
 from wakemark.shared.extraction.text import body_text
 from wakemark.shared.extraction.tools import parse_tool_use
 from wakemark.shared.models import (
@@ -227,13 +229,12 @@ def context_preview() -> Response:
     args = query(ContextPreviewQuery)
     namespace, prompt = args.namespace, args.prompt
     rt = current.runtime()
-    budget = rt.settings.context_max_bytes
     index = rt.retriever.session_index(namespace)
     body: dict[str, Any] = {
         "index": {
             "context": index.get("context", ""),
             "used_bytes": index.get("used_bytes", 0),
-            "budget_bytes": budget,
+            "budget_bytes": rt.settings.context_max_bytes,
         },
         "prompt": None,
     }
@@ -256,7 +257,7 @@ def context_preview() -> Response:
         body["prompt"] = {
             "context": context,
             "used_bytes": len(context.encode()),
-            "budget_bytes": budget,
+            "budget_bytes": rt.settings.prompt_max_bytes,  # the prompt hook's, not the index's
             "records": injected,
             "latency_ms": block.get("latency_ms", 0),
             "candidates": candidates,
@@ -277,3 +278,21 @@ def _prompt_event(namespace: str, prompt: str) -> Event:
         valid_time=utcnow(),
         source={"surface": "viewer"},  # type: ignore[arg-type]
     )
+
+
+# --- the token hand-off ---------------------------------------------------------------------
+
+
+@bp.post("/ui/token")
+def ui_token() -> Response:
+    """The token for a one-time code ``wakemark ui`` issued (no bearer token: the page has
+    none yet)."""
+    # Loopback only: the code is for a browser on the server's machine.
+    if request.remote_addr not in ("127.0.0.1", "::1"):
+        raise ApiError(403, "codes are exchanged from this machine only", code="forbidden")
+    code = json_object().get("code")
+    if not isinstance(code, str) or not handoff.redeem(current.runtime().settings, code):
+        raise ApiError(
+            403, "unknown, used or expired code: run `wakemark ui` again", code="invalid_code"
+        )
+    return jsonify(token=security.ensure_token(current.runtime().settings))

@@ -52,6 +52,11 @@ class Unavailable(Exception):
     """The leg cannot answer now; the message says why (logged, rate-limited)."""
 
 
+class NothingToSearch(Unavailable):
+    """The leg has no data for the namespace (nothing embedded yet): it is left out of
+    the search, which is not degraded for it, since no leg could have done better."""
+
+
 class Leg(Protocol):
     name: str
 
@@ -246,7 +251,7 @@ class VectorLeg:
         if vectors is None:
             return self._search_database(namespace, query, k, observation_type, since, end)
         if not vectors.ids:
-            raise Unavailable("no embedded records in the namespace")
+            raise NothingToSearch("no embedded records in the namespace")
         return vectors.top(self._query_vector(query), k, observation_type, since)
 
     def _search_database(
@@ -263,7 +268,7 @@ class VectorLeg:
         if rows is None:  # neither cached nor counted yet: the load counts it soon
             rows = self._storage.count_embeddings(namespace)
         if rows == 0:
-            raise Unavailable("no embedded records in the namespace")
+            raise NothingToSearch("no embedded records in the namespace")
         vector = self._query_vector(query)
         self.database_searches += 1
         left = None if end is None else end - time.monotonic()

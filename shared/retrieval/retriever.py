@@ -22,6 +22,7 @@ from wakemark.shared.retrieval.legs import (
     LEXICAL,
     Leg,
     LexicalLeg,
+    NothingToSearch,
     TrigramLeg,
     Unavailable,
     VectorLeg,
@@ -274,10 +275,9 @@ class Retriever:
             # The trigram leg's statements are cancelled at legs_deadline: it is waited
             # for, so that it ends (and says why) before the search answers.
             wait = deadline if leg is self._trigram else legs_deadline
-            found = self._leg_result(leg, future, wait)
-            if found is None:
-                degraded = True
-            else:
+            found, missed = self._leg_result(leg, future, wait)
+            degraded |= missed
+            if found is not None:
                 ranked[leg.name] = found
         fused = fuse(ranked, limit, self._fusion)
         items = self._hydrate(namespace, fused, ranked.values())
@@ -286,11 +286,14 @@ class Retriever:
 
     def _leg_result(
         self, leg: Leg, future: Future[list[Candidate]], deadline: float
-    ) -> list[Candidate] | None:
-        """The leg's candidates, or None (after one rate-limited warning) to degrade; a leg
-        that has not answered by ``deadline`` is left out (and never starts if queued)."""
+    ) -> tuple[list[Candidate] | None, bool]:
+        """The leg's candidates, or None, and whether the search is degraded for it (after
+        one rate-limited warning); a leg that has not answered by ``deadline`` is left out
+        (and never starts if queued)."""
         try:
-            return future.result(timeout=max(0.0, deadline - time.perf_counter()))
+            return future.result(timeout=max(0.0, deadline - time.perf_counter())), False
+        except NothingToSearch:
+            return None, False
         except FutureTimeout:
             future.cancel()
             key = reason = f"{leg.name}: not answered within {LEG_SHARE:.0%} of the budget"
@@ -300,7 +303,7 @@ class Retriever:
             key = f"{leg.name} failed"
             reason = f"{key}: {exc.__class__.__name__}: {exc}"
         self._warn(key, reason)
-        return None
+        return None, True
 
     def _with_relevance(
         self, namespace: str, text: str, items: list[SearchHit], ranked: dict[str, list[Candidate]]

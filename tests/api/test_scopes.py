@@ -298,6 +298,13 @@ def _ui(w: World, bob: Api) -> list[Any]:
     return [page]
 
 
+def _ui_token(w: World, bob: Api) -> list[Any]:
+    # A token is no way to a code's token: only a code wakemark ui issued is.
+    res = bob.post("/ui/token", json={"code": "x" * 32})
+    assert res.status_code == 403 and res.json["error"] == "invalid_code"
+    return [res]
+
+
 CASES: dict[tuple[str, str], Case] = {
     ("GET", "/v1/memories/<record:record_id>/source"): _memory_source,
     ("POST", "/v1/memories/delete"): _bulk_delete,
@@ -305,6 +312,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/ui"): _ui,
     ("GET", "/ui/"): _ui,
     ("GET", "/ui/static/<path:name>"): lambda w, bob: [bob.get("/ui/static/nope.js")],
+    ("POST", "/ui/token"): _ui_token,
     ("GET", "/openapi.json"): _openapi,
     ("GET", "/v1/retrievals"): _retrievals,
     ("GET", "/v1/retrievals/sessions"): _retrieval_sessions,
@@ -372,7 +380,12 @@ def _concrete(rule: str, w: World) -> str:
 
 def test_read_only_token_refuses_every_write_and_reads(world: World, app: Flask) -> None:
     alice = world.client(mint(world.storage, "alice", read_only=True))
-    writes = sorted(r for r in app_routes(app) if r[0] in ("POST", "PUT", "PATCH", "DELETE"))
+    # The viewer's code exchange takes no token (the page has none yet) and writes nothing.
+    writes = sorted(
+        r
+        for r in app_routes(app)
+        if r[0] in ("POST", "PUT", "PATCH", "DELETE") and r[1] != "/ui/token"
+    )
     assert len(writes) >= 5
     before = world.storage.stats()
     event = make_event("note", namespace=ALICE)

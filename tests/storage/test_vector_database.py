@@ -86,6 +86,32 @@ def test_with_a_database_leg_a_newcomer_evicts_only_idle_namespaces(storage: Sto
     assert idle.get(BIG) is not None and idle.stats()["evictions"] == 1
 
 
+def test_the_cache_is_bounded_in_entries_too(storage: Storage) -> None:
+    # An empty namespace costs no bytes: only the entry bound stops a client searching
+    # ever new project ids from growing the cache.
+    _fill(storage, NS, 3, seed=1)
+    cache = VectorCache(
+        storage.list_embeddings, lambda ns: 0, storage.embedded_ids, 2**30, max_entries=8
+    )
+    assert cache.get(NS) is not None
+    for i in range(50):
+        empty = cache.get(f"/actor/a/project/nothing-{i}/")
+        assert empty is not None and not empty.ids
+    stats = cache.stats()
+    assert stats["namespaces"] == 8 and stats["evictions"] == 43
+    assert cache.get(NS) is not None and cache.stats()["loads"] == 52  # NS went, reloaded
+    # Namespaces too large to load are remembered as left to the database: bounded too.
+    counted = VectorCache(
+        storage.list_embeddings, lambda ns: 0, storage.embedded_ids, ROW_BYTES,
+        count=lambda ns: 10, max_entries=8,
+    )  # fmt: skip
+    for i in range(50):
+        assert counted.get(f"/actor/a/project/large-{i}/") is None
+    assert counted.stats()["in_database"] == 8
+    assert counted.rows("/actor/a/project/large-49/") == 10
+    assert counted.rows("/actor/a/project/large-0/") is None
+
+
 def test_nbytes_counts_the_spare_buffer_rows(storage: Storage) -> None:
     _fill(storage, NS, 10, seed=1)
     vset = VectorSet.build(storage.list_embeddings(NS))
