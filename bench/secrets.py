@@ -177,7 +177,7 @@ def _events(commits: list[dict[str, Any]], slices: list[str], session: str) -> l
 def _no_scan() -> Any:
     from wakemark.shared import privacy
 
-    return mock.patch.object(privacy.secrets, "any_secret", lambda _text: False)
+    return mock.patch.object(privacy.secrets, "redact_each", lambda texts: texts)
 
 
 def ingest_cost(commits: list[dict[str, Any]], slices: list[str]) -> dict[str, Any]:
