@@ -319,8 +319,8 @@ _CURSOR_WORDS = frozenset({"page", "next", "continuation", "sync", "resume", "cu
 _KEY_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9_. -]{0,63}")
 # What stands in for a secret rather than being one: a reference, a template, a marker.
 _TEMPLATE = re.compile(
-    r"""\$\{[^}]*\}|\$\([^)]*\)|\$[A-Za-z_]\w*|\{\{.*\}\}|%[A-Za-z_]\w*%|<[^<>]*>|\[REDACTED[^]]*\]""",
-    re.DOTALL,
+    r"\$\{[^{}]*\}|\$\([^()]*\)|\$[A-Za-z_]\w*|\{\{[^{}]*\}\}|%[A-Za-z_]\w*%|<[^<>]*>"
+    r"|\[REDACTED[^][]*\]"
 )
 _PLACEHOLDER_WORD = re.compile(
     r"changeme|change[-_ ]me|placeholder|example|your[-_ ]|dummy|redacted", re.IGNORECASE

@@ -98,9 +98,10 @@ def baits(pattern: re.Pattern[Any], size: int) -> dict[str, Any]:
         if len(whole) > 1:
             out.setdefault(f"near-miss:b{branch}", _fill(whole[:-1] + _breaker(whole[-1]), size))
             out.setdefault(f"match:b{branch}", _fill(whole + " ", size))
+    unique = {text: name for name, text in reversed(out.items())}  # the first name of each
     if isinstance(pattern.pattern, bytes):
-        return {k: v.encode("utf-8") for k, v in out.items()}
-    return out
+        return {name: text.encode("utf-8") for text, name in unique.items()}
+    return {name: text for text, name in unique.items()}
 
 
 def _fill(unit: str, size: int) -> str:
