@@ -66,8 +66,12 @@ def _scrub_tags(text: str) -> str:
 def scrub(value: Any) -> Any:
     """A copy of a JSON-like value with every string scrubbed (keys included)."""
     clean = _tags_and_fields(value)
-    redacted = iter(secrets.redact_each(list(_strings(clean))))
-    return _walk(clean, lambda _: next(redacted))
+    strings = list(_strings(clean))
+    redacted = secrets.redact_each(strings)
+    if all(a is b for a, b in zip(strings, redacted, strict=True)):
+        return clean
+    replacement = iter(redacted)
+    return _walk(clean, lambda _: next(replacement))
 
 
 SECRET_FIELD = "[REDACTED:secret-assignment]"

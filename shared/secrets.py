@@ -384,6 +384,8 @@ def find_each(texts: list[str]) -> list[list[Span]]:
     all of them; each other rule reads each text once, alone (a match never depends on
     the text next to it). So the many short strings of an event cost about one string's
     rule calls, and a body is read once by each rule that can match in it."""
+    if len(texts) == 1:  # each rule looks for its literals itself
+        return [find(texts[0])]
     joined = "\n".join(texts)
     lower = joined.lower()
     live = [
