@@ -14,22 +14,22 @@ after the items before it, and a whole match cut short or repeated.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import re
+import sys
 from collections.abc import Iterator
 from re import _compiler as sre_compile  # type: ignore[attr-defined]
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
-# Modules whose regexes run over a request body before it is validated and stored: the
-# scrub, the JSON checks, and the agents' payload mapping.
+# Modules whose regexes run over a request body before it is stored: the scrub, the JSON
+# checks, the agents' payload mapping and the event model's own checks.
 CAPTURE_MODULES = (
     "wakemark.shared.secrets",
     "wakemark.shared.privacy",
     "wakemark.services.api.params",
+    "wakemark.shared.models",
 )
-AGENTS_PACKAGE = "wakemark.services.agents"
 
 # Characters tried for a class: ASCII, whitespace, and a few non-ASCII ones.
 _POOL = [chr(c) for c in range(32, 127)] + ["\n", "\t", "é", "ı", "\u00a0"]
@@ -39,12 +39,12 @@ _RUN = 64  # a "long" repetition inside a repeated unit
 def capture_patterns() -> list[tuple[str, re.Pattern[Any]]]:
     """Every compiled regex held by the capture path's modules (globals, and lists or
     tuples of them such as the secret rules), named by module and attribute."""
+    from wakemark.services import agents
+
     modules = [importlib.import_module(name) for name in CAPTURE_MODULES]
-    agents = importlib.import_module(AGENTS_PACKAGE)
-    modules += [
-        importlib.import_module(f"{AGENTS_PACKAGE}.{info.name}")
-        for info in pkgutil.iter_modules(agents.__path__)
-    ]
+    # Each agent's module (from the registry the hook route uses) and the shared helpers.
+    modules += [sys.modules[type(agent).__module__] for agent in agents.every()]
+    modules.append(importlib.import_module("wakemark.services.agents.base"))
     found: dict[tuple[Any, int], tuple[str, re.Pattern[Any]]] = {}
     for module in modules:
         short = module.__name__.removeprefix("wakemark.")

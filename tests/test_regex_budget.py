@@ -1,8 +1,9 @@
 """Every regex on the capture path runs in linear time on inputs made to stall it.
 
 The patterns are found in the code (``tests/regex_bait.capture_patterns``: the scrub's
-modules, the JSON checks, the agents' payload mapping), so one added later is baited too,
-and each gets the inputs ``regex_bait.baits`` derives from its own parts.
+modules, the JSON checks, the agents' payload mapping, the event model), so one added
+later is baited too, and each gets the inputs ``regex_bait.baits`` derives from its own
+parts.
 
 The budget is relative, so a loaded machine does not fail it. Times are the thread's
 CPU time (another process's load does not count), and each input is judged twice: by
