@@ -131,30 +131,23 @@ class AnchoredPattern:
         self.literal_start = bool(first) and first[0][0] == "LITERALS" and not self.fold
         self.gate = _gate(pattern)
 
-    def _hay(self, text: str, lower: str | None) -> tuple[str, bool]:
-        """The text the anchors are looked for in, and whether its offsets are the text's."""
-        exact = not self.fold or text.isascii()  # else lower() may move or miss characters
-        if not self.fold:
-            return text, exact
-        if exact:
-            return (text.lower() if lower is None else lower), exact
-        return text.casefold(), exact
-
-    def _holds_anchors(self, hay: str) -> bool:
-        return all(any(s in hay for s in anchor.strings) for anchor in self.anchors)
-
-    def may_match(self, text: str, lower: str | None = None) -> bool:
-        """False when the text lacks a literal every match holds, and so does every part
-        of it (a text that lacks a literal cannot hold it in a substring)."""
-        return self._holds_anchors(self._hay(text, lower)[0])
-
     def finditer(self, text: str, lower: str | None = None) -> Iterable[re.Match[str]]:
         """``lower``: ``text.lower()`` if the caller has it (one per text, not per rule)."""
         if not self.anchors:
             return self.pattern.finditer(text)
-        hay, exact = self._hay(text, lower)
-        if not self._holds_anchors(hay):
-            return ()
+        exact = not self.fold or text.isascii()  # else lower() may move or miss characters
+        if not self.fold:
+            hay = text
+        elif exact:
+            hay = text.lower() if lower is None else lower
+        else:
+            hay = text.casefold()
+        for anchor in self.anchors:
+            for s in anchor.strings:
+                if s in hay:
+                    break
+            else:
+                return ()
         if self.gate is not None and self.gate.search(text) is None:
             return ()
         if not exact or self.literal_start:

@@ -9,9 +9,9 @@ This is the only module that knows the tag. Rules: the tag is matched case-insen
 closing tag is left alone. ``scrub`` walks any JSON-like value: strings, list items, dict
 values and dict keys at any depth.
 
-A value's strings are scanned for credentials together (``secrets.redact_each``): a rule
-whose literals none of them holds costs one look, and every other rule reads each string
-once, so a body is read once by each rule whatever its nesting.
+A value's strings are scanned for credentials together (``secrets.redact_each``): each
+rule reads them joined once, and a rule that finds a credential reads each string once
+more, alone; whatever the nesting, a body is read at most twice by any rule.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ regex ends lazily; its own check lives in a verify step we do not run) and beare
 from __future__ import annotations
 
 import base64
+import functools
 import importlib
 import inspect
 import json
@@ -220,10 +221,7 @@ def _secret_span(m: re.Match[str]) -> tuple[int, int]:
     return start, end
 
 
-Scan = Callable[[str, str], Iterator[Span]]  # (text, text.lower()) -> spans
-# A scan, and the anchored regex whose literals every text it can report holds (None:
-# it must read every text).
-Scanner = tuple[AnchoredPattern | None, Scan]
+Scanner = Callable[[str, str], Iterator[Span]]  # (text, text.lower()) -> spans
 
 
 def _regex_spans(kind: str, pattern: re.Pattern[str]) -> Scanner:
@@ -236,7 +234,7 @@ def _regex_spans(kind: str, pattern: re.Pattern[str]) -> Scanner:
             if check is None or check(text[start:end]):
                 yield start, end, kind
 
-    return anchored, spans
+    return spans
 
 
 def _value_spans(kind: str, pattern: re.Pattern[str]) -> Scanner:
@@ -248,7 +246,7 @@ def _value_spans(kind: str, pattern: re.Pattern[str]) -> Scanner:
             if _looks_random(m.group("value")):
                 yield m.start("value"), m.end("value"), kind
 
-    return anchored, spans
+    return spans
 
 
 def _name_before(text: str, end: int) -> str:
@@ -330,6 +328,7 @@ _NO_VALUE = frozenset({"none", "null", "nil", "undefined", "true", "false", "n/a
 _NAME_FIELDS = ("name", "key", "header")
 
 
+@functools.lru_cache(maxsize=4096)  # an event's keys are mostly the same few dozen
 def secret_key(key: str) -> bool:
     if not _KEY_LIKE.fullmatch(key):
         return False
@@ -354,12 +353,14 @@ def placeholder(value: str) -> bool:
 def secret_fields(obj: dict[Any, Any]) -> list[Any]:
     """The keys of ``obj`` whose string values are secrets by the key's name (or, in a
     ``{"name": ..., "value": ...}`` pair, by the name's)."""
-    named = any(isinstance(obj.get(f), str) and secret_key(obj[f]) for f in _NAME_FIELDS)
+    named = isinstance(obj.get("value"), str) and any(
+        isinstance(obj.get(f), str) and secret_key(obj[f]) for f in _NAME_FIELDS
+    )
     return [
         k
         for k, v in obj.items()
-        if isinstance(k, str)
-        and isinstance(v, str)
+        if isinstance(v, str)
+        and isinstance(k, str)
         and (secret_key(k) or (named and k == "value"))
         and not placeholder(v)
     ]
@@ -374,29 +375,28 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
 ]
 _SCANNERS: list[Scanner] = [
     *(_regex_spans(kind, p) for kind, p in RULES),
-    (None, _assignment_spans),
+    _assignment_spans,
     _value_spans("bearer-token", _BEARER),
 ]
 
 
 def find_each(texts: list[str]) -> list[list[Span]]:
-    """``find`` of each text. A rule whose literals the texts joined lack is skipped for
-    all of them; each other rule reads each text once, alone (a match never depends on
-    the text next to it). So the many short strings of an event cost about one string's
-    rule calls, and a body is read once by each rule that can match in it."""
-    if len(texts) == 1:  # each rule looks for its literals itself
+    """``find`` of each text. Each rule first reads the texts joined by newlines, up to its
+    first span: most requests hold no credential, and one pass over the joined text costs
+    about what one short string does (a few dozen rule calls), where an event has dozens
+    of strings. Only a rule that found one then reads each text alone, so the spans are
+    exactly each text's own (no match spans two texts, and none depends on the text next
+    to it: a rule that finds nothing joined finds nothing in any of them, which
+    ``tests/test_secrets.py`` checks on nested values)."""
+    if len(texts) == 1:
         return [find(texts[0])]
     joined = "\n".join(texts)
     lower = joined.lower()
-    live = [
-        scan
-        for anchored, scan in _SCANNERS
-        if anchored is None or anchored.may_match(joined, lower)
-    ]
-    return [_resolve(text, live) for text in texts]
+    live = [scan for scan in _SCANNERS if next(scan(joined, lower), None) is not None]
+    return [_resolve(text, live) if live else [] for text in texts]
 
 
-def _resolve(text: str, scans: list[Scan]) -> list[Span]:
+def _resolve(text: str, scans: list[Scanner]) -> list[Span]:
     lower = text.lower()
     found = sorted((s for scan in scans for s in scan(text, lower)), key=lambda s: (s[0], -s[1]))
     spans: list[Span] = []
@@ -412,7 +412,7 @@ def _resolve(text: str, scans: list[Scan]) -> list[Span]:
 def find(text: str) -> list[Span]:
     """Non-overlapping ``(start, end, kind)`` spans, in order; the earliest, then the
     longest, wins an overlap."""
-    return _resolve(text, [scan for _, scan in _SCANNERS])
+    return _resolve(text, _SCANNERS)
 
 
 def redact_each(texts: list[str]) -> list[str]:
