@@ -283,3 +283,15 @@ def test_only_string_values_are_hidden_and_nested_ones_are_walked() -> None:
         "token": {"access_token": "[REDACTED:secret-assignment]", "expires_in": 3600},
         "password": 1234,
     }
+
+
+def test_strings_scanned_together_get_exactly_their_own_spans() -> None:
+    # Joined by a newline, the first key's match takes the newline the second needs before
+    # it (``(?:\s|...)AKC``): the rule that found one rereads each string alone.
+    first, second = "AKC" + rnd(12), "AKC" + rnd(12)
+    texts = [f"x {first}", second, "PuTTY-User-Key-File-2: ssh-rsa", "after"]
+    assert secrets.redact_each(texts) == [secrets.redact(t) for t in texts]
+    assert first not in repr(secrets.redact_each(texts)) and second not in repr(
+        secrets.redact_each(texts)
+    )
+    assert secrets.redact_each(texts)[3] == "after"  # the open key block ends with its string
