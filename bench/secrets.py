@@ -459,8 +459,8 @@ def markdown(result: dict[str, Any]) -> str:
     hits = [f"| {h['where']} | {h['kind']} | `{h['match']}` |" for h in fp["hits"]]
     lt = result["linear_time"]
     rule_rows = [
-        f"| `{r['pattern']}` | `{r['source'].replace('|', '¦')}` | {r['baits']} | {r['worst_bait']} | "
-        f"{r['rule_ms']} | {r['scrub_ms']} |"
+        f"| `{r['pattern']}` | `{r['source'].replace('|', '¦')}` | {r['baits']} | "
+        f"{r['worst_bait']} | {r['rule_ms']} | {r['scrub_ms']} |"
         for r in sorted(lt["rules"], key=lambda r: -r["rule_ms"])
     ]
     body_rows = [
@@ -477,6 +477,8 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             "## Linear time",
             "",
+            f"On {result['config']['cpus']} CPUs, 1-min load average "
+            f"{result['config']['loadavg_1m']} at the start. "
             f"Every regex on the capture path (found in the code by `tests/regex_bait.py`), on "
             f"the inputs derived from its own parts, {lt['rule_chars']} characters each: the "
             "worst bait's thread CPU time for the regex alone and for the whole scrub "
