@@ -314,7 +314,8 @@ _SECRET_KEY_ENDS = frozenset(
 )  # fmt: skip
 # Tokens that are positions, not credentials (``pageToken``, ``next_token``).
 _CURSOR_WORDS = frozenset({"page", "next", "continuation", "sync", "resume", "cursor"})
-_KEY_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9_. -]{0,63}")
+MAX_KEY = 64
+_KEY_LIKE = re.compile(rf"[A-Za-z][A-Za-z0-9_. -]{{0,{MAX_KEY - 1}}}")
 # What stands in for a secret rather than being one: a reference, a template, a marker.
 _TEMPLATE = re.compile(
     r"\$\{[^{}]*\}|\$\([^()]*\)|\$[A-Za-z_]\w*|\{\{[^{}]*\}\}|%[A-Za-z_]\w*%|<[^<>]*>"
@@ -328,8 +329,13 @@ _NO_VALUE = frozenset({"none", "null", "nil", "undefined", "true", "false", "n/a
 _NAME_FIELDS = ("name", "key", "header")
 
 
-@functools.lru_cache(maxsize=4096)  # an event's keys are mostly the same few dozen
 def secret_key(key: str) -> bool:
+    # Longer keys are never names; the cache then holds only short ones.
+    return len(key) <= MAX_KEY and _names_secret(key)
+
+
+@functools.lru_cache(maxsize=4096)  # an event's keys are mostly the same few dozen
+def _names_secret(key: str) -> bool:
     if not _KEY_LIKE.fullmatch(key):
         return False
     words = [w.lower() for w in _WORDS.findall(key) if not w.isdigit()]

@@ -296,3 +296,11 @@ def test_strings_scanned_together_get_exactly_their_own_spans() -> None:
         secrets.redact_each(texts)
     )
     assert secrets.redact_each(texts)[3] == "after"  # the open key block ends with its string
+
+
+def test_long_keys_are_not_names_and_are_not_cached() -> None:
+    # The key-name cache must not hold what clients send in bulk.
+    before = secrets._names_secret.cache_info().currsize
+    keys = {f"{'k' * 100}{i}_password": "hunter2" for i in range(200)}
+    assert scrub(keys) == keys
+    assert secrets._names_secret.cache_info().currsize == before
