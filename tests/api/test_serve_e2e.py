@@ -213,3 +213,41 @@ def test_serve_answers_hostile_bodies_with_400(server: tuple[int, dict[str, str]
                 conn.close()
             assert (status, body["error"]) == (400, "bad_json"), (path, raw[:20], body)
     assert _call(port, "GET", "/health", None)[0] == 200
+
+
+def test_serve_scrubs_a_backtracking_bait_quickly_and_keeps_answering(
+    server: tuple[int, dict[str, str]],
+) -> None:
+    # 60 KB events of the shapes that made the scrub backtrack (each took seconds to
+    # answer, /health unanswered meanwhile): one is scrubbed in milliseconds now.
+    import threading
+
+    port, env = server
+    token = (Path(env["WAKEMARK_HOME"]) / "token").read_text().strip()
+    baits = [
+        "<" + " " * 60_000 + "x private",
+        "eyJ" * 20_000,
+        "sk-" * 20_000 + "T3BlbkFJ",
+        "//" * 30_000 + "/:_authToken=",
+    ]
+    answered: list[tuple[int, float]] = []
+
+    def post_all() -> None:
+        for bait in baits:
+            started = time.monotonic()
+            event = make_event("note", body={"type": "text", "content": bait})
+            code, _ = _call(port, "POST", "/v1/events", token, event)
+            answered.append((code, time.monotonic() - started))
+
+    poster = threading.Thread(target=post_all)
+    poster.start()
+    health = []
+    while poster.is_alive():
+        started = time.monotonic()
+        health.append((_call(port, "GET", "/health", None)[0], time.monotonic() - started))
+        time.sleep(0.05)
+    poster.join()
+    assert [code for code, _ in answered] == [201] * len(baits)
+    # Generous for a loaded 2-core machine; the old patterns took 8-14 s on one of these.
+    assert max(seconds for _, seconds in answered) < 3, answered
+    assert all(code == 200 and seconds < 3 for code, seconds in health), health
