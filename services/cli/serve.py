@@ -45,15 +45,13 @@ def _default(key: str) -> str:
 
 def wakemark_at(host: str, port: int) -> dict[str, Any] | None:
     """What a wakemark at ``host:port`` says on /health; None when none answers there."""
-    from wakemark.services.cli.status import fetch
+    from wakemark.services.cli.status import fetch, is_wakemark
 
     try:
         _code, health = fetch(host, port, "/health")
     except OSError:
         return None
-    if isinstance(health, dict) and "backend" in health and "version" in health:
-        return health
-    return None
+    return health if is_wakemark(health) else None
 
 
 def port_problem(host: str, port: int) -> str | None:
