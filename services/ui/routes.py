@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from flask import Blueprint, Response, jsonify, request
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from wakemark.services.api import current, security
 from wakemark.services.api.errors import ApiError
@@ -19,6 +19,7 @@ from wakemark.shared.extraction.text import body_text
 from wakemark.shared.extraction.tools import parse_tool_use
 from wakemark.shared.models import (
     Event,
+    IsoDatetime,
     MemoryRecord,
     ObservationType,
     RecordId,
@@ -157,8 +158,8 @@ class BulkDelete(BaseModel):
     ids: list[RecordId] | None = Field(default=None, max_length=MAX_IDS)
     namespace: NamespaceOrPrefix | None = None
     type: ObservationType | None = None
-    before: AwareDatetime | None = None
-    after: AwareDatetime | None = None
+    before: IsoDatetime | None = None
+    after: IsoDatetime | None = None
     session_id: ShortStr | None = None
     dry_run: StrictBool = False
     with_events: StrictBool = False  # also delete the records' source events
