@@ -20,7 +20,11 @@ COMMANDS: Registry[types.ModuleType] = Registry(
     "command",
     {
         "serve": Part(
-            "wakemark.services.cli.serve", "run the HTTP API (gunicorn) on 127.0.0.1:37800"
+            "wakemark.services.cli.serve", "run the HTTP API (gunicorn) in the foreground"
+        ),
+        "service": Part(
+            "wakemark.services.cli.service",
+            "run the server in the background, at login (systemd, launchd)",
         ),
         "migrate": Part("wakemark.services.cli.migrate", "apply database migrations"),
         "model": Part("wakemark.services.cli.model", "export the embedding model to ONNX"),
@@ -97,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         about = COMMANDS.about(name)
         cmd = sub.add_parser(name, help=about, description=about)
-        cmd.set_defaults(_command=name)
+        # The command's own parser, so an unknown option is reported with its usage.
+        cmd.set_defaults(_command=name, _parser=cmd)
         COMMANDS[name].add_arguments(cmd)
     return parser
 
@@ -109,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         from wakemark.services.forwarder import hook
 
         return hook.main(argv[1:])
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(COMMANDS[args._command].run(args) or 0)
     except KeyboardInterrupt:
@@ -120,16 +127,38 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # a one-line error, never a traceback, for known failures
-        from wakemark.shared.config import ConfigError
-        from wakemark.shared.storage import StorageError
+        known = _one_line(exc)
+        if known is None:
+            raise
+        message, code = known
+        print(f"wakemark: {message}", file=sys.stderr)
+        return code
 
-        if isinstance(exc, ConfigError):
-            print(f"wakemark: {exc}", file=sys.stderr)
-            return 2
-        if isinstance(exc, StorageError):
-            print(f"wakemark: database error: {exc}", file=sys.stderr)
-            return 1
-        raise
+
+def _one_line(exc: Exception) -> tuple[str, int] | None:
+    """The message and exit code of a failure the user can fix, or None for a bug."""
+    import sqlite3
+
+    from wakemark.shared.config import ConfigError
+    from wakemark.shared.storage import MigrationDriftError, StorageError
+
+    if isinstance(exc, ConfigError):
+        return str(exc), 2
+    if isinstance(exc, MigrationDriftError):
+        return f"database error: {exc}", 2
+    if isinstance(exc, StorageError):
+        return f"database error: {exc}", 1
+    if isinstance(exc, sqlite3.Error):
+        return f"database error: {_sqlite_path()}: {exc}", 2
+    if isinstance(exc, OSError):
+        return (f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)), 2
+    return None
+
+
+def _sqlite_path() -> str:
+    from wakemark.shared.config import Settings
+
+    return str(Settings.from_env().sqlite_path)
 
 
 if __name__ == "__main__":

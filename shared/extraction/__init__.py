@@ -19,7 +19,7 @@ from wakemark.shared.extraction.deterministic import extract_deterministic
 from wakemark.shared.extraction.notes import record_from_note
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.privacy import scrub_record
-from wakemark.shared.storage.base import Turn
+from wakemark.shared.storage import Turn
 
 __all__ = [
     "THRESHOLD",

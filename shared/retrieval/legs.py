@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -30,14 +30,13 @@ from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams, has_cjk
 from wakemark.shared.retrieval.vectors import VectorCache
-from wakemark.shared.storage import StorageTimeoutError
+from wakemark.shared.storage import Search, SearchQuery, StorageTimeoutError, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
     from wakemark.shared.models import MemoryRecord
-    from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +59,21 @@ class Unavailable(Exception):
     """The leg cannot answer now; the message says why (logged, rate-limited)."""
 
 
+class NothingToSearch(Unavailable):
+    """The leg has no data for the namespace (nothing embedded yet): it is left out of
+    the search, which is not degraded for it, since no leg could have done better."""
+
+
+class LegStorage(Vectors, Search, Protocol):
+    """What legs read: the database's searches, and the vectors a leg caches."""
+
+
 @dataclass(frozen=True)
 class LegParts:
     """What a leg may be built from: the process's parts (``Runtime``)."""
 
     settings: Settings
-    storage: Storage
+    storage: LegStorage
     embedder: Embedder
     epochs: Epochs
 
@@ -139,7 +147,7 @@ class LexicalLeg(Leg):
     name = LEXICAL
     evidence = "lexical"
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     @classmethod
@@ -220,7 +228,7 @@ class TrigramLeg(Leg):
     evidence = "lexical"
     waits_to_end = True
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     @classmethod
@@ -247,9 +255,8 @@ class TrigramLeg(Leg):
             return []
         bigrams, idents = cjk_bigrams(query), _identifiers(query)
         try:
-            records = self._storage.search_fragments(
-                namespace, wanted, k, observation_type, since, timeout_s
-            )
+            where = SearchQuery(namespace, k, observation_type, since, timeout_s)
+            records = self._storage.search_fragments(where, wanted)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [
@@ -285,7 +292,7 @@ class VectorLeg(Leg):
     tuned_cap = 3
 
     def __init__(
-        self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
+        self, settings: Settings, storage: LegStorage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
         self._storage = storage
@@ -335,7 +342,7 @@ class VectorLeg(Leg):
         if vectors is None:
             return self._search_database(namespace, query, k, observation_type, since, end)
         if not vectors.ids:
-            raise Unavailable("no embedded records in the namespace")
+            raise NothingToSearch("no embedded records in the namespace")
         return vectors.top(self._query_vector(query), k, observation_type, since)
 
     def _search_database(
@@ -352,14 +359,13 @@ class VectorLeg(Leg):
         if rows is None:  # neither cached nor counted yet: the load counts it soon
             rows = self._storage.count_embeddings(namespace)
         if rows == 0:
-            raise Unavailable("no embedded records in the namespace")
+            raise NothingToSearch("no embedded records in the namespace")
         vector = self._query_vector(query)
         self.database_searches += 1
         left = None if end is None else end - time.monotonic()
         try:
-            hits = self._storage.search_vector(
-                namespace, vector, k, observation_type, since, rows <= EXACT_MAX_ROWS, left
-            )
+            where = SearchQuery(namespace, k, observation_type, since, left)
+            hits = self._storage.search_vector(where, vector, exact=rows <= EXACT_MAX_ROWS)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]

@@ -10,7 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wakemark.shared.models import Event, MemoryRecord, is_namespace_prefix
 from wakemark.shared.retrieval import gate, inject
@@ -18,15 +18,15 @@ from wakemark.shared.retrieval.audit import Audit, build_row
 from wakemark.shared.retrieval.formatting import format_index
 from wakemark.shared.retrieval.fusion import Candidate, Fused, fuse, params_for
 from wakemark.shared.retrieval.hits import PromptContext, SearchHit, SearchResult, SessionIndex
-from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, Unavailable
+from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, NothingToSearch, Unavailable
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import QuerySource, query_text
+from wakemark.shared.storage import Records, RetrievalLog, Search, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
-    from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,11 @@ WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per se
 # trigram leg took seconds (bench/results/scale.md) and ran on after the search had
 # given up.
 LEG_SHARE = 0.8
+
+
+class RetrieverStorage(Search, Vectors, Records, RetrievalLog, Protocol):
+    """What retrieval reads and writes: the legs' search and vectors, the records they
+    hydrate and list, the retrieval log."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class Retriever:
     add no guard of their own."""
 
     def __init__(
-        self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
+        self, settings: Settings, storage: RetrieverStorage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
         self._storage = storage
@@ -251,10 +256,9 @@ class Retriever:
             futures += [submit(leg) for leg in later if leg.runs_after(text, ranked[first.name], k)]
         for leg, future in futures:
             wait = deadline if leg.waits_to_end else legs_deadline
-            found = self._leg_result(leg, future, wait)
-            if found is None:
-                degraded = True
-            else:
+            found, missed = self._leg_result(leg, future, wait)
+            degraded |= missed
+            if found is not None:
                 ranked[leg.name] = found
         fused = fuse(ranked, limit, self._fusion)
         items = self._hydrate(namespace, fused, ranked.values())
@@ -263,11 +267,14 @@ class Retriever:
 
     def _leg_result(
         self, leg: Leg, future: Future[list[Candidate]], deadline: float
-    ) -> list[Candidate] | None:
-        """The leg's candidates, or None (after one rate-limited warning) to degrade; a leg
-        that has not answered by ``deadline`` is left out (and never starts if queued)."""
+    ) -> tuple[list[Candidate] | None, bool]:
+        """The leg's candidates, or None, and whether the search is degraded for it (after
+        one rate-limited warning); a leg that has not answered by ``deadline`` is left out
+        (and never starts if queued)."""
         try:
-            return future.result(timeout=max(0.0, deadline - time.perf_counter()))
+            return future.result(timeout=max(0.0, deadline - time.perf_counter())), False
+        except NothingToSearch:
+            return None, False
         except FutureTimeout:
             future.cancel()
             key = reason = f"{leg.name}: not answered within {LEG_SHARE:.0%} of the budget"
@@ -277,7 +284,7 @@ class Retriever:
             key = f"{leg.name} failed"
             reason = f"{key}: {exc.__class__.__name__}: {exc}"
         self._warn(key, reason)
-        return None
+        return None, True
 
     def _with_relevance(
         self, namespace: str, text: str, items: list[SearchHit], ranked: dict[str, list[Candidate]]
