@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,13 +105,15 @@ def _verify(unit: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
         if sys.platform != "linux":
             pytest.skip("systemd units are checked on Linux")
         pytest.fail("systemd-analyze missing: install the Debian `systemd` package (.ci/run)")
-    runtime_dir = tmp_path / "xdg-runtime"
-    runtime_dir.mkdir(mode=0o700, exist_ok=True)
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime_dir)}
-    return subprocess.run(
-        ["systemd-analyze", "--user", "verify", str(unit)],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    # Short: systemd reads the user's socket units, whose paths under this directory must
+    # fit a socket address (108 bytes), which a test worker's tmp_path may not.
+    with tempfile.TemporaryDirectory(prefix="xdg-", dir="/tmp") as runtime_dir:
+        os.chmod(runtime_dir, 0o700)
+        env = {**os.environ, "XDG_RUNTIME_DIR": runtime_dir}
+        return subprocess.run(
+            ["systemd-analyze", "--user", "verify", str(unit)],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
 
 
 def test_the_systemd_unit_verifies_and_its_command_serves(tmp_path: Path) -> None:

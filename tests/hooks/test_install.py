@@ -290,7 +290,7 @@ def test_a_file_without_the_token_keeps_its_mode(tmp_path: Path) -> None:
     hooks.write_text("{}")
     hooks.chmod(0o644)
     assert _wakemark(home, "install", "codex").returncode == 0
-    assert "cli/hook.py" in hooks.read_text() and "wmk" not in hooks.read_text()
+    assert "forwarder/hook.py" in hooks.read_text() and "wmk" not in hooks.read_text()
     assert stat.S_IMODE(hooks.stat().st_mode) == 0o644
 
 
