@@ -11,9 +11,11 @@ nothing else (no tool use either) is not a memory; nor is a greeting or an "ok".
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from wakemark.shared.extraction.outcomes import parse_output
 from wakemark.shared.extraction.text import body_text, collapse
-from wakemark.shared.extraction.tools import parse_tool_use
+from wakemark.shared.extraction.tools import ToolUse, parse_tool_use
 from wakemark.shared.storage.base import Turn
 
 # Tags whose content is a command the user ran or its output (not a request).
@@ -115,17 +117,116 @@ def command_of(text: str) -> str:
 
 
 def turn_skip_reason(turn: Turn) -> str | None:
-    """``skip_reason`` of a turn's first prompt, last answer and tool uses."""
+    """``skip_reason`` of a turn's first prompt, last answer and tool uses; else
+    ``unanswered`` for a request that got no answer and no outcome worth keeping, and
+    ``trivial`` for one whose only answer is an acknowledgement ("Done.")."""
     prompts = [body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"]
     answers = [
         body_text(e.body, role="assistant") for e in turn.events if e.kind == "session_summary"
     ]
     prompt = next((p for p in prompts if p.strip()), "")
-    uses = [e for e in turn.events if e.kind == "tool_use"]
-    if uses and clean_prompt(prompt):
-        return None  # a request and tool uses: work, whatever the tools were
-    tools = [parse_tool_use(e.body).name for e in uses]
-    return skip_reason(prompt, answers[-1] if answers else "", tools)
+    answer = answers[-1] if answers else ""
+    uses = [parse_tool_use(e.body) for e in turn.events if e.kind == "tool_use"]
+    if not (uses and clean_prompt(prompt)):  # a request and tool uses: work, whatever the tools
+        reason = skip_reason(prompt, answer, [u.name for u in uses])
+        if reason or not clean_prompt(prompt):
+            return reason
+    if summary_of(prompt) or says_something(uses, project_roots(turn)):
+        return None  # a teammate's message carries its own content
+    if not any(a.strip() and not is_placeholder(a) for a in answers):
+        return "unanswered"
+    return "trivial" if is_ack_answer(answer) else None
+
+
+# A prompt that asks for the last request again, whatever came between.
+_RETRY = re.compile(
+    r"\A\W*(?:please\s+)?(?:try\s+(?:it\s+)?again|retry|again|continue|go\s+on|keep\s+going"
+    r"|same\s+(?:error|issue|problem|bug|thing|again)|still\s+(?:fails?|failing|broken|the\s+same"
+    r"|not\s+working|doesn't\s+work|crash(?:es|ing)?)|it\s+(?:still\s+)?(?:fails|crashes"
+    r"|doesn't\s+work))\b",
+    re.I,
+)
+MAX_JOINED = 3  # unanswered turns one answer may take in
+
+
+def is_retry(prompt: str) -> bool:
+    return bool(_RETRY.match(clean_prompt(prompt)))
+
+
+def joined_turns(previous: Sequence[Turn], turn: Turn, idle_s: float) -> list[Turn]:
+    """The unanswered turns at the end of ``previous`` (the session's turns before
+    ``turn``, oldest first) that ``turn`` continues: each followed by the next within
+    ``idle_s`` seconds, or at any distance when ``turn``'s prompt is a retry ("try
+    again", "same error"). Oldest first."""
+    prompts = [body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"]
+    retry = bool(prompts) and is_retry(prompts[0])
+    joined: list[Turn] = []
+    after = min((e.valid_time for e in turn.events), default=None)
+    for prev in reversed(previous[-MAX_JOINED:]):
+        if not prev.events or turn_skip_reason(prev) != "unanswered":
+            break
+        gap = (after - max(e.valid_time for e in prev.events)) if after else None
+        if not retry and (gap is None or gap.total_seconds() > idle_s):
+            break
+        joined.insert(0, prev)
+        after = min(e.valid_time for e in prev.events)
+    return joined
+
+
+def project_roots(turn: Turn) -> list[str]:
+    return [e.source.project_path for e in turn.events if e.source.project_path]
+
+
+def in_project(path: str, roots: list[str]) -> str | None:
+    """``path`` relative to the first root holding it, as it is when relative; None when
+    it lies outside every known root. With no root known every path counts."""
+    if not path.startswith(("/", "~", "..")) and not re.match(r"[A-Za-z]:\\", path):
+        return path.removeprefix("./")
+    for root in roots:
+        root = root.rstrip("/")
+        if root and path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+    return None if roots else path
+
+
+# Commands that only look around: their success says nothing about the project.
+_PROBE = re.compile(
+    r"\A\s*(?:echo|printf|pwd|true|false|whoami|date|which|type|command -v|env|printenv"
+    r"|hostname|uname|id|sleep|ls|cat|head|tail|wc|stat|file|tree|find|grep|rg)\b"
+)
+
+
+def says_something(uses: list[ToolUse], roots: list[str]) -> bool:
+    """Whether the tool uses of a turn left an outcome worth a record without an answer:
+    a failing command with its error, a test run with its counts, an edit to a project
+    file. Probes (``echo``, ``ls``), reads and edits outside the project say nothing."""
+    for use in uses:
+        if use.kind == "write":
+            cwd_roots = [*roots, use.cwd] if use.cwd else roots
+            if any(in_project(path, cwd_roots) is not None for _, path in use.files):
+                return True
+        if use.command and _PROBE.match(use.command):
+            continue
+        failed = bool(use.failed) or (use.exit_code is not None and use.exit_code != 0)
+        outcome = parse_output(use.output, use.command, failed)
+        if outcome.tests or (failed and (outcome.error or outcome.facts)):
+            return True
+    return False
+
+
+# An answer that only says the work is finished: "Done.", "OK", "I've completed the task."
+_ACK_WORDS = {
+    "ok", "okay", "done", "all", "i", "i've", "ive", "have", "has", "been", "the", "task",
+    "tasks", "changes", "change", "completed", "complete", "finished", "made", "applied",
+    "successfully", "refactoring", "work", "request", "requested", "edits", "edit", "update",
+    "updates", "that", "it", "is", "now", "as", "sure", "here", "you", "go", "fixed",
+    "implemented", "your", "this", "perfect", "great",
+}  # fmt: skip
+
+
+def is_ack_answer(answer: str) -> bool:
+    words = re.findall(r"[\w']+", _THINKING.sub("", answer).lower())
+    return bool(words) and len(words) <= 10 and all(w in _ACK_WORDS for w in words)
 
 
 def skip_reason(prompt: str, answer: str, tools: list[str]) -> str | None:

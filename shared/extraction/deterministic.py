@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from wakemark.shared.extraction.capture import (
     answer_title,
     clean_prompt,
     command_of,
+    is_ack_answer,
     is_acknowledgement,
     is_placeholder,
     request_line,
@@ -54,16 +56,33 @@ def relative_path(path: str, roots: list[str]) -> str:
     return path.removeprefix("./")
 
 
-def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | None:
-    """A record for the turn, or None when the turn holds nothing usable."""
+EARLIER = "earlier request: "
+
+
+def extract_deterministic(
+    turn: Turn, quality: str = "full", joined: Sequence[Turn] = ()
+) -> MemoryRecord | None:
+    """A record for the turn, or None when the turn holds nothing usable. ``joined`` are
+    the session's unanswered turns just before it that this one continues: their
+    requests are kept as facts (context, never the title), their tool uses as the turn's."""
     events = [e for e in turn.events if e.kind != "note"]
     prompt, answers, used = "", [], []
     facts, files = _Facts(), dict[str, None]()
     error_names: list[str] = []
     commands: list[str] = []
     test_runs: list[str] = []  # "pass" | "fail", in order
-    roots = [e.source.project_path for e in events if e.source.project_path]
+    earlier = [e for t in joined for e in t.events if e.kind in ("prompt", "tool_use")]
+    roots = [e.source.project_path for e in [*earlier, *events] if e.source.project_path]
     edits = False
+    context: list[str] = []
+    for event in earlier:
+        if event.kind == "prompt":
+            asked = request_line(clean_prompt(body_text(event.body, role="user")))
+            if asked and facts.add(EARLIER + first_sentence(asked, MAX_FACT_CHARS)):
+                context.append(asked)
+                used.append(event)
+        elif _tool_facts(parse_tool_use(event.body), facts, files, roots, error_names, test_runs):
+            used.append(event)
     for event in events:
         if event.kind == "prompt":
             text = body_text(event.body, role="user").strip()
@@ -85,12 +104,17 @@ def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | N
                 used.append(event)
     asked, prompt = prompt, clean_prompt(prompt)
     answer = _outcome(answers)
+    if summary_of(asked) and not answer:
+        answer = prompt  # a teammate's message is its own outcome
+    if not answer or is_ack_answer(answer):  # "Done." says less than what was done
+        answer = "; ".join(f for f in facts.items if not f.startswith(("ran `", EARLIER)))
     asking = request_line(prompt)
     if asking and is_acknowledgement(asking):  # "yes": what was done says more
         asking = first_sentence(answer_title(answer)) or asking
     title = summary_of(asked) or first_sentence(asking, MAX_TITLE) or command_of(asked)
     title = title or first_sentence(answer_title(answer) or answer, MAX_TITLE)
-    title = clip(title, MAX_TITLE) or next(iter(facts.items), "")[:MAX_TITLE]
+    own = [f for f in facts.items if not f.startswith(EARLIER)]
+    title = clip(title, MAX_TITLE) or next(iter(own), "")[:MAX_TITLE]
     if not title:
         return None
     fail_then_pass = "fail" in test_runs and "pass" in test_runs[test_runs.index("fail") :]
@@ -103,7 +127,7 @@ def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | N
         title=title,
         summary=trim_to_sentence(answer, MAX_SUMMARY),
         facts=list(facts.items),
-        concepts=concepts(prompt, answer, error_names, files, commands),
+        concepts=concepts("\n".join([prompt, *context]), answer, error_names, files, commands),
         files_touched=list(files)[:200],
         observation_type=kind,  # type: ignore[arg-type]
         source_event_ids=[e.event_id for e in used],

@@ -66,11 +66,28 @@ def _try_embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray | No
 # --- extraction ---------------------------------------------------------------------------
 
 
+SESSION_SCAN = 5000  # a session's turns read to find those before a turn
+
+
+def _joined(turn: Turn, ctx: Context) -> list[Turn]:
+    """The session's unanswered turns just before ``turn`` that it continues. Read from
+    the database, not taken from the batch, so the answer is the same whichever order
+    (or worker) the session's turns are extracted in."""
+    from wakemark.shared.extraction import MAX_JOINED, joined_turns
+
+    infos = ctx.storage.session_turns(turn.namespace, turn.session_id, SESSION_SCAN)
+    at = next((i for i, t in enumerate(infos) if t.turn_id == turn.turn_id), 0)
+    before = [t.turn_id for t in infos[max(0, at - MAX_JOINED) : at]]
+    if not before or infos[at - 1].record_ids:
+        return []
+    return joined_turns(ctx.storage.get_turns(before), turn, ctx.settings.turn_idle_s)
+
+
 def _candidates(turn: Turn, ctx: Context) -> Extracted:
     from wakemark.shared.extraction import extract_turn
 
     # ``extract_turn`` turns note events into records as written (``record_from_note``).
-    return extract_turn(turn, ctx.settings)
+    return extract_turn(turn, ctx.settings, _joined(turn, ctx))
 
 
 def _dedupe(
