@@ -118,3 +118,67 @@ def test_narration_gives_way_to_an_earlier_conclusion(settings: Settings) -> Non
     )
     [record] = extract_turn(turn, settings).records
     assert record.summary == "Bumped the version to 0.3 in pyproject.toml."
+
+
+def _tool(name: str, tool_input: dict, **result: object) -> tuple[str, dict]:
+    return (
+        "tool_use",
+        {"type": "json", "data": {"tool_name": name, "tool_input": tool_input, **result}},
+    )
+
+
+PROBE = _tool(
+    "Bash", {"command": "echo wakemark-probe-7"}, tool_response="wakemark-probe-7", exit_code=0
+)
+READ = _tool("Read", {"file_path": "/home/dev/projects/shop/billing/address.py"})
+EDIT_OUTSIDE = _tool("Edit", {"file_path": "/home/dev/.claude/plans/p.md", "new_string": "x"})
+EDIT_INSIDE = _tool(
+    "Edit", {"file_path": "/home/dev/projects/shop/billing/address.py", "new_string": "x"}
+)
+FAILING = _tool(
+    "Bash",
+    {"command": "python -m invoicer render 42"},
+    tool_response={"stderr": "Traceback (most recent call last):\nKeyError: 'shipping'"},
+    exit_code=1,
+)
+
+
+@pytest.mark.parametrize(
+    ("items", "reason"),
+    [
+        ((), "unanswered"),
+        ((PROBE,), "unanswered"),
+        ((READ,), "unanswered"),
+        ((EDIT_OUTSIDE,), "unanswered"),
+        ((PROBE, READ, ("session_summary", text("No response requested."))), "unanswered"),
+        ((("session_summary", text("Done.")),), "trivial"),
+        ((READ, ("session_summary", text("I've completed the task."))), "trivial"),
+        ((("session_summary", text("OK")),), "trivial"),
+    ],
+    ids=["bare", "probe", "read", "edit-outside", "placeholder", "done", "completed", "ok"],
+)
+def test_turns_without_answer_or_outcome_are_skipped_with_their_reason(
+    items: tuple, reason: str, settings: Settings
+) -> None:
+    turn = make_turn(("prompt", text("Fix the invoice PDF crash for customers.")), *items)
+    out = extract_turn(turn, settings)
+    assert out.records == [] and out.skipped == reason
+    assert extract(turn, settings) == []
+
+
+@pytest.mark.parametrize(
+    ("items", "summary"),
+    [
+        ((EDIT_INSIDE,), "edited billing/address.py"),
+        ((FAILING,), "KeyError: 'shipping'"),
+        ((EDIT_INSIDE, ("session_summary", text("Done."))), "edited billing/address.py"),
+    ],
+    ids=["project-edit", "failing-command", "done-after-edit"],
+)
+def test_an_outcome_that_says_something_is_the_summary(
+    items: tuple, summary: str, settings: Settings
+) -> None:
+    turn = make_turn(("prompt", text("Fix the invoice PDF crash for customers.")), *items)
+    [record] = extract_turn(turn, settings).records
+    assert summary in record.summary and "Done" not in record.summary
+    assert record.title == "Fix the invoice PDF crash for customers."
