@@ -356,6 +356,33 @@ def is_acknowledgement(text: str) -> bool:
     return said in _ACKS or len(said) <= 2
 
 
+_FILLER = {
+    "a", "an", "the", "it", "that", "this", "do", "let's", "lets", "with", "go", "to",
+    "whatever", "is", "start", "option", "ok", "okay", "please", "you", "can", "i",
+}  # fmt: skip
+
+
+def says_little(request: str) -> bool:
+    """An acknowledgement, or a reply with fewer than three words of its own ("option
+    a", "do whatever is optimal"): it names no subject a title could carry."""
+    words = re.findall(r"[\w']+", request.lower())
+    return is_acknowledgement(request) or len([w for w in words if w not in _FILLER]) < 3
+
+
+_PATH_IN_TITLE = re.compile(r"@(?:[\w.-]+/)+([\w.-]+\.\w+)")
+_PURPOSE = re.compile(
+    r"[,;]?\s+(?:so that|so i|so we|in order to|because|since|damit|weil|sodass)\s.*\Z", re.I
+)
+
+
+def tidy_title(title: str) -> str:
+    """A title as a person writes it: an @-mentioned file by its name, not its path; without the
+    clause that says why ("…, so I can be sure…") when enough is left before it."""
+    title = _PATH_IN_TITLE.sub(r"\1", title)
+    short = _PURPOSE.sub("", title)
+    return short if len(short.split()) >= 4 else title
+
+
 def substance(answer: str) -> str:
     """The answer from its first sentence that is not interim narration ("Let me…",
     "Now I'll…", "Perfect!"); "" when it is narration throughout (or Claude Code's

@@ -10,11 +10,12 @@ from wakemark.shared.extraction.capture import (
     clean_prompt,
     command_of,
     is_ack_answer,
-    is_acknowledgement,
     is_placeholder,
     request_line,
+    says_little,
     substance,
     summary_of,
+    tidy_title,
 )
 from wakemark.shared.extraction.classify import classify, concepts
 from wakemark.shared.extraction.outcomes import is_test_command, parse_output
@@ -109,9 +110,9 @@ def extract_deterministic(
     if not answer or is_ack_answer(answer):  # "Done." says less than what was done
         answer = "; ".join(f for f in facts.items if not f.startswith(("ran `", EARLIER)))
     asking = request_line(prompt)
-    if asking and is_acknowledgement(asking):  # "yes": what was done says more
+    if asking and says_little(asking):  # "yes", "option a": what was done says more
         asking = first_sentence(answer_title(answer)) or asking
-    title = summary_of(asked) or first_sentence(asking, MAX_TITLE) or command_of(asked)
+    title = summary_of(asked) or tidy_title(first_sentence(asking, MAX_TITLE)) or command_of(asked)
     title = title or first_sentence(answer_title(answer) or answer, MAX_TITLE)
     own = [f for f in facts.items if not f.startswith(EARLIER)]
     title = clip(title, MAX_TITLE) or next(iter(own), "")[:MAX_TITLE]
