@@ -8,9 +8,17 @@ or work with the title (and summary) a person would write. Each labelled turn go
 through ``extract_turn`` as it is now and as it was at ``BASE`` (that tree, exported with
 ``git archive``, run in a subprocess), so the figures compare before and after.
 
+Turns are replayed session by session: an answered turn takes in the unanswered turns
+before it that it continues (``extraction.joined_turns``), as the extraction job does.
+The replayed events of a turn carry no real times, so every turn counts as following
+the one before within the idle window.
+
 Measures: must-skip turns that still yield a record (target 0), work turns skipped
-(false skips, target 0), title agreement with the label (content-word F1 ≥ 0.5), and
-records whose summary opens with interim narration ("Let me…"). Run:
+(false skips, target 0), title agreement with the label (content-word F1 ≥ 0.5),
+records whose summary opens with interim narration ("Let me…"), records without an
+answer or outcome (target 0), and retries that take in the unanswered turns the label
+names (``joins``; labels of ``sample: retries`` are interrupted turns, retries and
+re-asks as they occur in the sessions). Run:
 ``python -m bench._capture_set && python -m bench capture``.
 """
 
@@ -158,6 +166,8 @@ def _score(labels: dict[str, Any], got: dict[str, dict[str, Any]]) -> dict[str, 
     agree = [k for k in titled if f1[k] >= AGREE_F1]
     narrated = [k for k in titled if _narration_first(got[k]["records"][0]["summary"])]
     bare = [k for k in labels if any(not r["summary"].strip() for r in got[k]["records"])]
+    joins = [k for k in work if "joins" in labels[k]]
+    joined = [k for k in joins if _joined(got[k]) == labels[k]["joins"]]
     reasons = Counter(got[k]["skipped"] for k in skip if got[k]["skipped"])
     right_reason = sum(got[k]["skipped"] == labels[k]["reason"] for k in skip)
     return {
@@ -173,8 +183,14 @@ def _score(labels: dict[str, Any], got: dict[str, dict[str, Any]]) -> dict[str, 
         "summary_opens_with_narration": len(narrated),
         "records_without_answer": len(bare),
         "records_without_answer_ids": bare,
+        "joins_labelled": len(joins),
+        "joins_as_labelled": len(joined),
         "leaked_ids": leaked,
     }
+
+
+def _joined(out: dict[str, Any]) -> list[int]:
+    return [int(t.rsplit("#", 1)[1]) for t in out.get("joined", [])]
 
 
 def run() -> dict[str, Any]:
@@ -277,6 +293,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {b[key]} | {a[key]} |")
     lines += [
         f"| skip reason as labelled | – | {a['must_skip_reason_matches']} / {a['must_skip']} |",
+        f"| retries taking in the unanswered turns as labelled | – | {a['joins_as_labelled']} / "
+        f"{a['joins_labelled']} |",
         "",
         f"Of these, the {ub['must_skip'] + ub['work']} drawn uniformly at random "
         f"({ub['must_skip']} must-skip, {ub['work']} work): must-skip with a record "

@@ -15,7 +15,7 @@ from typing import Any
 from wakemark.shared.config import Settings
 from wakemark.shared.extraction.budget import usage as _usage
 from wakemark.shared.extraction.capture import (
-    MAX_JOINED,
+    LOOKBACK,
     is_ack_answer,
     joined_turns,
     turn_skip_reason,
@@ -29,7 +29,7 @@ from wakemark.shared.privacy import scrub_record
 from wakemark.shared.storage.base import Turn
 
 __all__ = [
-    "MAX_JOINED",
+    "LOOKBACK",
     "THRESHOLD",
     "Extracted",
     "Merge",

@@ -147,6 +147,7 @@ _RETRY = re.compile(
     re.I,
 )
 MAX_JOINED = 3  # unanswered turns one answer may take in
+LOOKBACK = 2 * MAX_JOINED  # turns before an answered one worth reading for them
 
 
 def is_retry(prompt: str) -> bool:
@@ -162,8 +163,11 @@ def joined_turns(previous: Sequence[Turn], turn: Turn, idle_s: float) -> list[Tu
     retry = bool(prompts) and is_retry(prompts[0])
     joined: list[Turn] = []
     after = min((e.valid_time for e in turn.events), default=None)
-    for prev in reversed(previous[-MAX_JOINED:]):
-        if not prev.events or turn_skip_reason(prev) != "unanswered":
+    for prev in reversed(previous):
+        reason = turn_skip_reason(prev) if prev.events else None
+        if reason == "meta":
+            continue  # "[Request interrupted by user]" and other injected turns in between
+        if reason != "unanswered" or len(joined) == MAX_JOINED:
             break
         gap = (after - max(e.valid_time for e in prev.events)) if after else None
         if not retry and (gap is None or gap.total_seconds() > idle_s):
@@ -329,7 +333,8 @@ _NARRATION = re.compile(
     r"^(?:(?:now|next|then|so|first|finally|ok(?:ay)?|alright|great|perfect|excellent"
     r"|good|all right)[,!.]?\s+)*"
     r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|i'm now"
-    r"|first,? i|we need to|time to)\b",
+    r"|first,? i|we need to|time to)\b"
+    r"|^here(?:'s| is| are)\b[^:]*:\s*$",  # "Here's what was wrong:" leads in, says nothing
     re.I,
 )
 _INTERJECTION = re.compile(

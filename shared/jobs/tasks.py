@@ -73,11 +73,11 @@ def _joined(turn: Turn, ctx: Context) -> list[Turn]:
     """The session's unanswered turns just before ``turn`` that it continues. Read from
     the database, not taken from the batch, so the answer is the same whichever order
     (or worker) the session's turns are extracted in."""
-    from wakemark.shared.extraction import MAX_JOINED, joined_turns
+    from wakemark.shared.extraction import LOOKBACK, joined_turns
 
     infos = ctx.storage.session_turns(turn.namespace, turn.session_id, SESSION_SCAN)
     at = next((i for i, t in enumerate(infos) if t.turn_id == turn.turn_id), 0)
-    before = [t.turn_id for t in infos[max(0, at - MAX_JOINED) : at]]
+    before = [t.turn_id for t in infos[max(0, at - LOOKBACK) : at]]
     if not before or infos[at - 1].record_ids:
         return []
     return joined_turns(ctx.storage.get_turns(before), turn, ctx.settings.turn_idle_s)
