@@ -424,5 +424,5 @@ def answer_title(answer: str) -> str:
         for end in [m.end() for m in _SENTENCE_END.finditer(line)] + [len(line)]:
             sentence, start = line[start:end].strip(), end
             if len(re.findall(r"\w+", sentence)) >= 4 and not is_narration(sentence):
-                return sentence
+                return sentence.strip(" *_")
     return ""

@@ -29,7 +29,7 @@ _QUESTION = {
 
 def classify(prompt: str, answer_head: str, *, edits: bool, fail_then_pass: bool) -> str:
     """Type by rule: test fail→pass, question without edits, then words of the prompt
-    (or, if the prompt says nothing, of the answer's first sentence). An answer that
+    (or, if the prompt says nothing, of the answer's head). An answer that
     reports a failure without any edit tells of a bug, it does not fix one."""
     if fail_then_pass:
         return "bugfix"

@@ -34,6 +34,7 @@ MAX_FACTS = 30
 MAX_FACT_CHARS = 300
 MAX_SUMMARY = 4000
 MAX_TITLE = 200
+ANSWER_HEAD = 300  # characters of the answer whose words type a turn its prompt does not
 
 
 class _Facts:
@@ -122,7 +123,8 @@ def extract_deterministic(
     if not events or (len(used) == 1 and prompt):
         kind = "discovery"  # a prompt and nothing else: what was asked is the memory
     else:
-        kind = classify(prompt, first_sentence(answer), edits=edits, fail_then_pass=fail_then_pass)
+        head = clip(collapse(answer), ANSWER_HEAD)  # "Here's what was wrong and what I fixed:"
+        kind = classify(prompt, head, edits=edits, fail_then_pass=fail_then_pass)
     return MemoryRecord(
         namespace=turn.namespace,
         title=title,
