@@ -126,16 +126,20 @@ def turn_skip_reason(turn: Turn) -> str | None:
     ]
     prompt = next((p for p in prompts if p.strip()), "")
     answer = answers[-1] if answers else ""
-    uses = [parse_tool_use(e.body) for e in turn.events if e.kind == "tool_use"]
-    if not (uses and clean_prompt(prompt)):  # a request and tool uses: work, whatever the tools
-        reason = skip_reason(prompt, answer, [u.name for u in uses])
-        if reason or not clean_prompt(prompt):
+    uses = [e for e in turn.events if e.kind == "tool_use"]
+    clean = clean_prompt(prompt)
+    if not (uses and clean):  # a request and tool uses: work, whatever the tools were
+        reason = skip_reason(prompt, answer, [parse_tool_use(e.body).name for e in uses])
+        if reason or not clean:
             return reason
-    if summary_of(prompt) or says_something(uses, project_roots(turn)):
+    answered = any(a.strip() and not is_placeholder(a) for a in answers)
+    if answered and not is_ack_answer(answer):
+        return None
+    if summary_of(prompt):
         return None  # a teammate's message carries its own content
-    if not any(a.strip() and not is_placeholder(a) for a in answers):
-        return "unanswered"
-    return "trivial" if is_ack_answer(answer) else None
+    if says_something([parse_tool_use(e.body) for e in uses], project_roots(turn)):
+        return None
+    return "trivial" if answered else "unanswered"
 
 
 # A prompt that asks for the last request again, whatever came between.
