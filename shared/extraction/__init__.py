@@ -18,6 +18,7 @@ from wakemark.shared.extraction.capture import (
     LOOKBACK,
     is_ack_answer,
     joined_turns,
+    may_join,
     turn_skip_reason,
 )
 from wakemark.shared.extraction.dedupe import THRESHOLD, Merge, conservative_merge, dedupe
@@ -40,6 +41,7 @@ __all__ = [
     "joined_turns",
     "llm_enabled",
     "llm_usage",
+    "may_join",
     "record_from_note",
 ]
 

@@ -158,6 +158,11 @@ def is_retry(prompt: str) -> bool:
     return bool(_RETRY.match(clean_prompt(prompt)))
 
 
+def may_join(turn: Turn) -> bool:
+    """Whether a later answer may take ``turn`` in, or look past it for one to take in."""
+    return turn_skip_reason(turn) in ("unanswered", "meta")
+
+
 def joined_turns(previous: Sequence[Turn], turn: Turn, idle_s: float) -> list[Turn]:
     """The unanswered turns at the end of ``previous`` (the session's turns before
     ``turn``, oldest first) that ``turn`` continues: each followed by the next within

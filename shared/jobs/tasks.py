@@ -66,21 +66,18 @@ def _try_embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray | No
 # --- extraction ---------------------------------------------------------------------------
 
 
-SESSION_SCAN = 5000  # a session's turns read to find those before a turn
-
-
 def _joined(turn: Turn, ctx: Context) -> list[Turn]:
     """The session's unanswered turns just before ``turn`` that it continues. Read from
     the database, not taken from the batch, so the answer is the same whichever order
     (or worker) the session's turns are extracted in."""
-    from wakemark.shared.extraction import LOOKBACK, joined_turns
+    from wakemark.shared.extraction import LOOKBACK, joined_turns, may_join
 
-    infos = ctx.storage.session_turns(turn.namespace, turn.session_id, SESSION_SCAN)
-    at = next((i for i, t in enumerate(infos) if t.turn_id == turn.turn_id), 0)
-    before = [t.turn_id for t in infos[max(0, at - LOOKBACK) : at]]
-    if not before or infos[at - 1].record_ids:
+    before = ctx.storage.turns_before(turn.turn_id, LOOKBACK)
+    idle_s = ctx.settings.turn_idle_s
+    # Most turns follow an answered one: read that one alone first.
+    if not before or not all(may_join(t) for t in ctx.storage.get_turns(before[:1])):
         return []
-    return joined_turns(ctx.storage.get_turns(before), turn, ctx.settings.turn_idle_s)
+    return joined_turns(ctx.storage.get_turns(before[::-1]), turn, idle_s)
 
 
 def _candidates(turn: Turn, ctx: Context) -> Extracted:

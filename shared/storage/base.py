@@ -396,6 +396,11 @@ class Storage(abc.ABC):
         """The session's turns in that namespace, oldest first, at most ``limit``."""
 
     @abc.abstractmethod
+    def turns_before(self, turn_id: str, limit: int) -> list[str]:
+        """The ids of the turns of ``turn_id``'s session opened before it, nearest first,
+        at most ``limit`` ([] for an unknown turn)."""
+
+    @abc.abstractmethod
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         """Close open turns whose last event was recorded before ``idle_before``."""
 

@@ -64,6 +64,10 @@ def test_a_turn_closed_by_the_next_prompt_is_skipped_unanswered(
     )
     assert extract_turns(runtime.tasks, closed) == []
     assert _reasons(runtime, "s") == ["unanswered", None]  # the second is still open
+    [first, second] = [t.turn_id for t in runtime.storage.session_turns(NS, "s")]
+    assert runtime.storage.turns_before(second, 5) == [first]
+    assert runtime.storage.turns_before(first, 5) == []
+    assert runtime.storage.turns_before("no-such-turn", 5) == []
     assert runtime.storage.skipped_turns() == {"unanswered": 1}
     assert _records(runtime) == []
 

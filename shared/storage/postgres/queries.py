@@ -137,6 +137,13 @@ SELECT turn_id, opened_at, closed_at IS NOT NULL, extracted_at IS NOT NULL, reco
   FROM turns WHERE namespace = %s AND session_id = %s ORDER BY opened_at, turn_id LIMIT %s
 """
 
+TURNS_BEFORE = """
+SELECT p.turn_id FROM turns t JOIN turns p
+    ON p.session_id = t.session_id AND p.namespace = t.namespace
+   AND (p.opened_at, p.turn_id) < (t.opened_at, t.turn_id)
+ WHERE t.turn_id = %s ORDER BY p.opened_at DESC, p.turn_id DESC LIMIT %s
+"""
+
 COUNT_EVENTS = "SELECT count(*) FROM events WHERE event_id = ANY(%s::text[])"
 
 DELETE_EVENTS = "DELETE FROM events WHERE event_id = ANY(%s::text[])"

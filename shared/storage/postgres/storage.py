@@ -315,6 +315,10 @@ class PostgresStorage(Storage):
             for t, opened, closed, extracted, ids, reason in rows
         ]
 
+    def turns_before(self, turn_id: str, limit: int) -> list[str]:
+        with self._db.connection() as conn:
+            return [r[0] for r in conn.execute(q.TURNS_BEFORE, (turn_id, limit)).fetchall()]
+
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": utcnow(), "idle_before": idle_before}
         with self._db.connection() as conn:

@@ -101,6 +101,12 @@ SESSION_TURNS = """
 SELECT turn_id, opened_at, closed_at, extracted_at, record_ids, skip_reason FROM turns
 WHERE namespace = ? AND session_id = ? ORDER BY opened_at, turn_id LIMIT ?
 """
+TURNS_BEFORE = """
+SELECT p.turn_id FROM turns t JOIN turns p
+    ON p.session_id = t.session_id AND p.namespace = t.namespace
+   AND (p.opened_at < t.opened_at OR (p.opened_at = t.opened_at AND p.turn_id < t.turn_id))
+ WHERE t.turn_id = ? ORDER BY p.opened_at DESC, p.turn_id DESC LIMIT ?
+"""
 COUNT_EVENTS = "SELECT count(*) FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
 DELETE_EVENTS = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
 CLOSE_IDLE_TURNS = """

@@ -282,6 +282,9 @@ class SqliteStorage(Storage):
             for r in rows
         ]
 
+    def turns_before(self, turn_id: str, limit: int) -> list[str]:
+        return [r["turn_id"] for r in self._read(q.TURNS_BEFORE, (turn_id, limit))]
+
     def close_idle_turns(self, idle_before: datetime) -> list[str]:
         params = {"now": codec.ts(utcnow()), "before": codec.ts(idle_before)}
         with self._conns.write() as conn:
