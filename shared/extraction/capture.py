@@ -385,7 +385,7 @@ def says_little(request: str) -> bool:
 
 _PATH_IN_TITLE = re.compile(r"@(?:[\w.-]+/)+([\w.-]+\.\w+)")
 _PURPOSE = re.compile(
-    r"[,;]?\s+(?:so that|so i|so we|in order to|because|since|damit|weil|sodass)\s.*\Z", re.I
+    r"[,;]?\s+(?:so that|so i|so we|in order to|because|damit|weil|sodass)\s.*\Z", re.I
 )
 
 
