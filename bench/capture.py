@@ -51,7 +51,7 @@ import json, sys
 from datetime import UTC, datetime
 from wakemark.shared.config import Settings
 from wakemark.shared.models import StoredEvent
-from wakemark.shared.storage.base import Turn
+from wakemark.shared.storage import Turn
 import wakemark.shared.extraction as extraction
 
 settings = Settings(home=sys.argv[1], embedder="off")

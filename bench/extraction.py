@@ -58,7 +58,7 @@ def _best(fn: Any, rounds: int) -> float:
 def run(turns: int = TURNS) -> dict[str, Any]:
     from wakemark.shared.extraction.deterministic import extract_deterministic
     from wakemark.shared.models import StoredEvent
-    from wakemark.shared.storage.base import Turn
+    from wakemark.shared.storage import Turn
 
     raw = _synthetic(turns)
     now = datetime.now(UTC)

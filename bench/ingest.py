@@ -372,7 +372,7 @@ def run(workers: int = 2, threads: int | None = None, scale: float = 1.0) -> dic
 def markdown(result: dict[str, Any]) -> str:
     cfg, lat, cpu = result["config"], result["single_latency"], result["server_cpu_us"]
     ok = ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in result["targets"].items())
-    worker = "InlineWorker" if cfg["threads"] == 1 else "gthread"
+    worker = "InlineWorker" if cfg["threads"] == 1 else "PolledWorker"
     return "\n".join(
         [
             "# ingest",

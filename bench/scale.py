@@ -54,7 +54,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.retrieval.legs import EXACT_MAX_ROWS
 from wakemark.shared.retrieval.vectors import VectorSet
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage import Storage, migrate
+from wakemark.shared.storage import SearchQuery, Storage, migrate
 
 URL = os.environ.get(
     "WAKEMARK_SCALE_DATABASE_URL", "postgresql://wakemark@127.0.0.1:5432/wakemark_scale"
@@ -110,13 +110,16 @@ def _recall(found: list[list[str]], truth: list[list[str]], at: int = 10) -> flo
 
 def _hnsw(storage: Storage, ns: str, queries: list[np.ndarray], **filters: Any) -> Any:
     return _timed(
-        lambda q: [h.record_id for h in storage.search_vector(ns, q, K, **filters)], queries
+        lambda q: [h.record_id for h in storage.search_vector(SearchQuery(ns, K, **filters), q)],
+        queries,
     )
 
 
 def _exact_sql(storage: Storage, ns: str, queries: list[np.ndarray], **filters: Any) -> Any:
     return _timed(
-        lambda q: [h.record_id for h in storage.search_vector(ns, q, K, exact=True, **filters)],
+        lambda q: [
+            h.record_id for h in storage.search_vector(SearchQuery(ns, K, **filters), q, exact=True)
+        ],
         queries,
     )
 

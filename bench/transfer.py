@@ -30,7 +30,7 @@ BATCH = 500
 
 def _seed(storage: Any, n: int) -> None:
     from wakemark.shared.models import Event, MemoryRecord, new_ulid
-    from wakemark.shared.storage.base import ImportBatch, TurnRow
+    from wakemark.shared.storage import ImportBatch, TurnRow
 
     rng = np.random.default_rng(0)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)

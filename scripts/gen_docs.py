@@ -95,7 +95,13 @@ def _command(prog: str, parser: argparse.ArgumentParser, summary: str) -> list[s
 def cli_reference() -> str:
     from wakemark.services.cli.main import build_parser
 
-    parser = build_parser()
+    # Some help texts name the value in effect (`serve --help`); the reference shows the
+    # defaults, whatever this shell sets.
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("WAKEMARK_")}
+    try:
+        parser = build_parser()
+    finally:
+        os.environ.update(saved)
     sub = _subparsers(parser)
     assert sub is not None
     helps = {a.dest: a.help or "" for a in sub._choices_actions}

@@ -11,7 +11,8 @@ An anchor as common as ``.`` or ``:`` rejects little, and the engine then tries 
 that starts with a character class (``[MNO][\w-]{23,25}\.``, ``\d{8,10}:``) at every
 position. Such a pattern also gets a gate: the pattern's tail from its first literal,
 which every match holds and which ``re`` finds by scanning for that literal; a text it
-does not match cannot match the pattern.
+does not match cannot match the pattern. Only a tail of bounded width is a gate: each of
+its starts then reads a bounded stretch, and the gate stays linear.
 """
 
 from __future__ import annotations
@@ -82,12 +83,16 @@ def _refers_back(data: object) -> bool:
 
 
 def _gate(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
-    """The tail from the first literal after the start, compiled (None: the pattern
-    starts with one, has none, or the tail may refer back to a group before it)."""
+    r"""The tail from the first literal after the start, compiled (None: the pattern
+    starts with one, has none, the tail may refer back to a group before it, or it is
+    unbounded: without the items before it, a tail such as ``AP[A-Z0-9]{8,}\s`` would
+    start at every ``AP`` of one long run and scan to its end)."""
     parsed = sre_parse.parse(pattern.pattern, pattern.flags)
     first = next((i for i, (op, _) in enumerate(parsed.data) if op is sre.LITERAL), 0)
     tail = parsed.data[first:]
     if first == 0 or _refers_back(tail):
+        return None
+    if sre_parse.SubPattern(parsed.state, tail).getwidth()[1] >= sre.MAXREPEAT:
         return None
     compiled: re.Pattern[str] = sre_compile.compile(
         sre_parse.SubPattern(parsed.state, tail), pattern.flags

@@ -1,5 +1,7 @@
 """The privacy scrub, run on everything before it is stored: ``<private>…</private>``
-becomes ``[REDACTED]``, then credentials become ``[REDACTED:<kind>]`` (``secrets``).
+becomes ``[REDACTED]``, a string whose JSON key names a secret becomes
+``[REDACTED:secret-assignment]``, then credentials in any string become
+``[REDACTED:<kind>]`` (``secrets``).
 
 This is the only module that knows the tag. Rules: the tag is matched case-insensitively
 (and tolerates whitespace inside the angle brackets), nested tags redact as one span
@@ -7,11 +9,9 @@ This is the only module that knows the tag. Rules: the tag is matched case-insen
 closing tag is left alone. ``scrub`` walks any JSON-like value: strings, list items, dict
 values and dict keys at any depth.
 
-The credential scan costs tens of µs a string whatever its length (a few dozen rules, each
-called once), and an event has many short strings: ``scrub`` scans them joined, and goes
-down into a list or dict only where its joined strings hold a match, so a request with no
-credential is scanned once (every rule still matches in the joined text, so the joined
-scan misses nothing a string-by-string one would find: ``tests/test_secrets.py``).
+A value's strings are scanned for credentials together (``secrets.redact_each``): each
+rule reads them joined once, and a rule that finds a credential reads each string once
+more, alone; whatever the nesting, a body is read at most twice by any rule.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ REDACTED = "[REDACTED]"
 
 # ASCII-only case folding, so the cheap ``"private" in text.lower()`` pre-check below is
 # exactly as wide as the pattern (Unicode folding would also match e.g. a dotless ı).
-_TAG = re.compile(r"<\s*(/?)\s*private\s*>", re.IGNORECASE | re.ASCII)
+# Possessive: with ``\s*`` on both sides of an optional ``/``, a ``<`` before a long run
+# of spaces was tried at every split of the run.
+_TAG = re.compile(r"<\s*+(/?)\s*+private\s*>", re.IGNORECASE | re.ASCII)
 
 
 def scrub_text(text: str) -> str:
@@ -63,23 +65,32 @@ def _scrub_tags(text: str) -> str:
 
 def scrub(value: Any) -> Any:
     """A copy of a JSON-like value with every string scrubbed (keys included)."""
-    return _redact_secrets(_walk(value, _scrub_tags))
+    clean = _tags_and_fields(value)
+    strings = list(_strings(clean))
+    redacted = secrets.redact_each(strings)
+    if all(a is b for a, b in zip(strings, redacted, strict=True)):
+        return clean
+    replacement = iter(redacted)
+    return _walk(clean, lambda _: next(replacement))
 
 
-def _redact_secrets(value: Any) -> Any:
-    """Descends only into the parts whose strings, joined, hold a credential."""
-    if not secrets.any_secret("\n".join(_strings(value))):
-        return value
+SECRET_FIELD = "[REDACTED:secret-assignment]"
+
+
+def _tags_and_fields(value: Any) -> Any:
     if isinstance(value, str):
-        return secrets.redact(value)
+        return _scrub_tags(value)
     if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if isinstance(k, str) and secrets.any_secret(k):
-                k = secrets.redact(k)
-            out[k] = _redact_secrets(v)
-        return out
-    return [_redact_secrets(v) for v in value]
+        hidden = set(secrets.secret_fields(value))
+        return {
+            (_scrub_tags(k) if isinstance(k, str) else k): (
+                SECRET_FIELD if k in hidden else _tags_and_fields(v)
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_tags_and_fields(v) for v in value]
+    return value
 
 
 RECORD_TEXT = ("title", "summary", "facts", "concepts", "files_touched")

@@ -18,13 +18,27 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from wakemark.shared.extraction.tools import parse_tool_use
 from wakemark.shared.models import StoredEvent, utcnow
-from wakemark.shared.storage.base import AuditEntry, MemoryFilter, Storage
+from wakemark.shared.storage import (
+    AuditEntry,
+    Events,
+    MemoryFilter,
+    Records,
+    RetrievalLog,
+    Transactions,
+    Upkeep,
+)
 
 log = logging.getLogger("wakemark.retention")
+
+
+class RetentionStorage(Events, Records, RetrievalLog, Upkeep, Transactions, Protocol):
+    """What retention reads and deletes: turns and their events, records (their deletions
+    audited in the same transaction), retrieval rows."""
+
 
 KEEP_BYTES = 512  # a body this small (a short prompt) is kept: its stub would save nothing
 RUN_MAX_TURNS = 5000  # turns one periodic run trims; a backlog takes a few runs
@@ -55,7 +69,7 @@ def stub(event: StoredEvent) -> str | None:
 
 
 def trim_expired(
-    storage: Storage, days: int, now: datetime | None = None, max_turns: int | None = None
+    storage: RetentionStorage, days: int, now: datetime | None = None, max_turns: int | None = None
 ) -> dict[str, int]:
     """Trim the events of every turn extracted more than ``days`` ago (``days`` 0: none),
     ``TURNS_PER_BATCH`` turns a transaction; ``max_turns`` bounds one run (the periodic
@@ -87,7 +101,7 @@ def trim_expired(
 
 
 def expire(
-    storage: Storage,
+    storage: RetentionStorage,
     retention_days: int,
     expiry_days: int = 0,
     record_days: int = 0,
@@ -134,7 +148,7 @@ def expire(
 
 
 def _expire_records(
-    storage: Storage, created_before: datetime, now: datetime, max_records: int | None
+    storage: RetentionStorage, created_before: datetime, now: datetime, max_records: int | None
 ) -> int:
     ids = storage.find_memory_ids(MemoryFilter("/", before=created_before, pinned=False))
     ids = ids[:max_records] if max_records is not None else ids

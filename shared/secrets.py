@@ -21,6 +21,7 @@ regex ends lazily; its own check lives in a verify step we do not run) and beare
 from __future__ import annotations
 
 import base64
+import functools
 import importlib
 import inspect
 import json
@@ -29,6 +30,7 @@ import pkgutil
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import detect_secrets.plugins
 from detect_secrets.plugins.base import RegexBasedDetector
@@ -49,6 +51,35 @@ def _slug(secret_type: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
 
 
+# Upstream rules that backtrack on crafted text (a start at every ``//`` or ``sk-`` of a
+# long run, each scanning to the run's end) or cost the most a character, by their text,
+# and the form we run. A rule whose text changes upstream runs as it is, and the regex
+# budget test (``tests/test_regex_budget.py``) baits it like every other pattern.
+_REWRITES = {
+    # The ``//registry/`` part is dropped: from every ``//`` of a line, ``.+`` ran to the
+    # line's end. The secret is the group after ``_authToken=``, as before.
+    r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": (
+        r"/:_authToken=\s*+((npm_.+)|([A-Fa-f0-9-]{36})).*"
+    ),
+    # A key starts a token: an ``sk-`` inside a longer run of its characters (``disk-``,
+    # ``task-``) no longer starts a scan of the rest of that run.
+    r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}": (
+        r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"
+    ),
+    # The same matches: the look-ahead (the quoted value within reach) spares the two
+    # lazy windows at an ``aws`` that no value follows.
+    r"aws.{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?[\'\"]([0-9a-zA-Z/+]{40})[\'\"]": (
+        r"aws(?=.{0,48}?['\"][0-9a-zA-Z/+]{40}['\"])"
+        r""".{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?['"]([0-9a-zA-Z/+]{40})['"]"""
+    ),
+}
+
+
+def _rewritten(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    form = _REWRITES.get(pattern.pattern)
+    return pattern if form is None else re.compile(form, pattern.flags)
+
+
 def _plugin_rules() -> list[tuple[str, re.Pattern[str]]]:
     rules: list[tuple[str, re.Pattern[str]]] = []
     for info in pkgutil.iter_modules(detect_secrets.plugins.__path__):
@@ -65,7 +96,9 @@ def _plugin_rules() -> list[tuple[str, re.Pattern[str]]]:
             kind = _slug(cls.secret_type)  # type: ignore[arg-type]
             patterns: list[re.Pattern[str]] = list(cls.denylist)  # type: ignore[call-overload]
             rules += [
-                (kind, p) for p in patterns if not p.pattern.startswith(_ASSIGNMENT_RULE_PREFIX)
+                (kind, _rewritten(p))
+                for p in patterns
+                if not p.pattern.startswith(_ASSIGNMENT_RULE_PREFIX)
             ]
     return rules
 
@@ -84,10 +117,15 @@ _PUTTY_KEY = re.compile(r"PuTTY-User-Key-File-\d+:.*?(?:Private-MAC: *\S+|\Z)", 
 _EXTRA_RULES = [
     ("github-token", re.compile(r"github_pat_[A-Za-z0-9_]{82}")),
     # detect-secrets' JWT regex ends lazily (its verify step reads the rest): take all
-    # three parts, and keep only those whose header decodes (``_jwt_ok``).
+    # three parts, and keep only those whose header decodes (``_jwt_ok``). A token starts
+    # a run of its characters: from an ``eyJ`` inside one, every later ``eyJ`` would scan
+    # the same run again.
     (
         "json-web-token",
-        re.compile(r"eyJ[A-Za-z0-9_-]{8,}={0,2}\.[A-Za-z0-9_-]+={0,2}\.[A-Za-z0-9_-]*"),
+        re.compile(
+            r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}+={0,2}\.[A-Za-z0-9_-]++={0,2}\."
+            r"[A-Za-z0-9_-]*+"
+        ),
     ),
 ]
 
@@ -102,9 +140,11 @@ _KEYWORDS = "|".join([*DENYLIST, "token", "credentials?", "access_?key", "auth"]
 _ASSIGNED_VALUE = re.compile(
     r"""(?::=|=>|=|:(?=[ \t"'`]))[ \t]*["'`]?(?P<value>[^\s"'`,;=>]{8,})"""
 )
-_SECRET_NAME = re.compile(rf"(?:{_KEYWORDS})\w*\Z", re.IGNORECASE)
+# Searched in the name's last ``.``/``-`` part (``self.api_key``, ``DB_PASSWORD``).
+_SECRET_NAME = re.compile(_KEYWORDS, re.IGNORECASE)
 MAX_NAME = 64
 _NAME_REVERSED = re.compile(rf"[\w.-]{{1,{MAX_NAME}}}")
+_NAME_PART = re.compile(r"[.-]")
 # Values that are code, a reference or a placeholder rather than the secret itself.
 _NOT_A_VALUE = re.compile(
     r"""^(?:[$%<{].*|.*[(){}\[\]<>].*  # template, expansion, code
@@ -253,29 +293,118 @@ def _assignment_spans(text: str, lower: str) -> Iterator[Span]:
         name = _name_before(text, m.start())
         if (
             name
-            and _SECRET_NAME.search(name)
+            and _SECRET_NAME.search(_NAME_PART.split(name)[-1])
             and _looks_random(value)
             and not _forwards(name, value)
         ):
             yield m.start("value"), m.end("value"), "secret-assignment"
 
 
+# --- structured values: ``{"password": "hunter2"}``, ``{"X-Api-Key": "..."}`` ----------
+
+# A JSON key names a secret when its last word, or its last two joined, is one of these,
+# whatever the case and separators (``apiKey``, ``api_key``, ``X-Api-Key``, ``API-KEY``).
+_SECRET_KEY_ENDS = frozenset(
+    {
+        "password", "passwd", "pwd", "passphrase", "passcode", "secret", "token",
+        "authorization", "cookie", "credential", "credentials", "apikey", "accesskey",
+        "privatekey", "secretkey", "authkey", "accountkey", "signingkey", "encryptionkey",
+        "masterkey", "sessionkey", "sharedkey",
+    }
+)  # fmt: skip
+# Tokens that are positions, not credentials (``pageToken``, ``next_token``).
+_CURSOR_WORDS = frozenset({"page", "next", "continuation", "sync", "resume", "cursor"})
+MAX_KEY = 64
+_KEY_LIKE = re.compile(rf"[A-Za-z][A-Za-z0-9_. -]{{0,{MAX_KEY - 1}}}")
+# What stands in for a secret rather than being one: a reference, a template, a marker.
+_TEMPLATE = re.compile(
+    r"\$\{[^{}]*\}|\$\([^()]*\)|\$[A-Za-z_]\w*|\{\{[^{}]*\}\}|%[A-Za-z_]\w*%|<[^<>]*>"
+    r"|\[REDACTED[^][]*\]"
+)
+_PLACEHOLDER_WORD = re.compile(
+    r"changeme|change[-_ ]me|placeholder|example|your[-_ ]|dummy|redacted", re.IGNORECASE
+)
+_NO_VALUE = frozenset({"none", "null", "nil", "undefined", "true", "false", "n/a"})
+# The shape of HTTP headers and form fields as lists: ``{"name": "Password", "value": ...}``.
+_NAME_FIELDS = ("name", "key", "header")
+
+
+def secret_key(key: str) -> bool:
+    # Longer keys are never names; the cache then holds only short ones.
+    return len(key) <= MAX_KEY and _names_secret(key)
+
+
+@functools.lru_cache(maxsize=4096)  # an event's keys are mostly the same few dozen
+def _names_secret(key: str) -> bool:
+    if not _KEY_LIKE.fullmatch(key):
+        return False
+    words = [w.lower() for w in _WORDS.findall(key) if not w.isdigit()]
+    if not words or (len(words) > 1 and words[-2] in _CURSOR_WORDS):
+        return False
+    return words[-1] in _SECRET_KEY_ENDS or "".join(words[-2:]) in _SECRET_KEY_ENDS
+
+
+def placeholder(value: str) -> bool:
+    """Empty, one character repeated (``***``, ``xxx``), a reference or template
+    (``${VAR}``, ``<your-token>``, ``{{ secrets.X }}``) or a word that says so."""
+    value = value.strip()
+    return (
+        len(set(value.lower())) <= 1
+        or value.lower() in _NO_VALUE
+        or _TEMPLATE.fullmatch(value) is not None
+        or _PLACEHOLDER_WORD.search(value) is not None
+    )
+
+
+def secret_fields(obj: dict[Any, Any]) -> list[Any]:
+    """The keys of ``obj`` whose string values are secrets by the key's name (or, in a
+    ``{"name": ..., "value": ...}`` pair, by the name's)."""
+    named = isinstance(obj.get("value"), str) and any(
+        isinstance(obj.get(f), str) and secret_key(obj[f]) for f in _NAME_FIELDS
+    )
+    return [
+        k
+        for k, v in obj.items()
+        if isinstance(v, str)
+        and isinstance(k, str)
+        and (secret_key(k) or (named and k == "value"))
+        and not placeholder(v)
+    ]
+
+
+# Every format rule, by kind (the regex budget test baits each).
+RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("private-key", _PRIVATE_KEY),
+    ("private-key", _PUTTY_KEY),
+    *_plugin_rules(),
+    *_EXTRA_RULES,
+]
 _SCANNERS: list[Scanner] = [
-    _regex_spans("private-key", _PRIVATE_KEY),
-    _regex_spans("private-key", _PUTTY_KEY),
-    *(_regex_spans(kind, p) for kind, p in [*_plugin_rules(), *_EXTRA_RULES]),
+    *(_regex_spans(kind, p) for kind, p in RULES),
     _assignment_spans,
     _value_spans("bearer-token", _BEARER),
 ]
 
 
-def find(text: str) -> list[Span]:
-    """Non-overlapping ``(start, end, kind)`` spans, in order; the earliest, then the
-    longest, wins an overlap."""
+def find_each(texts: list[str]) -> list[list[Span]]:
+    """``find`` of each text. Each rule first reads the texts joined by newlines, up to its
+    first span: most requests hold no credential, and one pass over the joined text costs
+    about what one short string does (a few dozen rule calls), where an event has dozens
+    of strings. Only a rule that found one then reads each text alone, so the spans are
+    exactly each text's own (no match spans two texts, and none depends on the text next
+    to it: a rule that finds nothing joined finds nothing in any of them, which
+    ``tests/test_secrets.py`` checks on nested values)."""
+    if len(texts) == 1:
+        return [find(texts[0])]
+    joined = "\n".join(texts)
+    lower = joined.lower()
+    live = [scan for scan in _SCANNERS if next(scan(joined, lower), None) is not None]
+    return [_resolve(text, live) if live else [] for text in texts]
+
+
+def _resolve(text: str, scans: list[Scanner]) -> list[Span]:
     lower = text.lower()
-    found = sorted(
-        (s for scan in _SCANNERS for s in scan(text, lower)), key=lambda s: (s[0], -s[1])
-    )
+    found = sorted((s for scan in scans for s in scan(text, lower)), key=lambda s: (s[0], -s[1]))
     spans: list[Span] = []
     for span in found:
         if spans and span[0] < spans[-1][1]:
@@ -286,16 +415,21 @@ def find(text: str) -> list[Span]:
     return spans
 
 
-def any_secret(text: str) -> bool:
-    lower = text.lower()
-    for scan in _SCANNERS:
-        for _ in scan(text, lower):
-            return True
-    return False
+def find(text: str) -> list[Span]:
+    """Non-overlapping ``(start, end, kind)`` spans, in order; the earliest, then the
+    longest, wins an overlap."""
+    return _resolve(text, _SCANNERS)
+
+
+def redact_each(texts: list[str]) -> list[str]:
+    return [_redacted(text, spans) for text, spans in zip(texts, find_each(texts), strict=True)]
 
 
 def redact(text: str) -> str:
-    spans = find(text)
+    return _redacted(text, find(text))
+
+
+def _redacted(text: str, spans: list[Span]) -> str:
     if not spans:
         return text
     out: list[str] = []
@@ -309,5 +443,4 @@ def redact(text: str) -> str:
 
 def kinds() -> list[str]:
     """Every kind this scanner can report (for the docs and tests)."""
-    plugin = {kind for kind, _ in [*_plugin_rules(), *_EXTRA_RULES]}
-    return sorted(plugin | {"private-key", "secret-assignment", "bearer-token"})
+    return sorted({kind for kind, _ in RULES} | {"secret-assignment", "bearer-token"})

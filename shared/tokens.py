@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from wakemark.shared.models import new_ulid, utcnow
-from wakemark.shared.storage.base import ApiToken, AuditEntry, Storage
+from wakemark.shared.storage import ApiToken, AuditEntry, Transactions
 
 SECRET_PREFIX = "wmk_"
 _DURATION = re.compile(r"^(\d{1,6})([mhdw])$")
@@ -77,7 +77,7 @@ def parse_duration(raw: str) -> timedelta:
 
 
 def create(
-    storage: Storage,
+    storage: Transactions,
     *,
     actor: str,
     project: str | None,
@@ -113,7 +113,7 @@ def create(
     return token, secret
 
 
-def revoke(storage: Storage, token_id: str, who: str) -> bool:
+def revoke(storage: Transactions, token_id: str, who: str) -> bool:
     now = utcnow()
     with storage.transaction() as tx:
         done = tx.revoke_token(token_id, now)

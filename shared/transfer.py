@@ -35,7 +35,7 @@ from wakemark.shared.models import (
     UlidStr,
     is_namespace_prefix,
 )
-from wakemark.shared.storage.base import ImportBatch, ImportCounts, Storage, TurnRow
+from wakemark.shared.storage import ImportBatch, ImportCounts, TurnRow, Upkeep
 
 FORMAT = "wakemark-export"
 VERSION = 1
@@ -130,7 +130,7 @@ def event_line(event: StoredEvent) -> dict[str, Any]:
 
 
 def export_lines(
-    storage: Storage,
+    storage: Upkeep,
     namespace: str | None = None,
     events: bool = False,
     vectors: bool = False,
@@ -276,7 +276,7 @@ def _error_text(exc: Exception) -> str:
 
 
 def import_lines(
-    storage: Storage,
+    storage: Upkeep,
     lines: Iterable[bytes],
     namespace_map: list[tuple[str, str]] | None = None,
     dry_run: bool = False,
@@ -297,7 +297,7 @@ def import_lines(
 
 
 def _import(
-    storage: Storage,
+    storage: Upkeep,
     lines: Iterable[bytes],
     mapping: list[tuple[str, str]],
     report: ImportReport,

@@ -189,3 +189,118 @@ def test_no_credential_survives_any_nesting(value: Any) -> None:
     out = repr(scrub(value))
     for _, secret, _ in CREDENTIALS:
         assert secret not in out
+
+
+# --- rewritten upstream rules ----------------------------------------------------------
+
+
+def test_every_rewrite_replaces_a_rule_the_installed_detect_secrets_has() -> None:
+    # A rewrite whose upstream text changed would silently stop applying; the new text
+    # then runs as it is (and the regex budget test baits it).
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    def detectors(cls: type) -> list[type]:
+        return [cls, *(d for sub in cls.__subclasses__() for d in detectors(sub))]
+
+    upstream = {
+        p.pattern
+        for cls in detectors(RegexBasedDetector)
+        for p in (cls.denylist if isinstance(cls.denylist, list | tuple) else [])
+    }
+    assert set(secrets._REWRITES) <= upstream
+    running = {p.pattern for _, p in secrets.RULES}
+    assert not set(secrets._REWRITES) & running
+    assert set(secrets._REWRITES.values()) <= running
+
+
+@pytest.mark.parametrize(
+    ("kind", "secret", "line"),
+    [
+        ("openai-token", "sk-proj-" + rnd(20) + "T3BlbkFJ" + rnd(20), 'OPENAI_API_KEY="{}"'),
+        ("npm-tokens", "npm_" + rnd(36), "//registry.npmjs.org/:_authToken={}"),
+        ("aws-access-key", rnd(40), "aws_secret_key = '{}'"),
+        ("json-web-token", ".".join([_b64url('{"alg":"none"}'), "e30", rnd(43)]), "jwt={}"),
+    ],
+)
+def test_rewritten_rules_catch_what_they_caught(kind: str, secret: str, line: str) -> None:
+    out = scrub_text(line.format(secret))
+    assert secret not in out and f"[REDACTED:{kind}]" in out
+
+
+# --- secrets as JSON values ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["password", "PASSWORD", "passwd", "db_password2", "apiKey", "api_key", "X-Api-Key",
+     "API-KEY", "APIKey", "client_secret", "AWS_SECRET_ACCESS_KEY", "privateKey",
+     "Authorization", "Cookie", "set-cookie", "access_token", "Password", "API key"],
+)  # fmt: skip
+def test_a_key_naming_a_secret_hides_its_string_value(key: str) -> None:
+    value = "hunter2"  # short and plain: only the key says it is a secret
+    assert scrub({"tool_input": {key: value, "host": "db"}}) == {
+        "tool_input": {key: "[REDACTED:secret-assignment]", "host": "db"}
+    }
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["max_tokens", "token_count", "tokenizer", "pageToken", "next_page_token", "key",
+     "session_id", "private_key_id", "password_file", "author", "secretary notes",
+     "DB_PASSWORD=x", "the password is"],
+)  # fmt: skip
+def test_a_key_that_does_not_name_a_secret_keeps_its_value(key: str) -> None:
+    assert scrub({key: "hunter2"}) == {key: "hunter2"}
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "   ", "***", "xxx", "********", "<your-token>", "<PASSWORD>", "${DB_PASSWORD}",
+     "$API_KEY", "{{ secrets.TOKEN }}", "%APPDATA%", "changeme", "your_api_key_here",
+     "example-token", "null", "None", "[REDACTED:github-token]"],
+)  # fmt: skip
+def test_a_placeholder_under_a_secret_key_is_kept(value: str) -> None:
+    assert scrub({"password": value}) == {"password": value}
+
+
+def test_a_name_value_pair_naming_a_secret_hides_the_value() -> None:
+    # Playwright MCP's browser_fill_form, and HTTP headers as a list of pairs.
+    fields = [
+        {"name": "Email", "type": "textbox", "ref": "e1", "value": "dev@shop.test"},
+        {"name": "Password", "type": "textbox", "ref": "e2", "value": "hunter2"},
+        {"key": "X-Api-Key", "value": "k3y"},
+        {"name": "Confirm", "value": "${PW}"},
+    ]
+    assert [f["value"] for f in scrub({"fields": fields})["fields"]] == [
+        "dev@shop.test", "[REDACTED:secret-assignment]", "[REDACTED:secret-assignment]",
+        "${PW}",
+    ]  # fmt: skip
+
+
+def test_only_string_values_are_hidden_and_nested_ones_are_walked() -> None:
+    value = {"token": {"access_token": "abc", "expires_in": 3600}, "password": 1234}
+    assert scrub(value) == {
+        "token": {"access_token": "[REDACTED:secret-assignment]", "expires_in": 3600},
+        "password": 1234,
+    }
+
+
+def test_strings_scanned_together_get_exactly_their_own_spans() -> None:
+    # Joined by a newline, the first key's match takes the newline the second needs before
+    # it (``(?:\s|...)AKC``): the rule that found one rereads each string alone.
+    first, second = "AKC" + rnd(12), "AKC" + rnd(12)
+    putty = "PuTTY-User-Key-" + "File-2: ssh-rsa"  # an open key block
+    texts = [f"x {first}", second, putty, "after"]
+    assert secrets.redact_each(texts) == [secrets.redact(t) for t in texts]
+    assert first not in repr(secrets.redact_each(texts)) and second not in repr(
+        secrets.redact_each(texts)
+    )
+    assert secrets.redact_each(texts)[3] == "after"  # the open key block ends with its string
+
+
+def test_long_keys_are_not_names_and_are_not_cached() -> None:
+    # The key-name cache must not hold what clients send in bulk.
+    before = secrets._names_secret.cache_info().currsize
+    keys = {f"{'k' * 100}{i}_password": "hunter2" for i in range(200)}
+    assert scrub(keys) == keys
+    assert secrets._names_secret.cache_info().currsize == before

@@ -9,7 +9,7 @@ from flask import Flask, Response, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from wakemark.shared.storage.base import (
+from wakemark.shared.storage import (
     DuplicateRecordError,
     NotFoundError,
     StorageFullError,

@@ -1,4 +1,9 @@
-"""``GET /health``: public liveness and state, never any user content.
+"""``GET /health``: liveness for anyone, state for a token, never any user content.
+
+Without a token it answers only ``status`` and ``version``: figures about the server's
+users (pending work, database size, LLM spend, gate totals) are for its operator. The
+bootstrap token sees everything; a scoped token sees only its own scope's pending work
+and gate totals, and the embedder's state without its error text.
 
 Each part reports independently: a missing or failing part shows up as its own field
 (``null``/``error``) instead of failing the whole check. Only an unreachable database
@@ -12,11 +17,11 @@ import threading
 import time
 from typing import Any
 
-from flask import Blueprint, Response, current_app, jsonify
+from flask import Blueprint, Response, current_app, g, jsonify
 
 from wakemark.services.api import client_files, hooks, optout
 from wakemark.services.api.current import runtime
-from wakemark.shared import __version__
+from wakemark.shared import __version__, tokens
 
 log = logging.getLogger("wakemark.api")
 
@@ -26,29 +31,34 @@ _STORED_TTL_S = 2.0  # counting pending rows is a scan; monitors may poll every 
 _stored_lock = threading.Lock()
 
 
-def _stored(storage: Any) -> dict[str, dict[str, Any]]:
-    """What the database says: pending work, turns skipped by reason (``command``,
-    ``meta``, ``trivial``, ``error``, ``empty``: extracted without a record; their events
-    are kept), its size, and the relevance gate's totals from the stored retrieval audit
-    (every prompt since the audit began, across restarts and processes)."""
-    # Cached per app (each test app has its own database), shared by the app's threads.
-    cache = current_app.extensions.setdefault("wakemark.health_stored", {"at": 0.0, "value": None})
+def _stored(storage: Any, prefix: str | None) -> dict[str, dict[str, Any]]:
+    """What the database says under ``prefix`` (None: all of it): pending work and the
+    relevance gate's totals from the stored retrieval audit (every prompt since the audit
+    began, across restarts and processes); for the whole database also turns skipped by
+    reason (``command``, ``meta``, ``trivial``, ``error``, ``empty``: extracted without a
+    record; their events are kept) and its size."""
+    # Cached per app (each test app has its own database) and scope, shared by the app's
+    # threads; the scopes are those of stored tokens, so the cache stays small.
+    cache: dict[str | None, tuple[float, dict[str, dict[str, Any]]]]
+    cache = current_app.extensions.setdefault("wakemark.health_stored", {})
     now = time.monotonic()
     with _stored_lock:
-        if cache["value"] is not None and now - cache["at"] < _STORED_TTL_S:
-            return {k: dict(v) for k, v in cache["value"].items()}
-    stats = storage.stats()
+        hit = cache.get(prefix)
+        if hit is not None and now - hit[0] < _STORED_TTL_S:
+            return {k: dict(v) for k, v in hit[1].items()}
+    stats = storage.stats(prefix)
     value = {
         "pending": {
             "extraction": int(stats.get("pending_extraction", 0)),
             "embedding": int(stats.get("pending_embedding", 0)),
         },
-        "skipped": dict(sorted(storage.skipped_turns().items())),
-        "database": {"bytes": storage.database_bytes()},
-        "gate": _gate(storage.retrieval_totals()),
+        "gate": _gate(storage.retrieval_totals(prefix)),
     }
+    if prefix is None:
+        value["skipped"] = dict(sorted(storage.skipped_turns().items()))
+        value["database"] = {"bytes": storage.database_bytes()}
     with _stored_lock:
-        cache.update(at=now, value=value)
+        cache[prefix] = (now, value)
     return {k: dict(v) for k, v in value.items()}
 
 
@@ -73,14 +83,14 @@ def _jobs(rt: Any) -> dict[str, Any]:
         return {"mode": None, "queue_depth": None, "error": exc.__class__.__name__}
 
 
-def _embedder(rt: Any) -> dict[str, Any]:
+def _embedder(rt: Any, with_reason: bool) -> dict[str, Any]:
     try:
         embedder = rt.embedder
     except Exception as exc:
         return {"state": "error", "reason": exc.__class__.__name__}
     out = {"state": str(getattr(embedder, "state", "unknown"))}
     reason = getattr(embedder, "reason", None)
-    if reason:
+    if reason and with_reason:  # the text may name the operator's paths
         out["reason"] = str(reason)[:200]
     return out
 
@@ -104,23 +114,30 @@ def _search(rt: Any) -> dict[str, Any]:
 @bp.get("/health")
 def health() -> tuple[Response, int]:
     rt = runtime()
-    body: dict[str, Any] = {
-        "status": "ok",
-        "version": __version__,
-        "backend": rt.settings.backend,
-    }
-    status = 200
+    # Set by the guard only when the request carried a valid token (401 for a bad one).
+    who: tokens.Principal | None = g.get("wakemark_principal")
     try:
         storage = rt.storage
         storage.ping()
-        body.update(_stored(storage))
     except Exception as exc:
         log.warning("health: database unreachable: %r", exc)
-        body["status"] = "degraded"
-        body["pending"] = body["skipped"] = body["database"] = body["gate"] = None
-        status = 503
+        storage = None
+    body: dict[str, Any] = {"status": "ok" if storage else "degraded", "version": __version__}
+    status = 200 if storage else 503
+    if who is None:
+        return jsonify(body), status
+    operator = who is tokens.BOOTSTRAP
+    body["backend"] = rt.settings.backend
+    if storage is not None:
+        body.update(_stored(storage, who.prefix))
+    else:
+        body["pending"] = body["gate"] = None
+        if operator:
+            body["skipped"] = body["database"] = None
+    body["embedder"] = _embedder(rt, with_reason=operator)
+    if not operator:
+        return jsonify(body), status
     body["jobs"] = _jobs(rt)
-    body["embedder"] = _embedder(rt)
     body["search"] = _search(rt)
     body["llm"] = _llm(rt)
     body["dropped"] = {"ignored_project": optout.dropped()}

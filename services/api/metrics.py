@@ -24,6 +24,11 @@ Callback = Callable[[], Iterable[str]]
 _callbacks: list[Callback] = []
 _lock = threading.Lock()
 _requests: dict[tuple[str, str, int], int] = {}
+# gunicorn accepts any token as a method: counting each name seen would let a client add
+# series without end, so every method outside HTTP's own is counted under one label.
+KNOWN_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"}
+)
 
 
 def register(callback: Callback) -> None:
@@ -59,7 +64,8 @@ def init_app(app: Flask) -> None:
     def _count(response: Response) -> Response:
         # The route pattern (not the path) keeps the label set small: ids never leak in.
         route = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        key = (request.method, route, response.status_code)
+        method = request.method if request.method in KNOWN_METHODS else "OTHER"
+        key = (method, route, response.status_code)
         with _lock:
             _requests[key] = _requests.get(key, 0) + 1
         return response

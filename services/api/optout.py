@@ -11,7 +11,7 @@ from wakemark.services.api import metrics
 from wakemark.shared import optout
 from wakemark.shared.config import Settings
 from wakemark.shared.models import Event
-from wakemark.shared.storage.base import PutEventResult
+from wakemark.shared.storage import PutEventResult
 
 log = logging.getLogger("wakemark.api")
 

@@ -299,16 +299,19 @@ class Stats(BaseModel):
 
 
 class Health(BaseModel):
+    """Only ``status`` and ``version`` without a token; a scoped token adds ``backend``,
+    ``pending``, ``gate`` (its scope's) and ``embedder``; the bootstrap token all."""
+
     model_config = ConfigDict(extra="allow")
 
     status: Literal["ok", "degraded"]
     version: str
-    backend: Literal["sqlite", "postgres"]
-    pending: dict[str, int] | None
-    database: dict[str, int] | None = Field(description="`{bytes}` the database takes")
-    gate: dict[str, Any] | None = Field(description="totals of the stored retrieval audit")
-    capture: dict[str, int]
-    jobs: dict[str, Any]
-    embedder: dict[str, Any]
-    search: dict[str, Any]
-    llm: dict[str, Any]
+    backend: Literal["sqlite", "postgres"] | None = None
+    pending: dict[str, int] | None = None
+    database: dict[str, int] | None = Field(None, description="`{bytes}` the database takes")
+    gate: dict[str, Any] | None = Field(None, description="totals of the stored retrieval audit")
+    capture: dict[str, int] | None = None
+    jobs: dict[str, Any] | None = None
+    embedder: dict[str, Any] | None = None
+    search: dict[str, Any] | None = None
+    llm: dict[str, Any] | None = None

@@ -37,7 +37,7 @@ from wakemark.shared import tokens
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import utcnow
 from wakemark.shared.project import sanitize_actor
-from wakemark.shared.storage.base import ApiToken, AuditEntry, Storage, Tx
+from wakemark.shared.storage import ApiToken, AuditEntry, Tokens, Tx
 from wakemark.shared.tokens import Principal
 
 # The spec is public like /health: it holds no user content, and tools read it first.
@@ -109,7 +109,7 @@ class TokenCache:
         self._entries: dict[str, tuple[float, ApiToken]] = {}
         self._lock = threading.Lock()
 
-    def get(self, storage: Storage, secret_sha256: str) -> ApiToken | None:
+    def get(self, storage: Tokens, secret_sha256: str) -> ApiToken | None:
         now = time.monotonic()
         with self._lock:
             hit = self._entries.get(secret_sha256)
@@ -186,7 +186,9 @@ def init_app(app: Flask, settings: Settings) -> None:
             raise ApiError(403, "Host header not allowed (loopback only)", code="forbidden_host")
         # The viewer's static files (no user data) load without the token; its data
         # calls go to /v1 with it.
-        if request.path in PUBLIC_PATHS or is_ui_path(request.path):
+        # A public path with a token is authenticated all the same: /health shows more.
+        public = request.path in PUBLIC_PATHS and "Authorization" not in request.headers
+        if public or is_ui_path(request.path):
             return None
         who = g.wakemark_principal = authenticate()
         if limiter is not None and who.token_id is not None:
@@ -255,9 +257,10 @@ def owned(row: R | None, what: str) -> R:
     return row
 
 
-def hook_actor(given: str | None) -> str | None:
-    """The actor a hook request writes as: a scoped token's own (403 if the request
-    names another), else the one the request names (None: the caller's default)."""
+def write_actor(given: str | None) -> str | None:
+    """The actor a request writes as: a scoped token's own (403 if the request names
+    another, in a hook header or an event's ``actor_id``), else the one the request
+    names (None: the caller's default)."""
     mine = principal().actor
     if mine is None:
         return given

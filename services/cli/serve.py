@@ -3,28 +3,78 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
+from typing import Any
 
 # Threads per worker, by backend. Requests are short and CPU-bound (the GIL), so threads
 # only help where a request waits on I/O outside the process: Postgres round trips. With
 # SQLite every step holds the GIL or the write lock, and a second thread only contends
 # for them. One thread is served by InlineWorker (services/api/worker.py), which answers
-# on the polling thread; more go to gthread's pool.
+# on the polling thread; more go to PolledWorker's pool. Both read requests whole before
+# serving them, so a slow client never holds a thread.
 DEFAULT_THREADS = {"sqlite": 1, "postgres": 4}
-INLINE_WORKER = "wakemark.services.api.worker.InlineWorker"  # answers on the polling thread
+INLINE_WORKER = "wakemark.services.api.worker.InlineWorker"
+POLLED_WORKER = "wakemark.services.api.worker.PolledWorker"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="bind address (default WAKEMARK_HOST, 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default WAKEMARK_PORT, 37800)")
+    parser.add_argument("--host", help=f"bind address (default: {_default('host')})")
+    parser.add_argument("--port", type=int, help=f"port (default: {_default('port')})")
     parser.add_argument(
-        "--workers", type=int, help="gunicorn worker processes (default WAKEMARK_WORKERS)"
+        "--workers", type=int, help=f"gunicorn worker processes (default: {_default('workers')})"
     )
     parser.add_argument(
         "--threads",
         type=int,
         help="threads per worker (default 1 with SQLite, 4 with Postgres)",
+    )
+
+
+def _default(key: str) -> str:
+    """The value in effect, for --help: the variable's when it is set."""
+    from wakemark.shared.config import Settings, env_name
+
+    name = env_name(key)
+    if name in os.environ:
+        return f"{os.environ[name]}, from {name}"
+    return f"{name}, else {getattr(Settings(), key)}"
+
+
+def wakemark_at(host: str, port: int) -> dict[str, Any] | None:
+    """What a wakemark at ``host:port`` says on /health; None when none answers there."""
+    from wakemark.services.cli.status import fetch, is_wakemark
+
+    try:
+        _code, health = fetch(host, port, "/health")
+    except OSError:
+        return None
+    return health if is_wakemark(health) else None
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port``, in one line; None if it can."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return f"cannot listen on {host}:{port}: {exc.strerror}"
+        else:
+            return None
+    health = wakemark_at(host, port)
+    if health is not None:
+        return (
+            f"port {port} is in use: wakemark {health['version']} is already running there"
+            " (`wakemark status`); to run another one, pass --port or set WAKEMARK_PORT"
+        )
+    return (
+        f"port {port} is in use by another program (no wakemark answers there):"
+        " stop it, or pass --port / set WAKEMARK_PORT"
     )
 
 
@@ -34,8 +84,7 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
         sys.executable, "-m", "gunicorn",
         "--bind", bind,
         "--workers", str(workers),
-        # One thread: the request is answered on the polling thread (services/api/worker).
-        "--worker-class", INLINE_WORKER if threads == 1 else "gthread",
+        "--worker-class", INLINE_WORKER if threads == 1 else POLLED_WORKER,
         "--threads", str(threads),
         # Recycle workers now and then so a slow leak can never grow without bound, but
         # rarely: a restart re-imports the app and reloads the model, which costs ingest
@@ -66,15 +115,28 @@ def run(args: argparse.Namespace) -> int:
     threads = DEFAULT_THREADS[settings.backend] if args.threads is None else args.threads
     if threads < 1 or threads > 64:
         raise ConfigError("--threads: expected an integer from 1 to 64")
+    problem = port_problem(settings.host, settings.port)
+    if problem:
+        raise ConfigError(problem)
     prepare_home(settings)
     migrate(settings)
     ensure_token(settings)  # before the workers start, so they never race to create it
     argv = gunicorn_argv(settings.host, settings.port, settings.workers, threads)
-    print(
-        f"wakemark: serving on http://{argv[4]} ({settings.backend}, {settings.workers} "
-        f"worker(s) x {threads} thread(s))",
-        file=sys.stderr,
-        flush=True,
-    )
+    for line in next_steps(settings, f"http://{argv[4]}", threads):
+        print(f"wakemark: {line}", file=sys.stderr)
+    sys.stderr.flush()
     os.execv(sys.executable, argv)
     return 0  # not reached
+
+
+def next_steps(settings: Any, url: str, threads: int) -> list[str]:
+    from wakemark.services import agents
+
+    token = "WAKEMARK_TOKEN" if settings.token else str(settings.token_path)
+    return [
+        f"serving on {url} ({settings.backend}, {settings.workers} worker(s) x {threads}"
+        " thread(s))",
+        f"token: {token} (the hooks and the viewer use it)",
+        f"next: `wakemark install <agent>` ({', '.join(agents.names())}), then restart the agent",
+        "viewer: `wakemark ui`; in the background, at login: `wakemark service install`",
+    ]

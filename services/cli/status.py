@@ -31,6 +31,23 @@ def fetch(host: str, port: int, path: str, token: str | None = None) -> tuple[in
         conn.close()
 
 
+def local_token(settings: Any) -> str | None:
+    """The bootstrap token as this machine has it, if it has one (never creates it)."""
+    from wakemark.services.api.security import ensure_token
+
+    if not (settings.token or settings.token_path.exists()):
+        return None
+    try:
+        return ensure_token(settings)
+    except OSError:
+        return None
+
+
+def is_wakemark(health: Any) -> bool:
+    """Whether a ``/health`` answer is wakemark's (its public form: status and version)."""
+    return isinstance(health, dict) and "status" in health and "version" in health
+
+
 def _project_line(settings: Any) -> str:
     from wakemark.shared import optout, project
 
@@ -42,41 +59,48 @@ def _project_line(settings: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from wakemark.services.api.security import ensure_token
     from wakemark.shared.config import Settings
 
     settings = Settings.from_env()
     url = f"http://{settings.host}:{settings.port}"
+    token = local_token(settings)
     try:
-        code, health = fetch(settings.host, settings.port, "/health")
+        code, health = fetch(settings.host, settings.port, "/health", token)
+        if code == 401:  # a token this server does not take: it may still be up
+            code, health = fetch(settings.host, settings.port, "/health")
     except OSError as exc:
         print(
-            f"wakemark: not running at {url} ({exc.__class__.__name__}); start it: wakemark serve"
+            f"wakemark: not running at {url} ({exc.__class__.__name__}); start it:"
+            " wakemark serve (or in the background, at login: wakemark service install)"
         )
         return 1
-    if not isinstance(health, dict) or "backend" not in health:
+    if not is_wakemark(health):
         print(f"wakemark: something else answers at {url} (HTTP {code}); run: wakemark doctor")
         return 1
     stats: Any = None
     scode = 0
-    if settings.token or settings.token_path.exists():
-        scode, stats = fetch(settings.host, settings.port, "/v1/stats", ensure_token(settings))
+    if token:
+        scode, stats = fetch(settings.host, settings.port, "/v1/stats", token)
     if args.json:
         body = {"health": health, "stats": stats, "project": _project_line(settings)}
         print(json.dumps(body, indent=2))
         return 0 if code == 200 else 1
-    jobs = health.get("jobs") or {}
-    pending = health.get("pending") or {}
     print(f"wakemark {health.get('version')} at {url}: {health.get('status')}")
-    print(f"  backend   {health.get('backend')}")
-    print(f"  jobs      {jobs.get('mode')} (queue depth {jobs.get('queue_depth')})")
-    print(f"  embedder  {(health.get('embedder') or {}).get('state')}")
-    print(
-        f"  pending   extraction {pending.get('extraction')}, embedding {pending.get('embedding')}"
-    )
+    if "backend" in health:
+        jobs = health.get("jobs") or {}
+        pending = health.get("pending") or {}
+        print(f"  backend   {health.get('backend')}")
+        print(f"  jobs      {jobs.get('mode')} (queue depth {jobs.get('queue_depth')})")
+        print(f"  embedder  {(health.get('embedder') or {}).get('state')}")
+        print(
+            f"  pending   extraction {pending.get('extraction')}, "
+            f"embedding {pending.get('embedding')}"
+        )
     print(f"  project   {_project_line(settings)}")
     if scode == 200 and isinstance(stats, dict):
         print(f"  stored    {stats.get('events')} events, {stats.get('memories')} memories")
     elif scode:
         print(f"  stats     HTTP {scode}: token mismatch? (WAKEMARK_TOKEN vs $WAKEMARK_HOME/token)")
+    elif not token:
+        print(f"  details   need the token ({settings.token_path} or WAKEMARK_TOKEN)")
     return 0 if code == 200 else 1

@@ -2,7 +2,9 @@
 
 The files hold no user data, so they load without the token; every data call they make
 goes to ``/v1`` with ``Authorization: Bearer``. The token reaches the page in the URL
-fragment (``/ui#token=...``), which browsers never send to a server.
+fragment (``/ui#token=...``, which browsers never send to a server), or as a one-time code
+there (``/ui#code=...``, what ``wakemark ui`` opens) that the page trades for it at
+``POST /ui/token`` (``routes``, ``handoff``).
 """
 
 from __future__ import annotations

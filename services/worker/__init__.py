@@ -20,7 +20,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.jobs import JOBS, Job
 from wakemark.shared.jobs.celery_dispatch import celery_config
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage.base import TransientStorageError
+from wakemark.shared.storage import TransientStorageError
 
 log = logging.getLogger("wakemark.worker")
 

@@ -27,7 +27,7 @@ from wakemark.shared.extraction.notes import record_from_note
 from wakemark.shared.extraction.text import body_text
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.privacy import scrub_record
-from wakemark.shared.storage.base import Turn
+from wakemark.shared.storage import Turn
 
 __all__ = [
     "LOOKBACK",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from wakemark.shared.extraction.outcomes import parse_output
 from wakemark.shared.extraction.text import body_text, collapse
 from wakemark.shared.extraction.tools import ToolUse, parse_tool_use
-from wakemark.shared.storage.base import Turn
+from wakemark.shared.storage import Turn
 
 # Tags whose content is a command the user ran or its output (not a request).
 _COMMAND_TAGS = (

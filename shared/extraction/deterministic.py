@@ -28,7 +28,7 @@ from wakemark.shared.extraction.text import (
 )
 from wakemark.shared.extraction.tools import ToolUse, parse_tool_use
 from wakemark.shared.models import MemoryRecord, StoredEvent
-from wakemark.shared.storage.base import Turn
+from wakemark.shared.storage import Turn
 
 MAX_FACTS = 30
 MAX_FACT_CHARS = 300

@@ -19,7 +19,7 @@ from wakemark.shared.extraction import budget
 from wakemark.shared.extraction.text import as_text, body_text, clip, collapse
 from wakemark.shared.extraction.tools import parse_tool_use
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.storage.base import Turn
+from wakemark.shared.storage import Turn
 
 MAX_PROMPT_CHARS = 12_000
 MAX_EVENT_CHARS = 1_500

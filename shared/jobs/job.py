@@ -9,13 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from wakemark.shared.storage import (
+    Events,
+    Records,
+    RetrievalLog,
+    Transactions,
+    Upkeep,
+    Vectors,
+)
 
 if TYPE_CHECKING:
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
     from wakemark.shared.jobs.breaker import Breaker
-    from wakemark.shared.storage import Storage
 
 QUEUE_EXTRACTION = "extraction"
 QUEUE_EMBEDDING = "embedding"
@@ -53,12 +61,17 @@ class Job:
 Enqueue = Callable[[Job, Sequence[str]], None]
 
 
+class JobStorage(Events, Records, Vectors, Upkeep, RetrievalLog, Transactions, Protocol):
+    """Turns to extract, records and their vectors to write, the pending counts; and what
+    the retention job hands to ``retention``."""
+
+
 @dataclass(frozen=True)
 class Context:
     """A job's collaborators, wired by the composition root (``shared/runtime.py``)."""
 
     settings: Settings
-    storage: Storage
+    storage: JobStorage
     embedder: Embedder
     enqueue: Enqueue  # after commit only: the rows a job needs must exist
     queued_ids: Callable[[str], set[str] | None]  # ids waiting in a queue; None: unknown

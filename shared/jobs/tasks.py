@@ -26,7 +26,7 @@ from wakemark.shared.jobs.job import (
     Job,
 )
 from wakemark.shared.models import MemoryRecord, utcnow
-from wakemark.shared.storage.base import NotFoundError, Turn
+from wakemark.shared.storage import NotFoundError, Turn
 
 if TYPE_CHECKING:
     from wakemark.shared.extraction import Extracted

@@ -18,7 +18,7 @@ from wakemark.shared.retrieval.inject import REPEAT_AFTER, Selection
 
 if TYPE_CHECKING:
     from wakemark.shared.retrieval.hits import SearchResult
-    from wakemark.shared.storage import Storage
+    from wakemark.shared.storage import RetrievalLog
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def build_row(
 
 
 class Audit:
-    def __init__(self, storage: Callable[[], Storage]) -> None:
+    def __init__(self, storage: Callable[[], RetrievalLog]) -> None:
         self._storage = storage
         self._lock = threading.Lock()
         self.prompts = 0

@@ -23,14 +23,13 @@ from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams
 from wakemark.shared.retrieval.vectors import VectorCache
-from wakemark.shared.storage import StorageTimeoutError
+from wakemark.shared.storage import Search, SearchQuery, StorageTimeoutError, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
     from wakemark.shared.models import MemoryRecord
-    from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +50,11 @@ EXACT_MAX_ROWS = 5_000
 
 class Unavailable(Exception):
     """The leg cannot answer now; the message says why (logged, rate-limited)."""
+
+
+class NothingToSearch(Unavailable):
+    """The leg has no data for the namespace (nothing embedded yet): it is left out of
+    the search, which is not degraded for it, since no leg could have done better."""
 
 
 class Leg(Protocol):
@@ -74,7 +78,7 @@ class LexicalLeg:
 
     name = LEXICAL
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     def search(
@@ -147,7 +151,7 @@ class TrigramLeg:
 
     name = TRIGRAM
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     def search(
@@ -164,9 +168,8 @@ class TrigramLeg:
             return []
         bigrams, idents = cjk_bigrams(query), _identifiers(query)
         try:
-            records = self._storage.search_fragments(
-                namespace, wanted, k, observation_type, since, timeout_s
-            )
+            where = SearchQuery(namespace, k, observation_type, since, timeout_s)
+            records = self._storage.search_fragments(where, wanted)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [
@@ -189,6 +192,10 @@ def _holds(record: MemoryRecord, bigrams: list[str], idents: list[tuple[str, lis
     )
 
 
+class VectorStorage(Vectors, Search, Protocol):
+    """The vectors the leg caches, and the database's own vector search."""
+
+
 class VectorLeg:
     """Cosine nearest neighbours of the query's embedding in the namespace's cached
     matrix or, for a namespace too large for the cache or still loading, in the database
@@ -198,7 +205,7 @@ class VectorLeg:
     name = VECTOR
 
     def __init__(
-        self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
+        self, settings: Settings, storage: VectorStorage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
         self._storage = storage
@@ -244,7 +251,7 @@ class VectorLeg:
         if vectors is None:
             return self._search_database(namespace, query, k, observation_type, since, end)
         if not vectors.ids:
-            raise Unavailable("no embedded records in the namespace")
+            raise NothingToSearch("no embedded records in the namespace")
         return vectors.top(self._query_vector(query), k, observation_type, since)
 
     def _search_database(
@@ -261,14 +268,13 @@ class VectorLeg:
         if rows is None:  # neither cached nor counted yet: the load counts it soon
             rows = self._storage.count_embeddings(namespace)
         if rows == 0:
-            raise Unavailable("no embedded records in the namespace")
+            raise NothingToSearch("no embedded records in the namespace")
         vector = self._query_vector(query)
         self.database_searches += 1
         left = None if end is None else end - time.monotonic()
         try:
-            hits = self._storage.search_vector(
-                namespace, vector, k, observation_type, since, rows <= EXACT_MAX_ROWS, left
-            )
+            where = SearchQuery(namespace, k, observation_type, since, left)
+            hits = self._storage.search_vector(where, vector, exact=rows <= EXACT_MAX_ROWS)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from wakemark.shared.storage import SearchQuery
 from wakemark.shared.storage.lexical import encodable, tokenize
 
 if TYPE_CHECKING:
     from wakemark.shared.models import MemoryRecord
-    from wakemark.shared.storage import Storage
+    from wakemark.shared.storage import Search
 
 MAX_TERMS = 32
 # Above this share of the documents BM25 clamps a term's IDF to ~0 (log((N-n)/n) <= 0).
@@ -34,7 +35,7 @@ class LexicalHit:
 
 
 def search_lexical(
-    storage: Storage,
+    storage: Search,
     namespace: str,
     query: str,
     limit: int,
@@ -53,12 +54,13 @@ def search_lexical(
 
     records = _full_text(storage, namespace, query, limit, observation_type, since, left)
     if records is None:
-        records = storage.search_substring(namespace, query, limit, observation_type, since, left())
+        where = SearchQuery(namespace, limit, observation_type, since, left())
+        records = storage.search_substring(where, query)
     return [LexicalHit(record, rank) for rank, record in enumerate(records)]
 
 
 def _full_text(
-    storage: Storage,
+    storage: Search,
     namespace: str,
     query: str,
     limit: int,
@@ -75,9 +77,8 @@ def _full_text(
         return stats.doc_freq
 
     def search(terms: list[str]) -> list[MemoryRecord] | None:
-        return storage.search_terms(
-            namespace, terms, limit, observation_type, since, left(), stats=stats
-        )
+        where = SearchQuery(namespace, limit, observation_type, since, left())
+        return storage.search_terms(where, terms, stats=stats)
 
     best_terms = select_terms(tokens, doc_freq, total=stats.total)
     best = search(best_terms)

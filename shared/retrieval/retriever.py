@@ -10,7 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wakemark.shared.models import Event, MemoryRecord, is_namespace_prefix
 from wakemark.shared.retrieval import gate, inject
@@ -22,18 +22,19 @@ from wakemark.shared.retrieval.legs import (
     LEXICAL,
     Leg,
     LexicalLeg,
+    NothingToSearch,
     TrigramLeg,
     Unavailable,
     VectorLeg,
 )
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import has_cjk, query_text
+from wakemark.shared.storage import Records, RetrievalLog, Search, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
-    from wakemark.shared.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,11 @@ WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per se
 LEG_SHARE = 0.8
 
 
+class RetrieverStorage(Search, Vectors, Records, RetrievalLog, Protocol):
+    """What retrieval reads and writes: the legs' search and vectors, the records they
+    hydrate and list, the retrieval log."""
+
+
 @dataclass(frozen=True)
 class _Outcome:
     items: list[SearchHit]
@@ -63,7 +69,7 @@ class Retriever:
     beside it, and one that fails or is unavailable only degrades the search."""
 
     def __init__(
-        self, settings: Settings, storage: Storage, embedder: Embedder, epochs: Epochs
+        self, settings: Settings, storage: RetrieverStorage, embedder: Embedder, epochs: Epochs
     ) -> None:
         self._settings = settings
         self._storage = storage
@@ -269,10 +275,9 @@ class Retriever:
             # The trigram leg's statements are cancelled at legs_deadline: it is waited
             # for, so that it ends (and says why) before the search answers.
             wait = deadline if leg is self._trigram else legs_deadline
-            found = self._leg_result(leg, future, wait)
-            if found is None:
-                degraded = True
-            else:
+            found, missed = self._leg_result(leg, future, wait)
+            degraded |= missed
+            if found is not None:
                 ranked[leg.name] = found
         fused = fuse(ranked, limit, self._fusion)
         items = self._hydrate(namespace, fused, ranked.values())
@@ -281,11 +286,14 @@ class Retriever:
 
     def _leg_result(
         self, leg: Leg, future: Future[list[Candidate]], deadline: float
-    ) -> list[Candidate] | None:
-        """The leg's candidates, or None (after one rate-limited warning) to degrade; a leg
-        that has not answered by ``deadline`` is left out (and never starts if queued)."""
+    ) -> tuple[list[Candidate] | None, bool]:
+        """The leg's candidates, or None, and whether the search is degraded for it (after
+        one rate-limited warning); a leg that has not answered by ``deadline`` is left out
+        (and never starts if queued)."""
         try:
-            return future.result(timeout=max(0.0, deadline - time.perf_counter()))
+            return future.result(timeout=max(0.0, deadline - time.perf_counter())), False
+        except NothingToSearch:
+            return None, False
         except FutureTimeout:
             future.cancel()
             key = reason = f"{leg.name}: not answered within {LEG_SHARE:.0%} of the budget"
@@ -295,7 +303,7 @@ class Retriever:
             key = f"{leg.name} failed"
             reason = f"{key}: {exc.__class__.__name__}: {exc}"
         self._warn(key, reason)
-        return None
+        return None, True
 
     def _with_relevance(
         self, namespace: str, text: str, items: list[SearchHit], ranked: dict[str, list[Candidate]]

@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from wakemark.shared.models import EMBEDDING_DIM, OBSERVATION_TYPES
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.heap import release_free_memory
-from wakemark.shared.storage.base import EmbeddingMatrix
+from wakemark.shared.storage import EmbeddingMatrix
 
 # One BLAS thread per process. A search's matrix-vector product is bound by memory, not
 # arithmetic, and OpenBLAS's extra threads keep spinning after each call, taking the CPU
@@ -37,6 +37,10 @@ RECHECK_S = 60.0  # how often a namespace left to the database is counted again
 # would otherwise evict and reload them in turn (bench scale: 182 loads and 139
 # evictions in one worker over 900 searches, 28 % of them past the deadline).
 IDLE_S = 300.0
+# Namespaces held (cached or counted as left to the database), whatever their bytes: an
+# empty namespace's entry costs nothing against the byte budget, so without this bound a
+# client searching ever new project ids would add entries forever.
+MAX_ENTRIES = 4096
 
 
 def _normalize(matrix: np.ndarray) -> np.ndarray:
@@ -204,7 +208,7 @@ Loader = Callable[[str, int | None], EmbeddingMatrix]  # list_embeddings(namespa
 
 class VectorCache:
     """Namespace -> VectorSet, valid while the namespace's epoch is unchanged, the least
-    recently used evicted past ``budget_bytes``.
+    recently used evicted past ``budget_bytes`` or ``max_entries``.
 
     The epoch is read before loading, so a write that lands during a load leaves the
     entry one epoch behind and the next search refreshes it. A refresh asks storage only
@@ -227,6 +231,7 @@ class VectorCache:
         budget_bytes: int,
         count: Callable[[str], int] | None = None,
         idle_s: float = IDLE_S,
+        max_entries: int = MAX_ENTRIES,
     ) -> None:
         self._load = load
         self._epoch_of = epoch_of
@@ -234,6 +239,7 @@ class VectorCache:
         self._budget = budget_bytes
         self._count = count
         self._idle_s = idle_s
+        self._max_entries = max_entries
         self._entries: OrderedDict[str, tuple[int, VectorSet]] = OrderedDict()
         self._used: dict[str, float] = {}  # ns -> when last searched
         self._elsewhere: dict[str, tuple[float, int]] = {}  # ns -> (when counted, rows)
@@ -247,7 +253,13 @@ class VectorCache:
     def fresh(self) -> VectorCache:
         """An empty cache over the same sources (a forked child starts with one)."""
         return VectorCache(
-            self._load, self._epoch_of, self._embedded_ids, self._budget, self._count, self._idle_s
+            self._load,
+            self._epoch_of,
+            self._embedded_ids,
+            self._budget,
+            self._count,
+            self._idle_s,
+            self._max_entries,
         )
 
     def get_within(self, namespace: str, wait: float) -> VectorSet | None:
@@ -357,7 +369,9 @@ class VectorCache:
             self._entries.move_to_end(namespace)
             self._used[namespace] = time.monotonic()
             held = sum(v.nbytes for _, v in self._entries.values())
-            while held > self._budget and len(self._entries) > 1:
+            while len(self._entries) > 1 and (
+                held > self._budget or len(self._entries) > self._max_entries
+            ):
                 gone, (_, old) = self._entries.popitem(last=False)
                 self._used.pop(gone, None)
                 held -= old.nbytes
@@ -369,6 +383,8 @@ class VectorCache:
             if self._entries.pop(namespace, None) is not None:
                 self._used.pop(namespace, None)
             self._elsewhere[namespace] = (time.monotonic(), rows)
+            if len(self._elsewhere) > self._max_entries:  # forget the longest counted
+                del self._elsewhere[min(self._elsewhere, key=lambda ns: self._elsewhere[ns][0])]
 
     def _refresh(self, namespace: str, stale: VectorSet) -> VectorSet:
         """``stale`` brought up to date from what changed since it."""

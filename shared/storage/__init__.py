@@ -1,4 +1,5 @@
-"""Storage: one interface (``base``), two backends, one factory.
+"""Storage: one port per concern (``ports/``) composed into ``Storage`` (``base``), two
+backends of the same concern files, one factory.
 
 Only ``open_storage`` knows that ``sqlite/`` and ``postgres/`` exist (a guard test keeps
 every other module away from them).
@@ -9,46 +10,53 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from wakemark.shared.config import Settings
-from wakemark.shared.storage.base import (
-    ApiToken,
-    AuditEntry,
-    DiskUsage,
+from wakemark.shared.storage.base import Storage, Transactions, Tx
+from wakemark.shared.storage.errors import (
     DuplicateRecordError,
     EmbeddingDecodeError,
-    EmbeddingMatrix,
-    ImportBatch,
-    ImportCounts,
-    MemoryFilter,
     MigrationDriftError,
     NotFoundError,
-    Page,
-    PageKey,
-    PutEventResult,
-    RetrievalSession,
-    Storage,
     StorageError,
     StorageFullError,
     StorageTimeoutError,
-    TermStats,
     TransientStorageError,
-    Turn,
-    TurnInfo,
-    TurnRow,
-    Tx,
 )
+from wakemark.shared.storage.ports.audit import (
+    ApiToken,
+    Audit,
+    AuditEntry,
+    AuditLog,
+    RetrievalLog,
+    RetrievalSession,
+    Tokens,
+)
+from wakemark.shared.storage.ports.events import Events, PutEventResult, Turn, TurnInfo
+from wakemark.shared.storage.ports.records import MemoryFilter, Page, PageKey, Records
+from wakemark.shared.storage.ports.search import Search, SearchQuery, TermStats, VectorHit
+from wakemark.shared.storage.ports.upkeep import (
+    DiskUsage,
+    ImportBatch,
+    ImportCounts,
+    TurnRow,
+    Upkeep,
+)
+from wakemark.shared.storage.ports.vectors import EmbeddingMatrix, Vectors
 
 ChangeHook = Callable[[set[str]], None]
 """Called after a commit that wrote embeddings or deleted records, with the namespaces
 touched; the cache layer bumps their epochs from it."""
 
 __all__ = [
-    "DiskUsage",
     "ApiToken",
+    "Audit",
     "AuditEntry",
+    "AuditLog",
     "ChangeHook",
+    "DiskUsage",
     "DuplicateRecordError",
     "EmbeddingDecodeError",
     "EmbeddingMatrix",
+    "Events",
     "ImportBatch",
     "ImportCounts",
     "MemoryFilter",
@@ -57,18 +65,28 @@ __all__ = [
     "Page",
     "PageKey",
     "PutEventResult",
+    "Records",
+    "RetrievalLog",
     "RetrievalSession",
+    "Search",
+    "SearchQuery",
     "Storage",
     "StorageError",
     "StorageFullError",
     "StorageTimeoutError",
     "TermStats",
+    "Tokens",
+    "Transactions",
     "TransientStorageError",
     "Turn",
-    "TurnRow",
     "TurnInfo",
+    "TurnRow",
     "Tx",
+    "Upkeep",
+    "VectorHit",
+    "Vectors",
     "migrate",
+    "missing_extensions",
     "open_storage",
 ]
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from wakemark.shared.models import EMBEDDING_DIM
-from wakemark.shared.storage.base import EmbeddingDecodeError, EmbeddingMatrix, StorageError
+from wakemark.shared.storage.errors import EmbeddingDecodeError, StorageError
+from wakemark.shared.storage.ports.vectors import EmbeddingMatrix
 
 BATCH_ROWS = 2048  # rows fetched per round trip: bounds the transient bytes objects
 

@@ -3,7 +3,8 @@
 Where schemathesis sends what the spec describes (and near misses), this sends bytes:
 deep nesting (to 200,000 levels), mutated events, hostile literals, any content type,
 absurd header values, malformed query strings, every method on every rule plus unknown
-paths. Whatever arrives, the answer is never a 5xx and every error has the API's shape.
+paths. Whatever arrives, the answer is never a 5xx, never takes over ``REQUEST_BOUND_S``,
+and every error has the API's shape.
 Bounded for CI by ``MAX_EXAMPLES`` per backend.
 Alone: ``pytest -m fuzz tests/api/test_fuzz_raw.py``.
 """
@@ -26,7 +27,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.runtime import Runtime
 
 from .conftest import BASE, NS, make_event
-from .fuzzing import Tally
+from .fuzzing import REQUEST_BOUND_S, Tally
 
 pytestmark = pytest.mark.fuzz
 
@@ -245,7 +246,7 @@ def header_sets(draw: st.DrawFn, token: str) -> dict[str, str]:
 )
 def client(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Any, list[tuple[str, str]], str]]:
+) -> Iterator[tuple[Any, list[tuple[str, str]], str, Tally]]:
     """The app over each backend (Postgres refuses what SQLite takes, such as NUL), with
     its own tally, reported and checked for 5xx when the backend's run ends."""
     from wakemark.shared.config import prepare_home
@@ -277,7 +278,7 @@ def client(
         for method in rule.methods or ()
         if method not in ("HEAD", "OPTIONS")
     )
-    yield app.test_client(), operations, token
+    yield app.test_client(), operations, token, tally
     runtime.close()
     if schema is not None:
         with psycopg.connect(base, autocommit=True) as conn:
@@ -293,9 +294,10 @@ def client(
 )
 @given(data=st.data())
 def test_raw_requests_never_yield_a_5xx(
-    client: tuple[Any, list[tuple[str, str]], str], data: Any
+    client: tuple[Any, list[tuple[str, str]], str, Tally], data: Any
 ) -> None:
-    test_client, operations, token = client
+    test_client, operations, token, tally = client
+    tally.take_slow()  # a request of an earlier example, already failed on
     if data.draw(st.integers(0, 4), label="write") == 0:  # a fifth: writes that get stored
         method, (path, body) = "POST", data.draw(filled(), label="write")
         query: list[tuple[str, str]] = []
@@ -312,6 +314,8 @@ def test_raw_requests_never_yield_a_5xx(
         path, method=method, base_url=BASE, query_string=qs, headers=headers, data=body
     )
     assert res.status_code < 500, (method, path, qs[:200], res.get_data(as_text=True)[:300])
+    slow = tally.take_slow()
+    assert not slow, f"over {REQUEST_BOUND_S} s: {slow} ({qs[:200]})"
     if res.status_code >= 400 and method != "HEAD":
         assert res.mimetype == "application/json", res.get_data(as_text=True)[:300]
         assert {"error", "message"} <= set(res.json) <= {"error", "message", "details"}

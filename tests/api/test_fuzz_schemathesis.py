@@ -2,8 +2,9 @@
 
 Each response is checked against the spec (status documented, body matching its schema,
 401 without the token or with a wrong one, 405 for undeclared methods, bad data refused,
-good data taken) and none may be a 5xx. Bounded for CI: ``MAX_EXAMPLES`` per operation
-(about a minute on 2 cores). Alone: ``pytest -m fuzz tests/api/test_fuzz_schemathesis.py``.
+good data taken); none may be a 5xx or take over ``REQUEST_BOUND_S``. Bounded for CI:
+``MAX_EXAMPLES`` per operation (about a minute on 2 cores).
+Alone: ``pytest -m fuzz tests/api/test_fuzz_schemathesis.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import migrate
 
-from .fuzzing import Tally
+from .fuzzing import REQUEST_BOUND_S, Tally
 
 pytestmark = pytest.mark.fuzz
 
@@ -71,4 +72,7 @@ def _report(request: pytest.FixtureRequest) -> Iterator[None]:
 @schema.parametrize()
 @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_openapi_spec(case: Any) -> None:
+    TALLY.take_slow()  # a request of an earlier example, already failed on
     case.call_and_validate()
+    slow = TALLY.take_slow()
+    assert not slow, f"over {REQUEST_BOUND_S} s: {slow}"

@@ -298,6 +298,13 @@ def _ui(w: World, bob: Api) -> list[Any]:
     return [page]
 
 
+def _ui_token(w: World, bob: Api) -> list[Any]:
+    # A token is no way to a code's token: only a code wakemark ui issued is.
+    res = bob.post("/ui/token", json={"code": "x" * 32})
+    assert res.status_code == 403 and res.json["error"] == "invalid_code"
+    return [res]
+
+
 CASES: dict[tuple[str, str], Case] = {
     ("GET", "/v1/memories/<record:record_id>/source"): _memory_source,
     ("POST", "/v1/memories/delete"): _bulk_delete,
@@ -305,6 +312,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/ui"): _ui,
     ("GET", "/ui/"): _ui,
     ("GET", "/ui/static/<path:name>"): lambda w, bob: [bob.get("/ui/static/nope.js")],
+    ("POST", "/ui/token"): _ui_token,
     ("GET", "/openapi.json"): _openapi,
     ("GET", "/v1/retrievals"): _retrievals,
     ("GET", "/v1/retrievals/sessions"): _retrieval_sessions,
@@ -372,7 +380,12 @@ def _concrete(rule: str, w: World) -> str:
 
 def test_read_only_token_refuses_every_write_and_reads(world: World, app: Flask) -> None:
     alice = world.client(mint(world.storage, "alice", read_only=True))
-    writes = sorted(r for r in app_routes(app) if r[0] in ("POST", "PUT", "PATCH", "DELETE"))
+    # The viewer's code exchange takes no token (the page has none yet) and writes nothing.
+    writes = sorted(
+        r
+        for r in app_routes(app)
+        if r[0] in ("POST", "PUT", "PATCH", "DELETE") and r[1] != "/ui/token"
+    )
     assert len(writes) >= 5
     before = world.storage.stats()
     event = make_event("note", namespace=ALICE)
@@ -508,3 +521,41 @@ def test_delete_is_audited_with_the_token(world: World) -> None:
     ]  # fmt: skip
     assert "T" in res.json["items"][0]["at"]  # ISO-8601
     assert world.admin.get("/v1/audit", query_string={"limit": 0}).status_code == 400
+
+
+def test_scoped_events_carry_the_tokens_own_actor(world: World) -> None:
+    bob = world.client(mint(world.storage, "bob"))
+    posing = make_event("note", namespace=BOB, actor_id="alice")
+    res = bob.post("/v1/events", json=posing)
+    assert (res.status_code, res.json["error"]) == (403, "forbidden_scope")
+    fine = make_event("note", namespace=BOB, actor_id="bob")
+    batch = bob.post("/v1/events", json={"events": [fine, posing]})
+    assert batch.status_code == 403
+    stored = world.storage.list_events(namespace=BOB, limit=10)
+    assert [e.event_id for e in stored] == [world.events[BOB]]  # neither one nor the batch
+    own = make_event("note", namespace=BOB, actor_id="bob")
+    assert bob.post("/v1/events", json=own).status_code == 201
+    assert world.storage.get_event(own["event_id"]).actor_id == "bob"  # type: ignore[union-attr]
+    # The bootstrap token writes for anyone, as before.
+    other = make_event("note", namespace=BOB, actor_id="carol")
+    assert world.admin.post("/v1/events", json=other).status_code == 201
+
+
+def test_an_event_id_taken_in_another_namespace_is_no_duplicate(world: World) -> None:
+    """Bob reusing the id of alice's event learns nothing and keeps nothing of hers out."""
+    bob = world.client(mint(world.storage, "bob"))
+    alices = world.events[ALICE]
+    mine = make_event("note", namespace=BOB, actor_id="bob", event_id=alices)
+    first = bob.post("/v1/events", json=mine)
+    assert (first.status_code, first.json) == (201, {"event_id": alices, "stored": True})
+    again = bob.post("/v1/events", json=mine)
+    assert (again.status_code, again.json) == (201, {"event_id": alices, "stored": False})
+    assert world.storage.get_event(alices).namespace == ALICE  # type: ignore[union-attr]
+    listed = bob.get("/v1/events", query_string={"namespace": BOB})
+    assert sorted(e["kind"] for e in listed.json["items"]) == ["note", "prompt"]
+    assert WORD not in str([e for e in listed.json["items"] if e["kind"] == "note"])
+    # Alice's own redelivery is still her duplicate.
+    alice = world.client(mint(world.storage, "alice"))
+    resent = make_event("prompt", namespace=ALICE, actor_id="alice", event_id=alices)
+    redelivery = alice.post("/v1/events", json=resent)
+    assert (redelivery.status_code, redelivery.json["stored"]) == (201, False)

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from wakemark.shared import __version__
+
 from .conftest import make_event
 
 pytestmark = pytest.mark.slow
@@ -113,14 +115,15 @@ def test_serve_warms_the_embedder_before_any_search(tmp_path: Path, onnx_model_p
     env = _env(tmp_path / "home", port)
     env.update(WAKEMARK_EMBEDDER="onnx", WAKEMARK_MODEL_PATH=str(onnx_model_path))
     with _serving(env, port):
+        token = (tmp_path / "home" / "token").read_text().strip()
         state = None
         for _ in range(600):  # bounded: up to ~60 s on a loaded machine
-            state = _call(port, "GET", "/health", None)[1]["embedder"]["state"]
+            state = _call(port, "GET", "/health", token)[1]["embedder"]["state"]
             if state == "ready":
                 break
             time.sleep(0.1)
         assert state == "ready"
-        assert _call(port, "GET", "/health", None)[1]["search"]["requests"] == 0
+        assert _call(port, "GET", "/health", token)[1]["search"]["requests"] == 0
 
 
 def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]) -> None:
@@ -141,6 +144,21 @@ def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]
     doctor = _wakemark(env, "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "served by wakemark" in doctor.stdout
+    # /health's figures need the token: a client without one, or with a wrong one.
+    assert _call(port, "GET", "/health", None)[1] == {
+        "status": "ok",
+        "version": __version__,
+    }
+    wrong = {**env, "WAKEMARK_TOKEN": "not-the-token"}
+    status = _wakemark(wrong, "status")
+    assert status.returncode == 0 and "stats     HTTP 401" in status.stdout, status.stdout
+    assert "backend" not in status.stdout
+    doctor = _wakemark(wrong, "doctor")
+    assert "refuses this machine's token" in doctor.stdout, doctor.stdout
+    tokenless = {**env, "WAKEMARK_HOME": str(home.parent / "elsewhere")}
+    status = _wakemark(tokenless, "status")
+    assert status.returncode == 0 and "details   need the token" in status.stdout, status.stdout
+    assert "backend" not in status.stdout
 
 
 def test_status_and_doctor_report_problems(tmp_path: Path) -> None:
@@ -195,3 +213,41 @@ def test_serve_answers_hostile_bodies_with_400(server: tuple[int, dict[str, str]
                 conn.close()
             assert (status, body["error"]) == (400, "bad_json"), (path, raw[:20], body)
     assert _call(port, "GET", "/health", None)[0] == 200
+
+
+def test_serve_scrubs_a_backtracking_bait_quickly_and_keeps_answering(
+    server: tuple[int, dict[str, str]],
+) -> None:
+    # 60 KB events of the shapes that made the scrub backtrack (each took seconds to
+    # answer, /health unanswered meanwhile): one is scrubbed in milliseconds now.
+    import threading
+
+    port, env = server
+    token = (Path(env["WAKEMARK_HOME"]) / "token").read_text().strip()
+    baits = [
+        "<" + " " * 60_000 + "x private",
+        "eyJ" * 20_000,
+        "sk-" * 20_000 + "T3BlbkFJ",
+        "//" * 30_000 + "/:_authToken=",
+    ]
+    answered: list[tuple[int, float]] = []
+
+    def post_all() -> None:
+        for bait in baits:
+            started = time.monotonic()
+            event = make_event("note", body={"type": "text", "content": bait})
+            code, _ = _call(port, "POST", "/v1/events", token, event)
+            answered.append((code, time.monotonic() - started))
+
+    poster = threading.Thread(target=post_all)
+    poster.start()
+    health = []
+    while poster.is_alive():
+        started = time.monotonic()
+        health.append((_call(port, "GET", "/health", None)[0], time.monotonic() - started))
+        time.sleep(0.05)
+    poster.join()
+    assert [code for code, _ in answered] == [201] * len(baits)
+    # Generous for a loaded 2-core machine; the old patterns took 8-14 s on one of these.
+    assert max(seconds for _, seconds in answered) < 3, answered
+    assert all(code == 200 and seconds < 3 for code, seconds in health), health

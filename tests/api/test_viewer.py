@@ -3,6 +3,7 @@ corrections, bulk delete (dry run = what is then deleted) and the context previe
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -280,6 +281,9 @@ def test_preview_is_what_the_hooks_would_inject(api: Api, runtime: Runtime) -> N
     # The same gate decides both: the preview is exactly what the hook got.
     assert block["context"] == hook["context"] and block["records"] == hook["records"]
     assert block["used_bytes"] == len(block["context"].encode())
+    # The prompt hook's own budget, not the session index's.
+    assert block["budget_bytes"] == runtime.settings.prompt_max_bytes
+    assert runtime.settings.prompt_max_bytes != runtime.settings.context_max_bytes
     candidates = {c["record"]["record_id"]: c for c in block["candidates"]}
     assert candidates[pinned.record_id]["match_source"] in ("fts", "hybrid", "semantic")
     assert 0.0 <= candidates[pinned.record_id]["relevance"] <= 1.0
@@ -357,3 +361,50 @@ def test_audit_pages_sessions_and_their_prompts_by_key(api: Api) -> None:
         assert api.get("/v1/retrievals", query_string=query).status_code == 400
     prefix = {"namespace": "/actor/alice/"}  # sessions are listed per project
     assert api.get("/v1/retrievals/sessions", query_string=prefix).status_code == 400
+
+
+# --- the token hand-off --------------------------------------------------------------------
+
+
+def test_a_code_is_traded_for_the_token_once(api: Api, runtime: Runtime) -> None:
+    from wakemark.services.ui import handoff
+
+    code = handoff.issue(runtime.settings)
+    first = api.post("/ui/token", json={"code": code}, token=None)
+    assert first.status_code == 200 and first.json == {"token": api.token}
+    again = api.post("/ui/token", json={"code": code}, token=None)
+    assert again.status_code == 403 and again.json["error"] == "invalid_code"
+    for body in ({}, {"code": 5}, {"code": "../../token"}, {"code": "x" * 40}):
+        res = api.post("/ui/token", json=body, token=None)
+        assert res.status_code == 403 and res.json["error"] == "invalid_code", body
+    assert api.post("/ui/token", json=[], token=None).status_code == 422
+    deep = b"[" * 100_000 + b"]" * 100_000  # the API's one JSON parser: bounded depth
+    res = api.post("/ui/token", data=deep, token=None, content_type="application/json")
+    assert res.status_code == 400 and res.json["error"] == "bad_json"
+    # Expired: the code's file is as old as its lifetime and more.
+    stale = handoff.issue(runtime.settings)
+    path = next(p for p in (runtime.settings.home / "ui-codes").iterdir())
+    old = path.stat().st_mtime - handoff.CODE_TTL_S - 1
+    os.utime(path, (old, old))
+    assert api.post("/ui/token", json={"code": stale}, token=None).status_code == 403
+    assert not any((runtime.settings.home / "ui-codes").iterdir())  # spent all the same
+    # From another machine, even a good code is refused (and stays usable here).
+    code = handoff.issue(runtime.settings)
+    remote = api.post(
+        "/ui/token", json={"code": code}, token=None, environ_base={"REMOTE_ADDR": "10.0.0.7"}
+    )
+    assert remote.status_code == 403 and remote.json["error"] == "forbidden"
+    assert api.post("/ui/token", json={"code": code}, token=None).status_code == 200
+
+
+def test_issuing_a_code_removes_the_expired_ones(runtime: Runtime) -> None:
+    from wakemark.services.ui import handoff
+
+    handoff.issue(runtime.settings)
+    folder = runtime.settings.home / "ui-codes"
+    (old,) = folder.iterdir()
+    past = old.stat().st_mtime - handoff.CODE_TTL_S - 1
+    os.utime(old, (past, past))
+    handoff.issue(runtime.settings)
+    assert len(list(folder.iterdir())) == 1 and not old.exists()
+    assert folder.stat().st_mode & 0o777 == 0o700

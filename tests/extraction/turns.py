@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from wakemark.shared.models import StoredEvent, new_ulid
-from wakemark.shared.storage.base import Turn
+from wakemark.shared.storage import Turn
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NAMESPACE = "/actor/dev/project/5f1c0a9e2b7d4c31/"

@@ -71,7 +71,10 @@ def test_an_ignored_projects_hooks_store_nothing(
     assert hooks.runtime.storage.pending_turns() == []
     assert api_optout.dropped() - before == 4  # SessionStart stores no event
     assert f"dropping events of ignored project {project_dir.resolve()}" in caplog.text
-    health = hooks.client.get("/health", headers={"Host": "127.0.0.1:37800"}).get_json()
+    health = hooks.client.get(
+        "/health",
+        headers={"Host": "127.0.0.1:37800", "Authorization": f"Bearer {hooks.token}"},
+    ).get_json()
     assert health["dropped"]["ignored_project"] == api_optout.dropped()
     metrics = hooks.client.get(
         "/metrics",

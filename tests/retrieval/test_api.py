@@ -88,7 +88,7 @@ def test_context_index_within_budget(api: Api) -> None:
 def test_health_and_metrics_report_search_without_content(api: Api) -> None:
     put(_runtime(api), [make_record(NS, "secretword in a title", 0)])
     api.get("/v1/search", query_string={"namespace": NS, "q": "secretword"})
-    health = api.get("/health", token=None).get_json()
+    health = api.get("/health").get_json()
     assert health["search"]["requests"] == 1 and "p95_ms" in health["search"]
     metrics = api.get("/metrics").get_data(as_text=True)
     assert "wakemark_search_requests_total 1" in metrics

@@ -20,13 +20,14 @@ from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import (
+    ImportBatch,
+    SearchQuery,
     Storage,
     StorageError,
     StorageTimeoutError,
     migrate,
     open_storage,
 )
-from wakemark.shared.storage.base import ImportBatch
 
 # Long records of a few words: matching or scanning them takes a while on any box.
 # SQLite looks at its deadline every PROGRESS_OPS virtual machine instructions, a few
@@ -114,7 +115,7 @@ def test_a_vector_search_past_its_bound_is_cancelled(settings: Settings, pg_url:
         # A filter no row passes: the HNSW walk visits the whole graph (then the exact scan
         # the rows that pass), as for a type filter on a large namespace.
         def search(bound: float | None) -> Any:
-            return storage.search_vector(NS, query, 40, "bugfix", timeout_s=bound)
+            return storage.search_vector(SearchQuery(NS, 40, "bugfix", timeout_s=bound), query)
 
         # A few milliseconds on a quiet box: a tighter bound, and no look at the cause.
         # pgvector looks for a cancel only between batches of its walk: the walk is

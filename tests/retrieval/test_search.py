@@ -302,3 +302,13 @@ def test_session_start_warms_the_namespace_vectors(hybrid: Runtime) -> None:
         time.sleep(0.05)
     assert hybrid.retriever.metrics()["vector_cache"]["loads"] == 1
     assert not hybrid.retriever.search(NS, "webhook token").degraded
+
+
+def test_a_search_with_no_vectors_to_search_is_not_degraded(hybrid: Runtime) -> None:
+    # Records not embedded yet (a fresh install's first turns): the vector leg has nothing
+    # it could search, so lexical hits are the whole answer, not a fallback.
+    put(hybrid, [make_record(NS, "webhook token", 0)], embed=False)
+    result = hybrid.retriever.search(NS, "webhook token", limit=10)
+    assert [h.record.title for h in result.items] == ["webhook token"]
+    assert not result.degraded
+    assert hybrid.retriever.metrics()["degraded_rate"] == 0.0

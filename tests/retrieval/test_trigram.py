@@ -14,7 +14,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.retrieval.legs import TrigramLeg, fragments
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage import migrate
+from wakemark.shared.storage import SearchQuery, migrate
 
 CHINESE = make_record(NS, "数据库连接池的配置", 0, summary="连接池大小设为二十")
 JAPANESE = make_record(NS, "記憶の管理について", 1, summary="セッションごとに記憶を保存する")
@@ -126,7 +126,7 @@ def test_a_slow_trigram_statement_is_cancelled_and_the_search_answers_without_it
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute(SLOW_TRGM_TEXT)
             began = time.perf_counter()
-            assert rt.storage.search_fragments(NS, ["loader"], 10) == [LOADER]
+            assert rt.storage.search_fragments(SearchQuery(NS, 10), ["loader"]) == [LOADER]
             assert time.perf_counter() - began >= 1.0  # unbounded, it runs its course
             with caplog.at_level(logging.WARNING, logger="wakemark.shared.retrieval"):
                 # One lexical hit ("restart"): the trigram leg runs, for five fragments.

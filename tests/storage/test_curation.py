@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.storage.test_conformance import NS, T0, event, record, vec
+from tests.storage.conftest import NS, T0, event, record, vec
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import MemoryFilter, NotFoundError, Storage
 
@@ -118,7 +118,7 @@ def test_count_events_counts_the_stored_ones(storage: Storage) -> None:
 
 def test_sqlite_lists_one_namespace_s_events_off_the_index(sqlite_store: Storage) -> None:
     from wakemark.shared.storage import lexical
-    from wakemark.shared.storage.sqlite import queries as q
+    from wakemark.shared.storage.sqlite import events as q
 
     params = {**lexical.namespace_range(NS), "session_id": None, "limit": 30}
     conn = sqlite_store._conns.get()  # type: ignore[attr-defined]

@@ -4,6 +4,8 @@ the privacy tag."""
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,79 @@ def test_storage_never_mentions_the_privacy_tag() -> None:
         if p.is_file() and "__pycache__" not in p.parts and tag in p.read_text(errors="replace")
     ]
     assert offenders == []
+
+
+STORAGE = ROOT / "shared" / "storage"
+BACKENDS = ("sqlite", "postgres")
+
+
+def concerns() -> list[str]:
+    """One per port file of ``shared/storage/ports/``."""
+    return sorted(p.stem for p in (STORAGE / "ports").glob("*.py") if p.stem != "__init__")
+
+
+def defined_methods(path: Path) -> set[str]:
+    """Public methods of the classes in ``path``."""
+    return {
+        node.name
+        for cls in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(cls, ast.ClassDef)
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+    }
+
+
+def abstract_methods(path: Path) -> set[str]:
+    return {
+        node.name
+        for cls in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(cls, ast.ClassDef)
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef)
+        and any(ast.unparse(d).endswith("abstractmethod") for d in node.decorator_list)
+    }
+
+
+def test_every_concern_has_a_file_in_each_backend_and_in_the_conformance_suite() -> None:
+    assert concerns() == ["audit", "events", "records", "search", "upkeep", "vectors"]
+    for backend in BACKENDS:
+        missing = [c for c in concerns() if not (STORAGE / backend / f"{c}.py").is_file()]
+        assert missing == [], backend
+    tests = ROOT / "tests" / "storage"
+    assert [c for c in concerns() if not (tests / f"test_{c}.py").is_file()] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_port_is_implemented_in_the_backend_file_of_its_concern(backend: str) -> None:
+    declared = {c: abstract_methods(STORAGE / "ports" / f"{c}.py") for c in concerns()}
+    defined = {c: defined_methods(STORAGE / backend / f"{c}.py") for c in concerns()}
+    for concern in concerns():
+        assert declared[concern], concern  # a port declares what its backends implement
+        assert sorted(declared[concern] - defined[concern]) == [], concern
+        for other in concerns():
+            if other != concern:
+                strays = declared[other] & defined[concern]
+                assert sorted(strays) == [], f"{backend}/{concern}.py implements {other}"
+
+
+def classes_of(module: str) -> list[type]:
+    loaded = importlib.import_module(module)
+    return [c for _, c in inspect.getmembers(loaded, inspect.isclass) if c.__module__ == module]
+
+
+def test_storage_composes_every_port_and_each_backend_every_concern_file() -> None:
+    from wakemark.shared.storage import Storage, Tx
+
+    composed = {*Storage.__mro__, *Tx.__mro__}
+    for concern in concerns():
+        ports = [c for c in classes_of(f"wakemark.shared.storage.ports.{concern}")
+                 if getattr(c, "_is_protocol", False)]  # fmt: skip
+        assert ports and all(p in composed for p in ports), concern
+    for backend in BACKENDS:
+        backend_classes = classes_of(f"wakemark.shared.storage.{backend}.storage")
+        assert not any(inspect.isabstract(c) for c in backend_classes), backend
+        mro = {k for c in backend_classes for k in c.__mro__}
+        for concern in concerns():
+            found = classes_of(f"wakemark.shared.storage.{backend}.{concern}")
+            parts = [c for c in found if not issubclass(c, Exception)]
+            assert parts and all(p in mro for p in parts), f"{backend}/{concern}.py"

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import MigrationDriftError
 from wakemark.shared.storage.migrator import default_directory, discover
+from wakemark.shared.storage.sqlite.migrate import migrate_sqlite
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -159,6 +165,24 @@ def test_shipped_migrations_are_well_formed() -> None:
         assert ids[0] == 1 and ids == sorted(set(ids)), backend
 
 
+# The migrations only one engine needs (its own index, trigger, function or counter);
+# every other migration is in both backends under the same name (migrations/README.md).
+BACKEND_ONLY = {
+    "postgres": {"doc_count", "embedding_xid", "memory_fts", "wakemark_names",
+                 "fts_namespace_gin"},
+    "sqlite": {"fts_scope", "embedding_seq", "event_counts_per_batch"},
+}  # fmt: skip
+
+
+def test_the_backends_pair_their_migrations_by_name_in_the_same_order() -> None:
+    names = {b: [m.name for m in discover(default_directory(b))] for b in BACKEND_ONLY}
+    for backend, only in BACKEND_ONLY.items():
+        assert sorted(only - set(names[backend])) == [], backend  # a stale entry
+        assert len(set(names[backend])) == len(names[backend]), backend
+    shared = {b: [n for n in names[b] if n not in BACKEND_ONLY[b]] for b in names}
+    assert shared["sqlite"] == shared["postgres"]
+
+
 @pytest.mark.postgres
 def test_a_database_migrated_under_the_former_name_keeps_working(
     pg_url: str, tmp_path: Path
@@ -234,7 +258,7 @@ def test_the_project_counts_start_from_the_rows_already_stored(
         import sqlite3
 
         from wakemark.shared.storage.sqlite import codec
-        from wakemark.shared.storage.sqlite import queries as q
+        from wakemark.shared.storage.sqlite import events as q
 
         with sqlite3.connect(target[1]) as conn:
             now = codec.ts(datetime.now(UTC))
@@ -266,3 +290,25 @@ def test_the_project_counts_start_from_the_rows_already_stored(
         assert (project["event_count"], project["project_path"]) == (5, "/src/new")
     finally:
         store.close()
+
+
+def test_a_database_behind_the_code_is_migrated_by_the_command(tmp_path: Path) -> None:
+    """``wakemark stats`` on a home whose database lacks the newer migrations applies them
+    (the CLI's commands migrate before use) instead of failing on a missing table."""
+    home = tmp_path / "home"
+    prepare_home(Settings(home=home))
+    first = tmp_path / "first"
+    first.mkdir()
+    for path in sorted(default_directory("sqlite").glob("*.sql"))[:5]:
+        (first / path.name).write_text(path.read_text())
+    migrate_sqlite(home / "wakemark.db", first)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
+    env |= {"WAKEMARK_HOME": str(home), "WAKEMARK_EMBEDDER": "off"}
+    done = subprocess.run(
+        [sys.executable, "-m", "wakemark.services.cli.main", "stats"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(home / "wakemark.db") as conn:
+        [(count,)] = conn.execute("SELECT count(*) FROM _migrations").fetchall()
+    assert count == len(discover(default_directory("sqlite")))

@@ -13,7 +13,7 @@ import pytest
 
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
-from wakemark.shared.storage import TransientStorageError
+from wakemark.shared.storage import SearchQuery, TransientStorageError
 from wakemark.shared.storage.migrator import default_directory, discover
 from wakemark.shared.storage.postgres import PostgresStorage, migrate_postgres
 
@@ -94,10 +94,10 @@ def test_search_vector_filters_by_namespace(store: PostgresStorage) -> None:
     listed = store.list_embeddings(NS)
     target, target_id = listed.vectors[0], listed.record_ids[0]
     for exact in (False, True):
-        hits = store.search_vector(NS, target, 40, exact=exact)
+        hits = store.search_vector(SearchQuery(NS, 40), target, exact=exact)
         assert len(hits) == 40 and {h.record_id for h in hits} <= mine
         assert hits[0].record_id == target_id and abs(hits[0].cosine - 1.0) < 1e-5
-        assert len(store.search_vector("/actor/", target, 40, exact=exact)) == 40
+        assert len(store.search_vector(SearchQuery("/actor/", 40), target, exact=exact)) == 40
 
 
 def test_pool_survives_terminated_backend(store: PostgresStorage, pg_url: str) -> None:
@@ -244,7 +244,7 @@ def test_one_namespace_lists_in_index_order(
     store: PostgresStorage, pg_url: str, pinned_first: bool
 ) -> None:
     from wakemark.shared.storage import lexical
-    from wakemark.shared.storage.postgres import queries as q
+    from wakemark.shared.storage.postgres import records as q
 
     for i in range(5):
         store.put_memory_record(rec(f"r{i}", minutes=i))
@@ -270,7 +270,7 @@ def test_pending_extraction_counts_from_the_unextracted_turns(
     # Counting from the events read every event of the namespace on each /v1/stats
     # (18 ms at 20k events, polled by clients waiting for the pipeline to catch up).
     from wakemark.shared.storage import lexical
-    from wakemark.shared.storage.postgres import queries as q
+    from wakemark.shared.storage.postgres import upkeep as q
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("SET enable_seqscan = off")  # a scan is then chosen only if no index fits

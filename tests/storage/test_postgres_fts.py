@@ -12,6 +12,7 @@ import pytest
 
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
+from wakemark.shared.storage import SearchQuery
 from wakemark.shared.storage.migrator import default_directory
 from wakemark.shared.storage.postgres import PostgresStorage, migrate_postgres
 from wakemark.shared.storage.postgres import storage as pg
@@ -123,11 +124,11 @@ def test_ranking_window_holds_the_newest_matches(
 def test_one_namespace_takes_its_matches_from_the_namespace_word_index(
     store: PostgresStorage, pg_url: str
 ) -> None:
-    from wakemark.shared.storage.postgres import queries as q
+    from wakemark.shared.storage.postgres import search as q
 
     for i in range(6):
         store.put_memory_record(rec(f"walrus {i}", minutes=i))
-    params = {**pg._search_params(NS, 10, None, None), "tsquery": "walrus", "window": 2000}
+    params = {**q._search_params(SearchQuery(NS, 10)), "tsquery": "walrus", "window": 2000}
     with psycopg.connect(pg_url, autocommit=True) as conn:
         # The bitmap path only, as the planner takes it for a rare term in a big project.
         for setting in ("enable_seqscan", "enable_indexscan"):

@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.storage.test_conformance import event, record, retrieval
+from tests.storage.conftest import event, record, retrieval
 from wakemark.shared.config import Settings
 from wakemark.shared.jobs.inprocess import InProcessDispatcher
 from wakemark.shared.jobs.tasks import RETENTION

@@ -179,7 +179,7 @@ def test_one_namespace_lists_in_index_order(
     sqlite_store: Any, pinned_first: bool, keyset: bool
 ) -> None:
     from wakemark.shared.storage import lexical
-    from wakemark.shared.storage.sqlite import queries as q
+    from wakemark.shared.storage.sqlite import records as q
 
     after = {"after_at": "2025-01-01T00:00:00.000000+00:00", "after_id": "m", "after_pinned": 0}
     params = {**lexical.namespace_range("/actor/a/project/a/"), "limit": 10, **after}
@@ -196,15 +196,15 @@ def test_one_namespace_lists_in_index_order(
 
 def test_stats_and_counts_come_off_indexes(sqlite_store: Any) -> None:
     from wakemark.shared.storage import lexical
-    from wakemark.shared.storage.sqlite import queries as q
+    from wakemark.shared.storage.sqlite import records, upkeep
 
     ns = lexical.namespace_range("/actor/a/project/a/")
-    for sql in (q.STATS, q.COUNT_RECORDS):
+    for sql in (upkeep.STATS, records.COUNT_RECORDS):
         plan = _plan(sqlite_store, sql, ns)
         assert "SCAN memory_records" not in plan and "SCAN events" not in plan, plan
     # Pending extraction starts from the unextracted turns (a partial index), so it costs
     # what is pending, not every event of the namespace.
-    assert "USING INDEX turns_pending" in _plan(sqlite_store, q.STATS, ns)
+    assert "USING INDEX turns_pending" in _plan(sqlite_store, upkeep.STATS, ns)
 
 
 def _plan(sqlite_store: Any, sql: str, params: dict[str, Any]) -> str:
@@ -215,7 +215,7 @@ def _plan(sqlite_store: Any, sql: str, params: dict[str, Any]) -> str:
 def test_a_full_database_rolls_the_write_back_whole_and_the_connection_stays_usable(
     tmp_path: Any,
 ) -> None:
-    from wakemark.shared.storage.base import StorageFullError
+    from wakemark.shared.storage import StorageFullError
 
     conn = connection.connect(tmp_path / "full.db")
     conn.execute("CREATE TABLE t (x BLOB)")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.storage.test_conformance import event, record, vec
+from tests.storage.conftest import event, record, vec
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.storage import Storage, migrate, open_storage

@@ -16,8 +16,8 @@ from wakemark.shared.config import Settings
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
 from wakemark.shared.retrieval.legs import VectorLeg
 from wakemark.shared.retrieval.vectors import ROW_BYTES, VectorCache, VectorSet
-from wakemark.shared.storage import Storage
-from wakemark.shared.storage.postgres import queries as q
+from wakemark.shared.storage import SearchQuery, Storage
+from wakemark.shared.storage.postgres import search as q
 
 BIG = "/actor/alice/project/big/"
 
@@ -84,6 +84,32 @@ def test_with_a_database_leg_a_newcomer_evicts_only_idle_namespaces(storage: Sto
     idle = cache(idle_s=0)  # every entry idle at once: LRU, as without a database leg
     assert idle.get(NS) is not None and idle.get(OTHER) is not None
     assert idle.get(BIG) is not None and idle.stats()["evictions"] == 1
+
+
+def test_the_cache_is_bounded_in_entries_too(storage: Storage) -> None:
+    # An empty namespace costs no bytes: only the entry bound stops a client searching
+    # ever new project ids from growing the cache.
+    _fill(storage, NS, 3, seed=1)
+    cache = VectorCache(
+        storage.list_embeddings, lambda ns: 0, storage.embedded_ids, 2**30, max_entries=8
+    )
+    assert cache.get(NS) is not None
+    for i in range(50):
+        empty = cache.get(f"/actor/a/project/nothing-{i}/")
+        assert empty is not None and not empty.ids
+    stats = cache.stats()
+    assert stats["namespaces"] == 8 and stats["evictions"] == 43
+    assert cache.get(NS) is not None and cache.stats()["loads"] == 52  # NS went, reloaded
+    # Namespaces too large to load are remembered as left to the database: bounded too.
+    counted = VectorCache(
+        storage.list_embeddings, lambda ns: 0, storage.embedded_ids, ROW_BYTES,
+        count=lambda ns: 10, max_entries=8,
+    )  # fmt: skip
+    for i in range(50):
+        assert counted.get(f"/actor/a/project/large-{i}/") is None
+    assert counted.stats()["in_database"] == 8
+    assert counted.rows("/actor/a/project/large-49/") == 10
+    assert counted.rows("/actor/a/project/large-0/") is None
 
 
 def test_nbytes_counts_the_spare_buffer_rows(storage: Storage) -> None:
@@ -179,7 +205,7 @@ def test_database_results_equal_the_in_memory_leg_on_a_small_namespace(
     for filters in ({}, {"observation_type": "bugfix"}, {"since": T0 + timedelta(minutes=150)}):
         memory = _exact(pg_storage, NS, query, 20, **filters)
         for exact in (True, False):
-            hits = pg_storage.search_vector(NS, query, 20, exact=exact, **filters)
+            hits = pg_storage.search_vector(SearchQuery(NS, 20, **filters), query, exact=exact)
             if not exact:  # approximate: the same neighbours, near enough
                 assert len({h.record_id for h in hits} & {c.record_id for c in memory}) >= 18
                 continue
@@ -205,7 +231,7 @@ def test_a_selective_filter_still_gets_k_rows_from_the_hnsw_walk(pg_storage: Sto
     query = _query(10)
     params = {"ns": NS + "%", "vector": query, "limit": 20, "type": "bugfix", "since": None}
     assert "memory_records_embedding" in _plan(pg_storage, q.SEARCH_VECTOR_HNSW, params)
-    hits = pg_storage.search_vector(NS, query, 20, observation_type="bugfix")
+    hits = pg_storage.search_vector(SearchQuery(NS, 20, observation_type="bugfix"), query)
     exact = _exact(pg_storage, NS, query, 20, observation_type="bugfix")
     assert len(hits) == 20
     assert len({h.record_id for h in hits} & {c.record_id for c in exact}) >= 19

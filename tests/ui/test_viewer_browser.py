@@ -1,5 +1,6 @@
-"""The viewer in real Chromium against a real server: the walk a user takes, stored XSS,
-and the headers every /ui response carries."""
+"""The viewer in real Chromium against a real server: the walk a user takes, the token's
+hand-off (one-time code, a new token pasted into an open tab), stored XSS, and the headers
+every /ui response carries."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from wakemark.services.ui import handoff
 from wakemark.services.ui.pages import CSP
+from wakemark.shared import tokens
 from wakemark.shared.models import Event, MemoryRecord, new_ulid
 from wakemark.shared.runtime import Runtime
 
@@ -366,3 +369,45 @@ def test_stored_markup_renders_as_inert_text(server: Server, page: Any) -> None:
     assert injected == {"pwned": None, "nodes": 0, "js": 0, "handlers": 0}
     assert seen["dialogs"] == []
     assert seen["errors"] == []
+
+
+def test_the_code_wakemark_ui_opens_is_traded_for_the_token_once(server: Server, page: Any) -> None:
+    _record(server.runtime, "Staging deploys need the VPN", minutes=5)
+    seen = _watch(page)
+    code = handoff.issue(server.runtime.settings)  # what `wakemark ui` puts in the address
+    page.goto(f"{server.base}/ui#code={code}")
+    page.wait_for_selector(f"tr[data-namespace='{NS}']")
+    assert page.evaluate("location.hash") == "#/projects" and code not in page.url
+    assert page.evaluate("sessionStorage.getItem('wakemark.token')") == server.token
+    assert seen["dialogs"] == [] and seen["errors"] == []
+    # Spent: the same address in another tab gets no token, and says why.
+    other = page.context.new_page()
+    other.goto(f"{server.base}/ui#code={code}")
+    refused = other.wait_for_selector("#handoff-error")
+    assert "run `wakemark ui` again" in refused.inner_text()
+    assert other.evaluate("sessionStorage.getItem('wakemark.token')") is None
+    assert other.get_by_role("heading", name="Token needed").is_visible()
+
+
+def test_a_token_pasted_into_an_open_tab_replaces_the_old_one(server: Server, page: Any) -> None:
+    _record(server.runtime, "Staging deploys need the VPN", minutes=5)
+    # Another actor's token (scoped: it sees none of dev's projects).
+    _, other = tokens.create(server.runtime.storage, actor="someone", who="test", project=None,
+                             read_only=True, expires=None, name="other")  # fmt: skip
+    seen = _watch(page)
+    page.goto(f"{server.base}/ui#token=wmk_{'x' * 40}")  # not a token: refused
+    page.get_by_role("heading", name="Token needed").wait_for()
+    # Only the fragment changes, as when an address is pasted into this tab.
+    page.evaluate(f"location.hash = '#token={server.token}'")
+    page.wait_for_selector(f"tr[data-namespace='{NS}']")
+    assert page.evaluate("location.hash") == "#/projects"
+    assert page.evaluate("sessionStorage.getItem('wakemark.token')") == server.token
+    page.evaluate(f"location.hash = '#token={other}'")
+    page.get_by_text("Nothing stored yet").wait_for()
+    assert page.evaluate("sessionStorage.getItem('wakemark.token')") == other
+    assert page.locator("tr[data-namespace]").count() == 0
+    # A code works in an open tab too.
+    page.evaluate(f"location.hash = '#code={handoff.issue(server.runtime.settings)}'")
+    page.wait_for_selector(f"tr[data-namespace='{NS}']")
+    assert page.evaluate("sessionStorage.getItem('wakemark.token')") == server.token
+    assert seen["dialogs"] == []

@@ -1,13 +1,33 @@
-// The token arrives once in the URL fragment (never sent to a server), is kept in
-// sessionStorage for this tab, and goes out only as an Authorization header.
+// The token arrives in the URL fragment (never sent to a server): as itself
+// (#token=, pasted by the user) or as a one-time code (#code=, what `wakemark ui` opens)
+// traded for it at /ui/token. It is kept in sessionStorage for this tab and goes out
+// only as an Authorization header. A new one pasted into an open tab replaces the old.
 const TOKEN_KEY = "wakemark.token";
 const NS_KEY = "wakemark.namespace";
 
-export function takeTokenFromFragment() {
-  const match = /^#token=([^&]+)/.exec(location.hash);
-  if (!match) return;
-  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+function adopt(token) {
+  if (sessionStorage.getItem(TOKEN_KEY) !== token) sessionStorage.removeItem(NS_KEY); // another scope
+  sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+// Returns an error message when a code could not be traded, else null.
+export async function takeTokenFromFragment() {
+  const match = /^#(token|code)=([^&]+)/.exec(location.hash);
+  if (!match) return null;
   history.replaceState(null, "", location.pathname + location.search + "#/projects");
+  const value = decodeURIComponent(match[2]);
+  if (match[1] === "token") {
+    adopt(value);
+    return null;
+  }
+  const response = await fetch("/ui/token", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ code: value }), credentials: "omit", cache: "no-store",
+  });
+  const data = await response.json().catch(() => null);
+  if (!response.ok || !data || !data.token) return (data && data.message) || `HTTP ${response.status}`;
+  adopt(data.token);
+  return null;
 }
 
 export const hasToken = () => Boolean(sessionStorage.getItem(TOKEN_KEY));

@@ -1,5 +1,5 @@
 import { hasToken, namespace, setToken, takeTokenFromFragment } from "./api.js";
-import { h, t } from "./dom.js";
+import { h, render, t } from "./dom.js";
 import { auditPage } from "./pages/audit.js";
 import { contextPage } from "./pages/context.js";
 import { feedPage } from "./pages/feed.js";
@@ -20,21 +20,22 @@ const ROUTES = {
 
 let stopCurrent = null; // a page that polls returns its stop function
 
-function tokenForm(main) {
+function tokenForm(main, problem) {
   const input = h("input", { type: "password", class: "wide", "aria-label": "token", autocomplete: "off" });
   const form = h("form", { onsubmit: (ev) => { ev.preventDefault(); setToken(input.value); route(); } },
     h("p", null, "Open the viewer with ", h("code", null, "wakemark ui"), ", or paste the API token:"),
     input, h("div", { class: "row" }, h("button", { type: "submit" }, "Use token")));
-  main.replaceChildren(h("h1", null, "Token needed"), form);
+  render(main, h("h1", null, "Token needed"),
+    problem ? h("p", { class: "error", role: "alert", id: "handoff-error" }, t(problem)) : null, form);
 }
 
-async function route() {
+async function route(problem) {
   if (stopCurrent) stopCurrent();
   stopCurrent = null;
   const main = document.getElementById("main");
   const ns = namespace();
   document.getElementById("project").replaceChildren(ns ? t(ns) : "no project chosen");
-  if (!hasToken()) return tokenForm(main);
+  if (!hasToken()) return tokenForm(main, problem);
   const [name, ...rest] = (location.hash.replace(/^#\/?/, "") || "projects").split("/");
   const page = ROUTES[name] || projectsPage;
   for (const a of document.querySelectorAll("#nav a")) {
@@ -55,6 +56,11 @@ async function route() {
   }
 }
 
-takeTokenFromFragment();
-window.addEventListener("hashchange", route);
-route();
+// On every fragment change, not only at load: a #token= or #code= address pasted into
+// an open tab changes only the fragment.
+async function arrive() {
+  route(await takeTokenFromFragment());
+}
+
+window.addEventListener("hashchange", arrive);
+arrive();

@@ -13,7 +13,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from wakemark.shared.storage.base import StorageError, TransientStorageError
+from wakemark.shared.storage.errors import StorageError, TransientStorageError
 
 log = logging.getLogger(__name__)
 

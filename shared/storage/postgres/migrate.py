@@ -11,7 +11,7 @@ import psycopg
 from psycopg import errors
 
 from wakemark.shared.storage import migrator
-from wakemark.shared.storage.base import MissingExtensionError
+from wakemark.shared.storage.errors import MissingExtensionError
 from wakemark.shared.storage.postgres.connection import CONNECT_TIMEOUT_S, transient_errors
 
 log = logging.getLogger("wakemark.migrate")

@@ -1,4 +1,4 @@
-"""Conversions between model objects and Postgres rows (column order of ``queries``)."""
+"""Conversions between model objects and Postgres rows (column order of the concern files' SQL)."""
 
 from __future__ import annotations
 

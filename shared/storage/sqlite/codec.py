@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord, StoredEvent, body_from_json
-from wakemark.shared.storage.base import TurnRow
 from wakemark.shared.storage.columns import check_sizes
+from wakemark.shared.storage.ports.upkeep import TurnRow
 
 EMBEDDING_BYTES = EMBEDDING_DIM * 4
 _F32_LE = np.dtype("<f4")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from wakemark.shared.storage.base import StorageError, StorageFullError
+from wakemark.shared.storage.errors import StorageError, StorageFullError
 
 BUSY_TIMEOUT_MS = 5000
 CHECKPOINT_COMMITS = 100  # commits between two background checkpoints

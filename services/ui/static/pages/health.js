@@ -62,7 +62,8 @@ function captureSection(health) {
 }
 
 export async function healthPage(view) {
-  const health = await fetch("/health", { cache: "no-store" }).then((r) => r.json());
+  // With the token: figures need it, and a scoped token gets only its scope's.
+  const health = await get("/health");
   const stats = await get("/v1/stats");
   const search = health.search || {};
   const jobs = health.jobs || {};
@@ -84,8 +85,8 @@ export async function healthPage(view) {
         h("p", { class: "muted" }, "This process since it started.")),
       card("Relevance gate", gateSection(health.gate, search.prompts || {}),
         h("p", null, "Per session and prompt: the ", h("a", { href: "#/audit" }, "Audit"), " page.")),
-      card("LLM budget", llmSection(health.llm || {})),
-      card("Capture misses", captureSection(health)),
+      health.llm && card("LLM budget", llmSection(health.llm)),
+      health.capture && card("Capture misses", captureSection(health)),
       card("Database",
         list("database", [["size", bytes(health.database ? health.database.bytes : null)], ["events", stats.events],
           ["memory records", stats.memories], ["embedded records", stats.embedded]]),

@@ -1,0 +1,39 @@
+"""The errors storage raises, whichever backend and concern."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of storage errors."""
+
+
+class DuplicateRecordError(StorageError):
+    """``put_memory_record`` was given a ``record_id`` that already exists."""
+
+
+class NotFoundError(StorageError):
+    """The named row does not exist."""
+
+
+class EmbeddingDecodeError(StorageError):
+    """A stored embedding has the wrong size; the message names the record."""
+
+
+class MigrationDriftError(StorageError):
+    """A migration recorded in ``_migrations`` differs from the one in the code."""
+
+
+class MissingExtensionError(StorageError):
+    """Postgres lacks an extension this role may not create; the message names the SQL."""
+
+
+class TransientStorageError(StorageError):
+    """A connection-level failure worth retrying (database down, restarting)."""
+
+
+class StorageFullError(StorageError):
+    """The disk holding the database is full: the write was rolled back whole."""
+
+
+class StorageTimeoutError(StorageError):
+    """A read ran past the time it was given and was cancelled."""

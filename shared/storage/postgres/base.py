@@ -1,0 +1,59 @@
+"""What the Postgres concern files share: the pool, the change hook, the namespace
+pattern and the lock and isolation statements more than one concern takes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+
+from wakemark.shared.storage.base import Storage, Tx
+from wakemark.shared.storage.postgres.connection import POOL_TIMEOUT_S, Connector
+
+ChangeHook = Callable[[set[str]], None]
+
+# Namespace arguments are LIKE patterns built by ``lexical.namespace_pattern`` (``%`` = all).
+NS = "LIKE %(ns)s ESCAPE '\\'"
+
+# Serializes transactions that add or remove memory records (PostgresTxBase). The two-int
+# key space never overlaps events.LOCK_SESSION's bigint one.
+LOCK_RECORDS = "SELECT pg_advisory_xact_lock(1701734258, 1)"
+
+REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+
+class PostgresTxBase(Tx):
+    """One transaction. One that adds or removes records first waits for every other
+    such transaction (``LOCK_RECORDS``), before it locks a turn or a row of lexeme_df.
+
+    Each record inserted or deleted updates the lexeme_df rows of its words, in sorted
+    order, then the one fts_doc_count row (triggers of migrations 0002 and 0004). Sorted
+    order keeps two single-record statements from deadlocking, but a transaction of many
+    records takes its locks in one sorted pass per record, so two such transactions
+    (extraction jobs in two workers) deadlock on each other, and Postgres aborts one
+    after its deadlock timeout, again and again. They all meet on the rows of common
+    words and on fts_doc_count anyway, so waiting up front costs almost no concurrency."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        super().__init__()
+        self.conn = conn
+        self.changed: set[str] = set()  # namespaces whose embeddings changed
+        self._records_locked = False
+
+    def _lock_records(self) -> None:
+        if not self._records_locked:
+            self.conn.execute(LOCK_RECORDS)
+            self._records_locked = True
+
+
+class PostgresBase(Storage):
+    backend = "postgres"
+    vector_index = True
+
+    def __init__(
+        self, url: str, on_change: ChangeHook | None = None, timeout: float = POOL_TIMEOUT_S
+    ) -> None:
+        """``timeout``: seconds to wait for a pooled connection before the call fails with
+        ``TransientStorageError``."""
+        self._db = Connector(url, timeout)
+        self._on_change = on_change

@@ -1,0 +1,302 @@
+"""Search of the Postgres backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from wakemark.shared.models import NAMESPACE_RE, MemoryRecord
+from wakemark.shared.storage import lexical
+from wakemark.shared.storage.errors import StorageTimeoutError
+from wakemark.shared.storage.ports.search import SearchQuery, TermStats, VectorHit
+from wakemark.shared.storage.postgres import bm25
+from wakemark.shared.storage.postgres.base import (
+    NS,
+    PostgresBase,
+)
+from wakemark.shared.storage.postgres.records import RECORD_COLUMNS
+from wakemark.shared.storage.postgres.rows import (
+    check_vector,
+    memory_record,
+)
+
+# Per query token: its document frequency, via the lexemes Postgres makes of it (a token
+# that is only stop words can never match, so it sorts as the most common and is dropped
+# first); and the document count.
+QUERY_TERMS = """
+SELECT t.token,
+       CASE WHEN count(l.lexeme) = 0 THEN 2147483647 ELSE min(coalesce(d.df, 0)) END,
+       (SELECT n FROM fts_doc_count WHERE id = 1)
+  FROM unnest(%s::text[]) AS t(token)
+  LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', wakemark_fts_text(t.token))))
+       AS l(lexeme) ON true
+  LEFT JOIN lexeme_df d ON d.lexeme = l.lexeme
+ GROUP BY t.token
+"""
+
+# The OR of the terms' plainto_tsquery (no operator in user text survives), in order;
+# NULL when no term has one (all stop words).
+TSQUERY = """
+SELECT string_agg('(' || part || ')', ' | ' ORDER BY i)
+  FROM (SELECT i, plainto_tsquery('english', wakemark_fts_text(t))::text AS part
+          FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)) p
+ WHERE part <> ''
+"""
+
+# Ranks the newest %(window)s matches only (all of them when there are fewer), in
+# memory_fts. Keyed by "one full namespace": then the statement says only namespace = ...,
+# so the planner's row estimate holds (with the prefix LIKE beside it, it multiplied the
+# two selectivities and expected 1/5 of a 200k namespace's matches, so it read and sorted
+# all 30k matches of a mid-frequency term where walking 13k rows would do: 80 vs 15 ms).
+# Common terms are walked newest first through memory_fts_namespace_recent, the walk
+# stopping at the window; rarer ones come from memory_fts_namespace_tsv, which holds the
+# namespace beside each lexeme, so the bitmap is the namespace's matches only. The rank is
+# computed before the window's sort, which then holds no tsvector and stays small.
+# ts_rank weights are {D, C, B, A}: title (A) counts most, facts (C) least. Only the
+# ranked rows are read from memory_records.
+SEARCH_FTS = {
+    exact: f"""
+SELECT {RECORD_COLUMNS} FROM memory_records JOIN (
+  SELECT record_id, rank
+    FROM (SELECT record_id, created_at,
+                 ts_rank('{{0.1, 0.2, 0.4, 1.0}}', tsv, %(tsquery)s::tsquery) AS rank
+            FROM memory_fts
+           WHERE tsv @@ %(tsquery)s::tsquery
+             AND {"namespace = %(exact)s" if exact else "namespace " + NS}
+             AND (%(type)s::text IS NULL OR observation_type = %(type)s)
+             AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+           ORDER BY created_at DESC, record_id DESC
+           LIMIT %(window)s) recent
+   ORDER BY rank DESC, created_at DESC, record_id
+   LIMIT %(limit)s
+) ranked USING (record_id)
+ ORDER BY ranked.rank DESC, created_at DESC, record_id
+"""
+    for exact in (False, True)
+}
+
+# The namespace's newest rows holding any of the patterns. The equality on one project's
+# namespace lets memory_records_namespace_recent hand them out in order (with the prefix
+# alone the planner read and sorted the whole project: 0.5 s at 200k).
+SEARCH_SUBSTRING = f"""
+SELECT * FROM (
+  SELECT {RECORD_COLUMNS} FROM memory_records
+   WHERE namespace {NS} AND (%(exact)s::text IS NULL OR namespace = %(exact)s)
+     AND (%(type)s::text IS NULL OR observation_type = %(type)s)
+     AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+   ORDER BY created_at DESC, record_id DESC
+   LIMIT %(scan)s) r
+ WHERE title ILIKE ANY(%(patterns)s::text[])
+    OR summary ILIKE ANY(%(patterns)s::text[])
+    OR array_to_string(facts, ' ') ILIKE ANY(%(patterns)s::text[])
+ ORDER BY created_at DESC, record_id DESC
+ LIMIT %(limit)s
+"""
+
+# One fragment of three characters or more, through the trigram index of migration 0009
+# (the expression must be the indexed one): the newest of its first %(candidates)s
+# matches, which the index hands out without reading or sorting the rest.
+SEARCH_TRIGRAM = f"""
+SELECT * FROM (
+  SELECT {RECORD_COLUMNS} FROM memory_records
+   WHERE wakemark_trgm_text(title, summary, facts) ILIKE %(pattern)s ESCAPE '\\'
+     AND namespace {NS}
+     AND (%(type)s::text IS NULL OR observation_type = %(type)s)
+     AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+   LIMIT %(candidates)s) r
+ ORDER BY created_at DESC, record_id DESC
+ LIMIT %(limit)s
+"""
+
+# Bounds the statements after it in the transaction (milliseconds; 0 would mean none).
+STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"
+
+# SET LOCAL, with parameters, for one vector search: the HNSW walk's candidate list, and
+# sorting off for the walk, so the planner takes the index (the caller chose it by the
+# namespace's size; for a selective filter the planner would rather sort every row that
+# passes). JIT off: a disabled sort prices the plan past jit_above_cost, and compiling it
+# took ~0.5 s, against ~10 ms for the walk.
+SET_VECTOR_SEARCH = (
+    "SELECT set_config('jit', 'off', true), set_config('hnsw.ef_search', %s, true),"
+    " set_config('enable_sort', %s, true)"
+)
+
+_VECTOR_FILTER = f"""namespace {NS} AND embedding IS NOT NULL
+   AND (%(type)s::text IS NULL OR observation_type = %(type)s)
+   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)"""
+
+# The HNSW graph, walked past ef_search candidates while the filter rejects them
+# (hnsw.iterative_scan, SET LOCAL with ef_search by the caller). relaxed_order may hand
+# rows back slightly out of order: the outer query sorts the few it kept.
+SEARCH_VECTOR_HNSW = f"""
+WITH nearest AS MATERIALIZED (
+  SELECT record_id, created_at, embedding <=> %(vector)s AS distance FROM memory_records
+   WHERE {_VECTOR_FILTER}
+   ORDER BY embedding <=> %(vector)s
+   LIMIT %(limit)s
+)
+SELECT record_id, extract(epoch FROM created_at)::float8, 1 - distance
+  FROM nearest ORDER BY distance, record_id
+"""
+
+# Every row of the namespace scored (MATERIALIZED keeps the planner off the HNSW index):
+# exact, and for a small namespace faster than a graph over every namespace's rows.
+SEARCH_VECTOR_EXACT = f"""
+WITH scored AS MATERIALIZED (
+  SELECT record_id, created_at, embedding <=> %(vector)s AS distance FROM memory_records
+   WHERE {_VECTOR_FILTER}
+)
+SELECT record_id, extract(epoch FROM created_at)::float8, 1 - distance
+  FROM scored ORDER BY distance, record_id LIMIT %(limit)s
+"""
+
+
+class PostgresSearch(PostgresBase):
+    # The HNSW walk's candidate list (hnsw.ef_search); a larger limit widens it to the
+    # limit. Real MiniLM vectors need more than synthetic ones: recall@10 of exact at 50k
+    # is .949 with 100, .975 with 160 (bench scale, which sweeps it on an instance).
+    hnsw_ef_search = 160
+
+    # A full-text search ranks only the newest this many matches (SEARCH_FTS).
+    fts_window = 2000
+
+    def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
+        with self._db.connection() as conn:
+            try:
+                found = conn.execute(QUERY_TERMS, (list(tokens),)).fetchall()
+            except (psycopg.ProgrammingError, psycopg.DataError):
+                return None
+        return TermStats({t: df for t, df, _ in found}, int(found[0][2]) if found else None)
+
+    def search_terms(
+        self, query: SearchQuery, terms: Sequence[str], *, stats: TermStats
+    ) -> list[MemoryRecord] | None:
+        params = _search_params(query)
+        try:
+            with self._db.connection() as conn, conn.transaction():
+                run = _bounded(conn, _deadline(query.timeout_s), "full-text search")
+                row = run(TSQUERY, (list(terms),)).fetchone()
+                tsquery = row[0] if row else None
+                if tsquery is None:
+                    return None
+                sql = SEARCH_FTS[params["exact"] is not None]
+                more = {"tsquery": tsquery, "window": max(self.fts_window, query.limit)}
+                rows = run(sql, {**params, **more}).fetchall()
+        except (psycopg.ProgrammingError, psycopg.DataError):
+            return None
+        # ts_rank picks the candidates; BM25 orders them (see bm25.py).
+        records = [memory_record(r) for r in rows]
+        return bm25.order(records, terms, stats.doc_freq, stats.total or 0)
+
+    def search_substring(self, query: SearchQuery, text: str) -> list[MemoryRecord]:
+        params = _search_params(query)
+        pattern = lexical.substring_pattern(text)
+        if pattern is None:
+            return []
+        with self._db.connection() as conn, conn.transaction():
+            run = _bounded(conn, _deadline(query.timeout_s), "substring search")
+            rows = run(SEARCH_SUBSTRING, {**params, "patterns": [pattern]}).fetchall()
+        return [memory_record(r) for r in rows]
+
+    def search_fragments(self, query: SearchQuery, fragments: Sequence[str]) -> list[MemoryRecord]:
+        window = max(lexical.FRAGMENT_WINDOW, query.limit)
+        params = _search_params(replace(query, limit=window))
+        params["candidates"] = max(lexical.FRAGMENT_CANDIDATES, window)
+        end = _deadline(query.timeout_s)
+        wanted = {}
+        for fragment in dict.fromkeys(lexical.encodable(f) for f in fragments):
+            if (pattern := lexical.substring_pattern(fragment)) is not None:
+                wanted[fragment] = pattern
+        short = [f for f in wanted if len(f) < lexical.TRIGRAM_CHARS]
+        found = []
+        with self._db.connection() as conn, conn.transaction():
+            bounded = _bounded(conn, end, "fragment search")
+
+            def run(statement: str, **more: Any) -> list[MemoryRecord]:
+                return [memory_record(r) for r in bounded(statement, {**params, **more})]
+
+            for fragment, pattern in wanted.items():
+                if fragment not in short:
+                    found.append(run(SEARCH_TRIGRAM, pattern=pattern))
+            if short:
+                # One pass over the newest rows for all of them (CJK bigrams: up to 16).
+                patterns = [wanted[f] for f in short]
+                records = run(SEARCH_SUBSTRING, patterns=patterns, limit=lexical.SUBSTRING_ROWS)
+                found += [[r for r in records if _holds(r, f)][:window] for f in short]
+        return lexical.rank_fragments(found, query.limit)
+
+    def search_vector(
+        self, query: SearchQuery, vector: np.ndarray, exact: bool = False
+    ) -> list[VectorHit]:
+        params = {
+            "ns": lexical.namespace_pattern(query.namespace),
+            "vector": check_vector(vector),
+            "limit": query.limit,
+            "type": query.observation_type,
+            "since": query.since,
+        }
+        ef_search = str(max(self.hnsw_ef_search, query.limit))
+        end = _deadline(query.timeout_s)
+        with self._db.connection() as conn:
+            if not exact:
+                with conn.transaction():
+                    run = _bounded(conn, end, "vector search")
+                    conn.execute(SET_VECTOR_SEARCH, (ef_search, "off"))
+                    rows = run(SEARCH_VECTOR_HNSW, params).fetchall()
+                # Short only when the filter passes fewer rows than the walk may visit
+                # (hnsw.max_scan_tuples): then those rows are few, and a scan is cheap.
+                if len(rows) == query.limit:
+                    return [VectorHit(*r) for r in rows]
+            with conn.transaction():
+                run = _bounded(conn, end, "vector search")
+                conn.execute(SET_VECTOR_SEARCH, (ef_search, "on"))
+                rows = run(SEARCH_VECTOR_EXACT, params).fetchall()
+        return [VectorHit(*r) for r in rows]
+
+
+def _holds(record: MemoryRecord, fragment: str) -> bool:
+    """``fragment`` in the record's title, summary or facts, as ILIKE finds it."""
+    needle = fragment.replace("\x00", "").strip().lower()
+    texts = (record.title, record.summary, " ".join(record.facts))
+    return any(needle in text.lower() for text in texts)
+
+
+def _deadline(timeout_s: float | None) -> float | None:
+    return None if timeout_s is None else time.monotonic() + timeout_s
+
+
+def _bounded(
+    conn: psycopg.Connection, end: float | None, what: str
+) -> Callable[[str, Any], psycopg.Cursor[Any]]:
+    """``conn.execute`` for the statements of one transaction, each cancelled at ``end``
+    (``time.monotonic()``; StorageTimeoutError); unbounded if None."""
+
+    def execute(query: str, params: Any) -> psycopg.Cursor[Any]:
+        if end is not None:
+            left_ms = int((end - time.monotonic()) * 1000)
+            if left_ms < 1:
+                raise StorageTimeoutError(f"{what} past its deadline")
+            conn.execute(STATEMENT_TIMEOUT, (str(left_ms),))
+        try:
+            return conn.execute(query, params)
+        except psycopg.errors.QueryCanceled as exc:
+            raise StorageTimeoutError(f"{what} past its deadline") from exc
+
+    return execute
+
+
+def _search_params(query: SearchQuery) -> dict[str, Any]:
+    namespace = query.namespace
+    return {
+        "ns": lexical.namespace_pattern(namespace),
+        "exact": namespace if NAMESPACE_RE.fullmatch(namespace) else None,
+        "type": query.observation_type,
+        "since": query.since,
+        "limit": query.limit,
+        "scan": lexical.SUBSTRING_ROWS,
+    }

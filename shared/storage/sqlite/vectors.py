@@ -1,0 +1,102 @@
+"""Vectors of the SQLite backend: the records' embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage import columns, lexical
+from wakemark.shared.storage.errors import NotFoundError
+from wakemark.shared.storage.ports.vectors import EmbeddingMatrix
+from wakemark.shared.storage.sqlite import codec
+from wakemark.shared.storage.sqlite.base import NS, SqliteBase, SqliteTxBase, snapshot
+
+# The process's vector cache searches the vectors (``Vectors.vector_index`` is False).
+NO_VECTOR_INDEX = "sqlite has no vector index"
+
+SET_EMBEDDING = "UPDATE memory_records SET embedding = ? WHERE record_id = ? RETURNING namespace"
+
+HAS_EMBEDDING = "SELECT embedding IS NOT NULL FROM memory_records WHERE record_id = ?"
+
+# :since is -1 for everything (rows embedded before migration 0003 are stamped 0).
+EMBEDDINGS_SNAPSHOT = f"""
+SELECT (SELECT value FROM embedding_seq WHERE id = 1) AS watermark, count(*) AS total,
+       count(*) FILTER (WHERE embedded_seq > :since) AS changed
+FROM memory_records WHERE {NS} AND embedding IS NOT NULL
+"""
+
+LIST_EMBEDDINGS = f"""
+SELECT record_id, created_at, observation_type, embedding FROM memory_records
+WHERE {NS} AND embedding IS NOT NULL AND embedded_seq > :since ORDER BY created_at, record_id
+"""
+
+EMBEDDED_IDS = f"SELECT record_id FROM memory_records WHERE {NS} AND embedding IS NOT NULL"
+
+MISSING_EMBEDDING = f"""
+SELECT * FROM memory_records WHERE embedding IS NULL AND {NS}
+ORDER BY created_at, record_id LIMIT :limit
+"""
+
+CLEAR_EMBEDDINGS = f"""
+UPDATE memory_records SET embedding = NULL WHERE embedding IS NOT NULL AND {NS}
+RETURNING namespace
+"""
+
+
+class SqliteVectorsTx(SqliteTxBase):
+    def put_embedding(self, record_id: str, vector: np.ndarray) -> None:
+        row = self.conn.execute(
+            SET_EMBEDDING, (codec.encode_embedding(vector), record_id)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory record {record_id}")
+        self.changed.add(row["namespace"])
+
+
+class SqliteVectors(SqliteBase):
+    def has_embedding(self, record_id: str) -> bool:
+        rows = self._read(HAS_EMBEDDING, (record_id,))
+        return bool(rows and rows[0][0])
+
+    def list_embeddings(self, namespace: str, since: int | None = None) -> EmbeddingMatrix:
+        params = {
+            **lexical.namespace_range(namespace),
+            "since": -1 if since is None else since,
+        }
+        conn = self._conns.get()
+        with snapshot(conn):  # watermark, counts and rows from one snapshot
+            head = conn.execute(EMBEDDINGS_SNAPSHOT, params).fetchone()
+            return columns.collect(
+                columns.fetch_batches(conn.execute(LIST_EMBEDDINGS, params)),
+                head["changed"],
+                codec.decode_embeddings,
+                codec.seconds,
+                total=head["total"],
+                watermark=head["watermark"],
+            )
+
+    def embedded_ids(self, namespace: str) -> list[str]:
+        rows = self._read(EMBEDDED_IDS, lexical.namespace_range(namespace))
+        return [r[0] for r in rows]
+
+    def count_embeddings(self, namespace: str) -> int:
+        raise NotImplementedError(NO_VECTOR_INDEX)
+
+    def vector_cosines(
+        self, namespace: str, vector: np.ndarray, record_ids: Sequence[str]
+    ) -> dict[str, float]:
+        raise NotImplementedError(NO_VECTOR_INDEX)
+
+    def records_missing_embedding(
+        self, limit: int, namespace: str | None = None
+    ) -> list[MemoryRecord]:
+        params = {**lexical.namespace_range(namespace), "limit": limit}
+        return [codec.to_record(r) for r in self._read(MISSING_EMBEDDING, params)]
+
+    def clear_embeddings(self, namespace: str | None = None) -> int:
+        with self._conns.write() as conn:
+            rows = conn.execute(CLEAR_EMBEDDINGS, lexical.namespace_range(namespace)).fetchall()
+        self._notify({r["namespace"] for r in rows})
+        return len(rows)
