@@ -8,9 +8,17 @@ or work with the title (and summary) a person would write. Each labelled turn go
 through ``extract_turn`` as it is now and as it was at ``BASE`` (that tree, exported with
 ``git archive``, run in a subprocess), so the figures compare before and after.
 
+Turns are replayed session by session: an answered turn takes in the unanswered turns
+before it that it continues (``extraction.joined_turns``), as the extraction job does.
+The replayed events of a turn carry no real times, so every turn counts as following
+the one before within the idle window.
+
 Measures: must-skip turns that still yield a record (target 0), work turns skipped
-(false skips, target 0), title agreement with the label (content-word F1 ≥ 0.5), and
-records whose summary opens with interim narration ("Let me…"). Run:
+(false skips, target 0), title agreement with the label (content-word F1 ≥ 0.5),
+records whose summary opens with interim narration ("Let me…"), records without an
+answer or outcome (target 0), and retries that take in the unanswered turns the label
+names (``joins``; labels of ``sample: retries`` are interrupted turns, retries and
+re-asks as they occur in the sessions). Run:
 ``python -m bench._capture_set && python -m bench capture``.
 """
 
@@ -48,19 +56,28 @@ import wakemark.shared.extraction as extraction
 
 settings = Settings(home=sys.argv[1], embedder="off")
 now = datetime.now(UTC)
+before = {}  # session -> its turns so far, as the storage would list them
 for line in sys.stdin:
     row = json.loads(line)
     events = [StoredEvent.model_validate({**e, "transaction_time": now}) for e in row["events"]]
     turn = Turn(row["id"], events[0].namespace, events[0].session_id, True, False, events)
-    if hasattr(extraction, "extract_turn"):
+    session = before.setdefault(row["id"].rsplit("#", 1)[0], [])
+    joined = []
+    if hasattr(extraction, "joined_turns"):
+        joined = extraction.joined_turns(session, turn, settings.turn_idle_s)
+        out = extraction.extract_turn(turn, settings, joined)
+        records, skipped = out.records, out.skipped
+    elif hasattr(extraction, "extract_turn"):
         out = extraction.extract_turn(turn, settings)
         records, skipped = out.records, out.skipped
     else:
         records = extraction.extract(turn, settings)
         skipped = None if records else "empty"
+    session.append(turn)
     print(json.dumps({
         "id": row["id"],
         "skipped": skipped,
+        "joined": [t.turn_id for t in joined] if records else [],
         "records": [{"title": r.title, "summary": r.summary} for r in records],
     }))
 """
@@ -148,6 +165,9 @@ def _score(labels: dict[str, Any], got: dict[str, dict[str, Any]]) -> dict[str, 
     f1 = {k: title_f1(got[k]["records"][0]["title"], labels[k]["title"]) for k in titled}
     agree = [k for k in titled if f1[k] >= AGREE_F1]
     narrated = [k for k in titled if _narration_first(got[k]["records"][0]["summary"])]
+    bare = [k for k in labels if any(not r["summary"].strip() for r in got[k]["records"])]
+    joins = [k for k in work if "joins" in labels[k]]
+    joined = [k for k in joins if _joined(got[k]) == labels[k]["joins"]]
     reasons = Counter(got[k]["skipped"] for k in skip if got[k]["skipped"])
     right_reason = sum(got[k]["skipped"] == labels[k]["reason"] for k in skip)
     return {
@@ -161,8 +181,16 @@ def _score(labels: dict[str, Any], got: dict[str, dict[str, Any]]) -> dict[str, 
         "title_agreement": len(agree),
         "title_agreement_rate": round(len(agree) / max(len(titled), 1), 3),
         "summary_opens_with_narration": len(narrated),
+        "records_without_answer": len(bare),
+        "records_without_answer_ids": bare,
+        "joins_labelled": len(joins),
+        "joins_as_labelled": len(joined),
         "leaked_ids": leaked,
     }
+
+
+def _joined(out: dict[str, Any]) -> list[int]:
+    return [int(t.rsplit("#", 1)[1]) for t in out.get("joined", [])]
 
 
 def run() -> dict[str, Any]:
@@ -203,6 +231,10 @@ def run() -> dict[str, Any]:
             "labelled": len(labels),
             "sources": dict(sources),
             "all_turns_skipped": dict(Counter(a["skipped"] or "record" for a in after.values())),
+            "all_records_without_answer": sum(
+                not r["summary"].strip() for a in after.values() for r in a["records"]
+            ),
+            "all_turns_joining_unanswered": sum(bool(a.get("joined")) for a in after.values()),
         },
         "before": _score(labels, before),
         "after": _score(labels, after),
@@ -244,6 +276,7 @@ def markdown(result: dict[str, Any]) -> str:
         ("work turns skipped (target 0)", "work_skipped", s),
         ("work titles agreeing with the label (F1 ≥ 0.5)", "title_agreement", s),
         ("summaries opening with narration", "summary_opens_with_narration", s),
+        ("records without an answer or outcome (target 0)", "records_without_answer", s),
     ]
     lines = [
         "# Clean capture",
@@ -260,6 +293,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {b[key]} | {a[key]} |")
     lines += [
         f"| skip reason as labelled | – | {a['must_skip_reason_matches']} / {a['must_skip']} |",
+        f"| retries taking in the unanswered turns as labelled | – | {a['joins_as_labelled']} / "
+        f"{a['joins_labelled']} |",
         "",
         f"Of these, the {ub['must_skip'] + ub['work']} drawn uniformly at random "
         f"({ub['must_skip']} must-skip, {ub['work']} work): must-skip with a record "
@@ -270,7 +305,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "All replayed turns now: "
         + ", ".join(f"{k} {v}" for k, v in sorted(s["all_turns_skipped"].items()))
-        + ".",
+        + f"; records without an answer or outcome {s['all_records_without_answer']}; "
+        f"answered turns that took in the unanswered turns before them "
+        f"{s['all_turns_joining_unanswered']}.",
         "",
         "## Before → after: one skip of each reason, then work records that changed",
         "",

@@ -77,7 +77,7 @@ def memory_source(record_id: str) -> Response:
             skipped.append(
                 {
                     **_turn_json(turn),
-                    # command, meta, trivial, error or empty (shared/extraction/capture.py)
+                    # command, meta, trivial, error, unanswered, empty (extraction/capture.py)
                     "reason": reasons[turn.turn_id],
                 }
             )

@@ -11,9 +11,11 @@ nothing else (no tool use either) is not a memory; nor is a greeting or an "ok".
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from wakemark.shared.extraction.outcomes import parse_output
 from wakemark.shared.extraction.text import body_text, collapse
-from wakemark.shared.extraction.tools import parse_tool_use
+from wakemark.shared.extraction.tools import ToolUse, parse_tool_use
 from wakemark.shared.storage import Turn
 
 # Tags whose content is a command the user ran or its output (not a request).
@@ -115,17 +117,129 @@ def command_of(text: str) -> str:
 
 
 def turn_skip_reason(turn: Turn) -> str | None:
-    """``skip_reason`` of a turn's first prompt, last answer and tool uses."""
+    """``skip_reason`` of a turn's first prompt, last answer and tool uses; else
+    ``unanswered`` for a request that got no answer and no outcome worth keeping, and
+    ``trivial`` for one whose only answer is an acknowledgement ("Done.")."""
     prompts = [body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"]
     answers = [
         body_text(e.body, role="assistant") for e in turn.events if e.kind == "session_summary"
     ]
     prompt = next((p for p in prompts if p.strip()), "")
+    answer = answers[-1] if answers else ""
     uses = [e for e in turn.events if e.kind == "tool_use"]
-    if uses and clean_prompt(prompt):
-        return None  # a request and tool uses: work, whatever the tools were
-    tools = [parse_tool_use(e.body).name for e in uses]
-    return skip_reason(prompt, answers[-1] if answers else "", tools)
+    clean = clean_prompt(prompt)
+    if not (uses and clean):  # a request and tool uses: work, whatever the tools were
+        reason = skip_reason(prompt, answer, [parse_tool_use(e.body).name for e in uses])
+        if reason or not clean:
+            return reason
+    answered = any(a.strip() and not is_placeholder(a) for a in answers)
+    if answered and not is_ack_answer(answer):
+        return None
+    if summary_of(prompt):
+        return None  # a teammate's message carries its own content
+    if says_something([parse_tool_use(e.body) for e in uses], project_roots(turn)):
+        return None
+    return "trivial" if answered else "unanswered"
+
+
+# A prompt that asks for the last request again, whatever came between.
+_RETRY = re.compile(
+    r"\A\W*(?:please\s+)?(?:try\s+(?:it\s+)?again|retry|again|continue|go\s+on|keep\s+going"
+    r"|same\s+(?:error|issue|problem|bug|thing|again)|still\s+(?:fails?|failing|broken|the\s+same"
+    r"|not\s+working|doesn't\s+work|crash(?:es|ing)?)|it\s+(?:still\s+)?(?:fails|crashes"
+    r"|doesn't\s+work))\b",
+    re.I,
+)
+MAX_JOINED = 3  # unanswered turns one answer may take in
+LOOKBACK = 2 * MAX_JOINED  # turns before an answered one worth reading for them
+
+
+def is_retry(prompt: str) -> bool:
+    return bool(_RETRY.match(clean_prompt(prompt)))
+
+
+def may_join(turn: Turn) -> bool:
+    """Whether a later answer may take ``turn`` in, or look past it for one to take in."""
+    return turn_skip_reason(turn) in ("unanswered", "meta")
+
+
+def joined_turns(previous: Sequence[Turn], turn: Turn, idle_s: float) -> list[Turn]:
+    """The unanswered turns at the end of ``previous`` (the session's turns before
+    ``turn``, oldest first) that ``turn`` continues: each followed by the next within
+    ``idle_s`` seconds, or at any distance when ``turn``'s prompt is a retry ("try
+    again", "same error"). Oldest first."""
+    prompts = [body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"]
+    retry = bool(prompts) and is_retry(prompts[0])
+    joined: list[Turn] = []
+    after = min((e.valid_time for e in turn.events), default=None)
+    for prev in reversed(previous):
+        reason = turn_skip_reason(prev) if prev.events else None
+        if reason == "meta":
+            continue  # "[Request interrupted by user]" and other injected turns in between
+        if reason != "unanswered" or len(joined) == MAX_JOINED:
+            break
+        gap = (after - max(e.valid_time for e in prev.events)) if after else None
+        if not retry and (gap is None or gap.total_seconds() > idle_s):
+            break
+        joined.insert(0, prev)
+        after = min(e.valid_time for e in prev.events)
+    return joined
+
+
+def project_roots(turn: Turn) -> list[str]:
+    return [e.source.project_path for e in turn.events if e.source.project_path]
+
+
+def in_project(path: str, roots: list[str]) -> str | None:
+    """``path`` relative to the first root holding it, as it is when relative; None when
+    it lies outside every known root. With no root known every path counts."""
+    if not path.startswith(("/", "~", "..")) and not re.match(r"[A-Za-z]:\\", path):
+        return path.removeprefix("./")
+    for root in roots:
+        root = root.rstrip("/")
+        if root and path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+    return None if roots else path
+
+
+# Commands that only look around: their success says nothing about the project.
+_PROBE = re.compile(
+    r"\A\s*(?:echo|printf|pwd|true|false|whoami|date|which|type|command -v|env|printenv"
+    r"|hostname|uname|id|sleep|ls|cat|head|tail|wc|stat|file|tree|find|grep|rg)\b"
+)
+
+
+def says_something(uses: list[ToolUse], roots: list[str]) -> bool:
+    """Whether the tool uses of a turn left an outcome worth a record without an answer:
+    a failing command with its error, a test run with its counts, an edit to a project
+    file. Probes (``echo``, ``ls``), reads and edits outside the project say nothing."""
+    for use in uses:
+        if use.kind == "write":
+            cwd_roots = [*roots, use.cwd] if use.cwd else roots
+            if any(in_project(path, cwd_roots) is not None for _, path in use.files):
+                return True
+        if use.command and _PROBE.match(use.command):
+            continue
+        failed = bool(use.failed) or (use.exit_code is not None and use.exit_code != 0)
+        outcome = parse_output(use.output, use.command, failed)
+        if outcome.tests or (failed and (outcome.error or outcome.facts)):
+            return True
+    return False
+
+
+# An answer that only says the work is finished: "Done.", "OK", "I've completed the task."
+_ACK_WORDS = {
+    "ok", "okay", "done", "all", "i", "i've", "ive", "have", "has", "been", "the", "task",
+    "tasks", "changes", "change", "completed", "complete", "finished", "made", "applied",
+    "successfully", "refactoring", "work", "request", "requested", "edits", "edit", "update",
+    "updates", "that", "it", "is", "now", "as", "sure", "here", "you", "go", "fixed",
+    "implemented", "your", "this", "perfect", "great",
+}  # fmt: skip
+
+
+def is_ack_answer(answer: str) -> bool:
+    words = re.findall(r"[\w']+", _THINKING.sub("", answer).lower())
+    return bool(words) and len(words) <= 10 and all(w in _ACK_WORDS for w in words)
 
 
 def skip_reason(prompt: str, answer: str, tools: list[str]) -> str | None:
@@ -228,7 +342,8 @@ _NARRATION = re.compile(
     r"^(?:(?:now|next|then|so|first|finally|ok(?:ay)?|alright|great|perfect|excellent"
     r"|good|all right)[,!.]?\s+)*"
     r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|i'm now"
-    r"|first,? i|we need to|time to)\b",
+    r"|first,? i|we need to|time to)\b"
+    r"|^here(?:'s| is| are)\b[^:]*:\s*$",  # "Here's what was wrong:" leads in, says nothing
     re.I,
 )
 _INTERJECTION = re.compile(
@@ -253,6 +368,33 @@ def is_acknowledgement(text: str) -> bool:
     """A reply that says nothing of its own: "yes", "continue", "d"."""
     said = " ".join(re.findall(r"[\w']+", text.lower()))
     return said in _ACKS or len(said) <= 2
+
+
+_FILLER = {
+    "a", "an", "the", "it", "that", "this", "do", "let's", "lets", "with", "go", "to",
+    "whatever", "is", "start", "option", "ok", "okay", "please", "you", "can", "i",
+}  # fmt: skip
+
+
+def says_little(request: str) -> bool:
+    """An acknowledgement, or a reply with fewer than three words of its own ("option
+    a", "do whatever is optimal"): it names no subject a title could carry."""
+    words = re.findall(r"[\w']+", request.lower())
+    return is_acknowledgement(request) or len([w for w in words if w not in _FILLER]) < 3
+
+
+_PATH_IN_TITLE = re.compile(r"@(?:[\w.-]+/)+([\w.-]+\.\w+)")
+_PURPOSE = re.compile(
+    r"[,;]?\s+(?:so that|so i|so we|in order to|because|damit|weil|sodass)\s.*\Z", re.I
+)
+
+
+def tidy_title(title: str) -> str:
+    """A title as a person writes it: an @-mentioned file by its name, not its path; without the
+    clause that says why ("…, so I can be sure…") when enough is left before it."""
+    title = _PATH_IN_TITLE.sub(r"\1", title)
+    short = _PURPOSE.sub("", title)
+    return short if len(short.split()) >= 4 else title
 
 
 def substance(answer: str) -> str:
@@ -291,5 +433,5 @@ def answer_title(answer: str) -> str:
         for end in [m.end() for m in _SENTENCE_END.finditer(line)] + [len(line)]:
             sentence, start = line[start:end].strip(), end
             if len(re.findall(r"\w+", sentence)) >= 4 and not is_narration(sentence):
-                return sentence
+                return sentence.strip(" *_")
     return ""

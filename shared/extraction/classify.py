@@ -29,22 +29,20 @@ _QUESTION = {
 
 def classify(prompt: str, answer_head: str, *, edits: bool, fail_then_pass: bool) -> str:
     """Type by rule: test fail→pass, question without edits, then words of the prompt
-    (or, if the prompt says nothing, of the answer's first sentence)."""
+    (or, if the prompt says nothing, of the answer's head). An answer that
+    reports a failure without any edit tells of a bug, it does not fix one."""
     if fail_then_pass:
         return "bugfix"
     words = _WORDS.findall(prompt.lower())
     if not edits and words and (words[0] in _QUESTION or prompt.rstrip().endswith("?")):
         return "discovery"
-    for text in (prompt, answer_head):
-        found = _by_words(text.lower())
-        if found:
-            return found
-    return "change"
+    found = _by_words(prompt.lower()) or _by_words(answer_head.lower(), bugfix=edits)
+    return found or "change"
 
 
-def _by_words(text: str) -> str | None:
+def _by_words(text: str, bugfix: bool = True) -> str | None:
     words = set(_WORDS.findall(text))
-    if words & _BUGFIX:
+    if bugfix and words & _BUGFIX:
         return "bugfix"
     if words & _REFACTOR:
         return "refactor"

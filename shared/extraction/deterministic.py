@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from wakemark.shared.extraction.capture import (
     answer_title,
     clean_prompt,
     command_of,
-    is_acknowledgement,
+    is_ack_answer,
     is_placeholder,
     request_line,
+    says_little,
     substance,
     summary_of,
+    tidy_title,
 )
 from wakemark.shared.extraction.classify import classify, concepts
 from wakemark.shared.extraction.outcomes import is_test_command, parse_output
@@ -31,6 +34,7 @@ MAX_FACTS = 30
 MAX_FACT_CHARS = 300
 MAX_SUMMARY = 4000
 MAX_TITLE = 200
+ANSWER_HEAD = 300  # characters of the answer whose words type a turn its prompt does not
 
 
 class _Facts:
@@ -54,16 +58,33 @@ def relative_path(path: str, roots: list[str]) -> str:
     return path.removeprefix("./")
 
 
-def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | None:
-    """A record for the turn, or None when the turn holds nothing usable."""
+EARLIER = "earlier request: "
+
+
+def extract_deterministic(
+    turn: Turn, quality: str = "full", joined: Sequence[Turn] = ()
+) -> MemoryRecord | None:
+    """A record for the turn, or None when the turn holds nothing usable. ``joined`` are
+    the session's unanswered turns just before it that this one continues: their
+    requests are kept as facts (context, never the title), their tool uses as the turn's."""
     events = [e for e in turn.events if e.kind != "note"]
     prompt, answers, used = "", [], []
     facts, files = _Facts(), dict[str, None]()
     error_names: list[str] = []
     commands: list[str] = []
     test_runs: list[str] = []  # "pass" | "fail", in order
-    roots = [e.source.project_path for e in events if e.source.project_path]
+    earlier = [e for t in joined for e in t.events if e.kind in ("prompt", "tool_use")]
+    roots = [e.source.project_path for e in [*earlier, *events] if e.source.project_path]
     edits = False
+    context: list[str] = []
+    for event in earlier:
+        if event.kind == "prompt":
+            asked = request_line(clean_prompt(body_text(event.body, role="user")))
+            if asked and facts.add(EARLIER + first_sentence(asked, MAX_FACT_CHARS)):
+                context.append(asked)
+                used.append(event)
+        elif _tool_facts(parse_tool_use(event.body), facts, files, roots, error_names, test_runs):
+            used.append(event)
     for event in events:
         if event.kind == "prompt":
             text = body_text(event.body, role="user").strip()
@@ -85,25 +106,31 @@ def extract_deterministic(turn: Turn, quality: str = "full") -> MemoryRecord | N
                 used.append(event)
     asked, prompt = prompt, clean_prompt(prompt)
     answer = _outcome(answers)
+    if summary_of(asked) and not answer:
+        answer = prompt  # a teammate's message is its own outcome
+    if not answer or is_ack_answer(answer):  # "Done." says less than what was done
+        answer = "; ".join(f for f in facts.items if not f.startswith(("ran `", EARLIER)))
     asking = request_line(prompt)
-    if asking and is_acknowledgement(asking):  # "yes": what was done says more
+    if asking and says_little(asking):  # "yes", "option a": what was done says more
         asking = first_sentence(answer_title(answer)) or asking
-    title = summary_of(asked) or first_sentence(asking, MAX_TITLE) or command_of(asked)
+    title = summary_of(asked) or tidy_title(first_sentence(asking, MAX_TITLE)) or command_of(asked)
     title = title or first_sentence(answer_title(answer) or answer, MAX_TITLE)
-    title = clip(title, MAX_TITLE) or next(iter(facts.items), "")[:MAX_TITLE]
+    own = [f for f in facts.items if not f.startswith(EARLIER)]
+    title = clip(title, MAX_TITLE) or next(iter(own), "")[:MAX_TITLE]
     if not title:
         return None
     fail_then_pass = "fail" in test_runs and "pass" in test_runs[test_runs.index("fail") :]
     if not events or (len(used) == 1 and prompt):
         kind = "discovery"  # a prompt and nothing else: what was asked is the memory
     else:
-        kind = classify(prompt, first_sentence(answer), edits=edits, fail_then_pass=fail_then_pass)
+        head = clip(collapse(answer), ANSWER_HEAD)  # "Here's what was wrong and what I fixed:"
+        kind = classify(prompt, head, edits=edits, fail_then_pass=fail_then_pass)
     return MemoryRecord(
         namespace=turn.namespace,
         title=title,
         summary=trim_to_sentence(answer, MAX_SUMMARY),
         facts=list(facts.items),
-        concepts=concepts(prompt, answer, error_names, files, commands),
+        concepts=concepts("\n".join([prompt, *context]), answer, error_names, files, commands),
         files_touched=list(files)[:200],
         observation_type=kind,  # type: ignore[arg-type]
         source_event_ids=[e.event_id for e in used],

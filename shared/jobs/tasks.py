@@ -67,11 +67,25 @@ def _try_embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray | No
 # --- extraction ---------------------------------------------------------------------------
 
 
+def _joined(turn: Turn, ctx: Context) -> list[Turn]:
+    """The session's unanswered turns just before ``turn`` that it continues. Read from
+    the database, not taken from the batch, so the answer is the same whichever order
+    (or worker) the session's turns are extracted in."""
+    from wakemark.shared.extraction import LOOKBACK, joined_turns, may_join
+
+    before = ctx.storage.turns_before(turn.turn_id, LOOKBACK)
+    idle_s = ctx.settings.turn_idle_s
+    # Most turns follow an answered one: read that one alone first.
+    if not before or not all(may_join(t) for t in ctx.storage.get_turns(before[:1])):
+        return []
+    return joined_turns(ctx.storage.get_turns(before[::-1]), turn, idle_s)
+
+
 def _candidates(turn: Turn, ctx: Context) -> Extracted:
     from wakemark.shared.extraction import extract_turn
 
     # ``extract_turn`` turns note events into records as written (``record_from_note``).
-    return extract_turn(turn, ctx.settings)
+    return extract_turn(turn, ctx.settings, _joined(turn, ctx))
 
 
 def _dedupe(

@@ -29,8 +29,15 @@ def index_line(record: MemoryRecord) -> str:
     summary = _one_line(record.summary)
     if len(summary) > INDEX_SUMMARY_CHARS:
         summary = summary[: INDEX_SUMMARY_CHARS - 1].rstrip() + "…"
-    title = _one_line(record.title)
-    return f"- {title}: {summary}\n" if summary else f"- {title}\n"
+    title = _one_line(record.title).rstrip(" :;,") or _one_line(record.title)
+    if not summary:
+        return f"- {title}\n"
+    # A title that ends a sentence ("…customers.", "…fail?") needs no colon after it.
+    return (
+        f"- {title} {summary}\n"
+        if title.endswith((".", "!", "?", "…"))
+        else f"- {title}: {summary}\n"
+    )
 
 
 def format_index(records: Iterable[MemoryRecord], max_bytes: int) -> tuple[str, int]:

@@ -9,8 +9,14 @@ import json
 import pytest
 
 from wakemark.shared.config import Settings
-from wakemark.shared.extraction import extract, extract_turn
-from wakemark.shared.extraction.capture import clean_prompt, request_line, skip_reason, substance
+from wakemark.shared.extraction import extract, extract_turn, joined_turns
+from wakemark.shared.extraction.capture import (
+    clean_prompt,
+    is_retry,
+    request_line,
+    skip_reason,
+    substance,
+)
 
 from .turns import FIXTURES, event, make_turn, text, turn_of
 
@@ -118,3 +124,152 @@ def test_narration_gives_way_to_an_earlier_conclusion(settings: Settings) -> Non
     )
     [record] = extract_turn(turn, settings).records
     assert record.summary == "Bumped the version to 0.3 in pyproject.toml."
+
+
+def _tool(name: str, tool_input: dict, **result: object) -> tuple[str, dict]:
+    return (
+        "tool_use",
+        {"type": "json", "data": {"tool_name": name, "tool_input": tool_input, **result}},
+    )
+
+
+PROBE = _tool(
+    "Bash", {"command": "echo wakemark-probe-7"}, tool_response="wakemark-probe-7", exit_code=0
+)
+READ = _tool("Read", {"file_path": "/home/dev/projects/shop/billing/address.py"})
+EDIT_OUTSIDE = _tool("Edit", {"file_path": "/home/dev/.claude/plans/p.md", "new_string": "x"})
+EDIT_INSIDE = _tool(
+    "Edit", {"file_path": "/home/dev/projects/shop/billing/address.py", "new_string": "x"}
+)
+FAILING = _tool(
+    "Bash",
+    {"command": "python -m invoicer render 42"},
+    tool_response={"stderr": "Traceback (most recent call last):\nKeyError: 'shipping'"},
+    exit_code=1,
+)
+
+
+@pytest.mark.parametrize(
+    ("items", "reason"),
+    [
+        ((), "unanswered"),
+        ((PROBE,), "unanswered"),
+        ((READ,), "unanswered"),
+        ((EDIT_OUTSIDE,), "unanswered"),
+        ((PROBE, READ, ("session_summary", text("No response requested."))), "unanswered"),
+        ((("session_summary", text("Done.")),), "trivial"),
+        ((READ, ("session_summary", text("I've completed the task."))), "trivial"),
+        ((("session_summary", text("OK")),), "trivial"),
+    ],
+    ids=["bare", "probe", "read", "edit-outside", "placeholder", "done", "completed", "ok"],
+)
+def test_turns_without_answer_or_outcome_are_skipped_with_their_reason(
+    items: tuple, reason: str, settings: Settings
+) -> None:
+    turn = make_turn(("prompt", text("Fix the invoice PDF crash for customers.")), *items)
+    out = extract_turn(turn, settings)
+    assert out.records == [] and out.skipped == reason
+    assert extract(turn, settings) == []
+
+
+@pytest.mark.parametrize(
+    ("items", "summary"),
+    [
+        ((EDIT_INSIDE,), "edited billing/address.py"),
+        ((FAILING,), "KeyError: 'shipping'"),
+        ((EDIT_INSIDE, ("session_summary", text("Done."))), "edited billing/address.py"),
+    ],
+    ids=["project-edit", "failing-command", "done-after-edit"],
+)
+def test_an_outcome_that_says_something_is_the_summary(
+    items: tuple, summary: str, settings: Settings
+) -> None:
+    turn = make_turn(("prompt", text("Fix the invoice PDF crash for customers.")), *items)
+    [record] = extract_turn(turn, settings).records
+    assert summary in record.summary and "Done" not in record.summary
+    assert record.title == "Fix the invoice PDF crash for customers."
+
+
+# Real turns of public sessions (bench/_capture_set.py): brightdigit/MistKit, a build the
+# user interrupted and asked again; Randroids-Dojo/UnrealFrog, a bug report the context
+# ran out on, fixed after the continuation.
+INTERRUPTED_BUILD = _tool(
+    "Bash",
+    {"command": "swift build", "description": "Build the Swift package"},
+    error="[Request interrupted by user for tool use]",
+    is_error=True,
+)
+RESPAWN_ANSWER = (
+    "Game is launching. Here's what was wrong and what I fixed:\n\n**Bug**: After filling a "
+    "home slot, `OnSpawningComplete` only called `Frog->Respawn()` if `bIsDead` was true. But "
+    "when the frog successfully lands on a home slot, it's alive — so `Respawn()` was never "
+    "called.\n\n**Fix**: `OnSpawningComplete` now always calls `Frog->Respawn()`."
+)
+
+
+def _session(*turns: tuple) -> list:
+    """Turns of one session, each ``(offset_s, items…)``, their events in that order."""
+    out = []
+    for start, *items in turns:
+        out.append(turn_of([event(k, b, start + i) for i, (k, b) in enumerate(items)]))
+    return out
+
+
+def test_a_real_interrupted_build_joins_its_re_ask(settings: Settings) -> None:
+    first, again = _session(
+        (0, ("prompt", text("Try to build the package")), INTERRUPTED_BUILD),
+        (
+            20,
+            ("prompt", text("build the MistKitExamples package")),
+            ("session_summary", text("The build failed because the `MistDemo.swift` file is "
+                                     "still trying to call `testSignatureGeneration()` which "
+                                     "no longer exists. I need to remove that call.")),
+        ),
+    )  # fmt: skip
+    assert extract_turn(first, settings).skipped == "unanswered"
+    assert joined_turns([first], again, settings.turn_idle_s) == [first]
+    [record] = extract_turn(again, settings, [first]).records
+    assert record.title == "build the MistKitExamples package"
+    assert "earlier request: Try to build the package" in record.facts
+    assert "testSignatureGeneration()" in record.summary
+
+
+def test_a_real_bug_report_the_context_ran_out_on_joins_the_fix(settings: Settings) -> None:
+    report, fix = _session(
+        (0, ("prompt", text("Sound is working. But the level didn't restart or anything."))),
+        (
+            3000,  # after the idle window: the continuation is not a retry, but follows
+            ("prompt", text("This session is being continued from a previous conversation.")),
+            ("tool_use", {"type": "json", "data": {"tool_name": "Edit", "tool_input": {
+                "file_path": "/home/dev/projects/shop/Private/Core/UnrealFrogGameMode.cpp",
+                "new_string": "Frog->Respawn();"}}}),
+            ("session_summary", text(RESPAWN_ANSWER)),
+        ),
+    )  # fmt: skip
+    assert joined_turns([report], fix, 3600) == [report]
+    assert joined_turns([report], fix, 600) == []  # too late, and not a retry
+    [record] = extract_turn(fix, settings, [report]).records
+    # What was found, not the lead-in "Here's what was wrong and what I fixed:".
+    assert record.title.startswith("After filling a home slot, `OnSpawningComplete`")
+    assert record.observation_type == "bugfix"
+    assert any(f.startswith("earlier request: Sound is working.") for f in record.facts)
+
+
+def test_a_reply_that_names_nothing_takes_the_answers_title(settings: Settings) -> None:
+    # goodsch/brain_explore: "do whatever is optimal", answered with the status.
+    turn = make_turn(
+        ("prompt", text("do whatever is optimal")),
+        ("session_summary", text("**Status: 23 books extracting in parallel**\n\nBooks in "
+                                 "progress:\n- Behave (Sapolsky), Being You (Seth)")),
+    )  # fmt: skip
+    [record] = extract_turn(turn, settings).records
+    assert record.title == "23 books extracting in parallel"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "retry"),
+    [("try again", True), ("Same error.", True), ("still failing", True),
+     ("continue", True), ("fix the rounding in cart totals", False)],
+)  # fmt: skip
+def test_retry_prompts(prompt: str, retry: bool) -> None:
+    assert is_retry(prompt) is retry

@@ -120,6 +120,18 @@ def test_index_pinned_order_is_kept_and_lines_are_whole() -> None:
     assert used <= 300
 
 
+def test_index_lines_have_no_doubled_punctuation() -> None:
+    def line(title: str) -> str:
+        return format_index([MemoryRecord(namespace=NS, title=title, summary="The crash…")], 999)[
+            0
+        ].splitlines()[1]
+
+    assert line("PDF export fails for customers.") == "- PDF export fails for customers. The crash…"
+    assert line("Why does the PDF export fail?") == "- Why does the PDF export fail? The crash…"
+    assert line("Plan for the export:") == "- Plan for the export: The crash…"
+    assert line("format_address falls back") == "- format_address falls back: The crash…"
+
+
 def test_metrics_are_counts_and_percentiles() -> None:
     m = SearchMetrics(window=4)
     for ms in (1, 2, 3, 100, 5):

@@ -300,3 +300,14 @@ def test_put_events_in_a_transaction_commits_with_it(storage: Storage) -> None:
         tx.on_commit(lambda: seen.append(result.closed_turns))
     assert seen == [(result.turn_id,)]
     assert storage.get_event(note.event_id) is not None
+
+
+def test_turns_before_lists_the_sessions_earlier_turns_nearest_first(storage: Storage) -> None:
+    prompts = [event(at=T0 + timedelta(seconds=i), text=f"p{i}") for i in range(3)]
+    turn_ids = [storage.put_event(p).turn_id for p in prompts]
+    elsewhere = storage.put_event(event(session="s2", at=T0 + timedelta(seconds=1)))
+    assert storage.turns_before(str(turn_ids[2]), 5) == [turn_ids[1], turn_ids[0]]
+    assert storage.turns_before(str(turn_ids[2]), 1) == [turn_ids[1]]
+    assert storage.turns_before(str(turn_ids[0]), 5) == []
+    assert storage.turns_before(str(elsewhere.turn_id), 5) == []  # another session's
+    assert storage.turns_before("no-such-turn", 5) == []

@@ -122,6 +122,11 @@ class Events(Protocol):
         (read in one snapshot)."""
 
     @abc.abstractmethod
+    def turns_before(self, turn_id: str, limit: int) -> list[str]:
+        """The ids of the turns of ``turn_id``'s session opened before it, nearest first,
+        at most ``limit`` ([] for an unknown turn)."""
+
+    @abc.abstractmethod
     def session_turns(self, namespace: str, session_id: str, limit: int = 200) -> list[TurnInfo]:
         """The session's turns in that namespace, oldest first, at most ``limit``."""
 

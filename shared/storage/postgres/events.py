@@ -114,6 +114,13 @@ SELECT turn_id, opened_at, closed_at IS NOT NULL, extracted_at IS NOT NULL, reco
   FROM turns WHERE namespace = %s AND session_id = %s ORDER BY opened_at, turn_id LIMIT %s
 """
 
+TURNS_BEFORE = """
+SELECT p.turn_id FROM turns t JOIN turns p
+    ON p.session_id = t.session_id AND p.namespace = t.namespace
+   AND (p.opened_at, p.turn_id) < (t.opened_at, t.turn_id)
+ WHERE t.turn_id = %s ORDER BY p.opened_at DESC, p.turn_id DESC LIMIT %s
+"""
+
 COUNT_EVENTS = "SELECT count(*) FROM events WHERE event_id = ANY(%s::text[])"
 
 DELETE_EVENTS = "DELETE FROM events WHERE event_id = ANY(%s::text[])"
@@ -242,6 +249,10 @@ class PostgresEvents(PostgresBase):
             for turn_id, namespace, session_id, closed, extracted in rows
         }
         return [found[t] for t in dict.fromkeys(ids) if t in found]
+
+    def turns_before(self, turn_id: str, limit: int) -> list[str]:
+        with self._db.connection() as conn:
+            return [r[0] for r in conn.execute(TURNS_BEFORE, (turn_id, limit)).fetchall()]
 
     def session_turns(self, namespace: str, session_id: str, limit: int = 200) -> list[TurnInfo]:
         with self._db.connection() as conn:

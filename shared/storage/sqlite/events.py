@@ -92,6 +92,13 @@ SELECT turn_id, opened_at, closed_at, extracted_at, record_ids, skip_reason FROM
 WHERE namespace = ? AND session_id = ? ORDER BY opened_at, turn_id LIMIT ?
 """
 
+TURNS_BEFORE = """
+SELECT p.turn_id FROM turns t JOIN turns p
+    ON p.session_id = t.session_id AND p.namespace = t.namespace
+   AND (p.opened_at < t.opened_at OR (p.opened_at = t.opened_at AND p.turn_id < t.turn_id))
+ WHERE t.turn_id = ? ORDER BY p.opened_at DESC, p.turn_id DESC LIMIT ?
+"""
+
 COUNT_EVENTS = "SELECT count(*) FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
 
 DELETE_EVENTS = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
@@ -208,6 +215,9 @@ class SqliteEvents(SqliteBase):
             for r in rows
         }
         return [found[t] for t in dict.fromkeys(turn_ids) if t in found]
+
+    def turns_before(self, turn_id: str, limit: int) -> list[str]:
+        return [r["turn_id"] for r in self._read(TURNS_BEFORE, (turn_id, limit))]
 
     def session_turns(self, namespace: str, session_id: str, limit: int = 200) -> list[TurnInfo]:
         rows = self._read(SESSION_TURNS, (namespace, session_id, limit))
