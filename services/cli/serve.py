@@ -53,6 +53,7 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
 
 def run(args: argparse.Namespace) -> int:
     from wakemark.services.api.security import ensure_token
+    from wakemark.services.cli.model import prepare_for_serve
     from wakemark.shared.config import ConfigError, Settings, env_name, prepare_home
     from wakemark.shared.storage import migrate
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     prepare_home(settings)
     migrate(settings)
     ensure_token(settings)  # before the workers start, so they never race to create it
+    prepare_for_serve(settings)
     argv = gunicorn_argv(settings.host, settings.port, settings.workers, threads)
     print(
         f"wakemark: serving on http://{argv[4]} ({settings.backend}, {settings.workers} "
