@@ -44,7 +44,6 @@ one() {
     local vpy="$work/venv/bin/python"
     # pip's own cache (~/.cache/pip) is left on: the second interpreter and the next run
     # reuse the downloaded and built wheels, so this phase is mostly install time.
-    "$vpy" -m pip install -q --upgrade pip
     mapfile -t reqs < <(test_requirements "$vpy")
     "$vpy" -m pip install -q "${reqs[@]}"
     "$vpy" -m build --wheel --no-isolation --outdir "$work/dist" "$ROOT" >/dev/null
