@@ -39,7 +39,7 @@ EOF
 one() {
     local py="$1" version="$2" work t0=$SECONDS
     work="$(mktemp -d "${TMPDIR:-/tmp}/wakemark-py$version.XXXXXX")"
-    trap 'rm -rf "$work"' RETURN
+    trap 'rm -rf "$work"' EXIT  # one() runs in a subshell of its own
     "$py" -m venv "$work/venv"
     local vpy="$work/venv/bin/python"
     # pip's own cache (~/.cache/pip) is left on: the second interpreter and the next run
