@@ -43,11 +43,13 @@ one() {
     "$py" -m venv "$work/venv"
     local vpy="$work/venv/bin/python"
     # pip's own cache (~/.cache/pip) is left on: the second interpreter and the next run
-    # reuse the downloaded and built wheels, so this phase is mostly install time.
+    # reuse the downloaded and built wheels, so this phase is mostly install time; and no
+    # byte-compiling up front: the tests import a fraction of what is installed.
     mapfile -t reqs < <(test_requirements "$vpy")
-    "$vpy" -m pip install -q "${reqs[@]}"
-    "$vpy" -m build --wheel --no-isolation --outdir "$work/dist" "$ROOT" >/dev/null
-    "$vpy" -m pip install -q "$work"/dist/wakemark-*.whl
+    "$vpy" -m pip install -q --no-compile "${reqs[@]}"
+    "$vpy" -m build --wheel --no-isolation --outdir "$work/dist" "$ROOT" >"$work/build.log" 2>&1 \
+        || { cat "$work/build.log"; return 1; }
+    "$vpy" -m pip install -q --no-compile "$work"/dist/wakemark-*.whl
     echo "venv, wheel and install: $((SECONDS - t0))s"
     # -o pythonpath= : import the installed wheel, not the checkout's wakemark/ folder.
     (cd "$ROOT" && "$work/venv/bin/pytest" -q -p no:cacheprovider -o pythonpath= \
