@@ -36,7 +36,7 @@ LAYERS = 6
 HEADS = 12
 HEAD_DIM = DIM // HEADS
 LAYER_NORM_EPS = 1e-12
-DOWNLOAD_TIMEOUT_S = 600
+DOWNLOAD_TIMEOUT_S = 300  # serve waits for it before it starts: bounded
 
 _DTYPES = {"F32": np.float32, "I64": np.int64}
 
