@@ -208,7 +208,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"Installing as a user would, on {r['config']['cpus']} CPUs, Python "
         f"{r['config']['python']}, commit {r['config']['commit']}; pip's cache warm. "
         "Load is the 1-minute load average when each part started; CPU is user + sys of the "
-        "processes involved, which hardly depends on the load."
+        "processes involved, which hardly depends on the load.",
         "",
         "| measure | figure | target | load |",
         "|---|---|---|---|",
