@@ -55,6 +55,11 @@ test: lint typecheck pytest
 bench: install
 	$(BIN)/python -m bench
 
+# The generated reference in docs/ (CLI, settings, routes); tests/test_docs.py fails when stale.
+.PHONY: docs
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_docs.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 

@@ -1,3 +1,5 @@
 """wakemark's domain: models, settings, storage, retrieval, jobs — shared by every service."""
 
-__version__ = "0.1.0"
+from wakemark import __version__  # one version for /health, status, the viewer and MCP
+
+__all__ = ["__version__"]

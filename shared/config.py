@@ -276,6 +276,14 @@ def prepare_home(settings: Settings) -> Path:
         from wakemark.shared import legacy
 
         legacy.adopt_home(settings.home)
-    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(settings.home, 0o700)
-    return settings.home
+    home = settings.home
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(home, 0o700)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"WAKEMARK_HOME: {home} is not a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"WAKEMARK_HOME: cannot use {home}: {exc.strerror}") from None
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise ConfigError(f"WAKEMARK_HOME: {home} is not writable")
+    return home

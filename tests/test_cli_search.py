@@ -25,11 +25,14 @@ def _project(root: Path) -> str:
     return project.namespace_for(ACTOR, project.project_id(str(root.resolve())))
 
 
-def _search(settings: Settings, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _search(
+    settings: Settings, cwd: Path, *args: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WAKEMARK_", "CLAUDE_"))}
     env.update(
         WAKEMARK_HOME=str(settings.home), WAKEMARK_PORT=str(settings.port), WAKEMARK_ACTOR=ACTOR
     )
+    env.update(extra)
     return subprocess.run(
         [sys.executable, "-m", "wakemark.services.cli.main", "search", *args],
         env=env, cwd=cwd, capture_output=True, text=True, timeout=60,
@@ -81,7 +84,40 @@ def test_all_projects_reaches_the_others(served: Runtime, shop: Path) -> None:
 def test_no_hit_exits_1(served: Runtime, shop: Path) -> None:
     done = _search(served.settings, shop, "kubernetes")
     assert done.returncode == 1
-    assert "No memories match 'kubernetes'" in done.stdout
+    assert "No relevant memories for 'kubernetes'" in done.stdout
+
+
+def test_hits_below_the_gates_threshold_are_not_listed(served: Runtime, shop: Path) -> None:
+    # The gate's threshold (WAKEMARK_MIN_RELEVANCE) decides, as for an agent's prompt;
+    # --min-relevance overrides it, 0 lists every match.
+    strict = _search(served.settings, shop, "discount", WAKEMARK_MIN_RELEVANCE="1")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    assert strict.stdout.startswith("No relevant memories for 'discount'")
+    assert "Discount" not in strict.stdout
+    shown = _search(
+        served.settings, shop, "discount", "--min-relevance", "0", WAKEMARK_MIN_RELEVANCE="1"
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "Discount rounding uses ROUND_HALF_EVEN" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--limit", "abc"], "argument --limit: expected an integer from 1 to 100, got 'abc'"),
+        (["--limit", "0"], "argument --limit: expected an integer from 1 to 100, got '0'"),
+        (["--min-relevance", "x"], "argument --min-relevance: expected a number from 0 to 1"),
+        (["--limt", "3"], "unrecognized arguments: --limt"),
+    ],
+)
+def test_bad_options_name_the_search_command(
+    settings: Settings, tmp_path: Path, args: list[str], error: str
+) -> None:
+    done = _search(settings, tmp_path, "anything", *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: wakemark search ")  # its own usage, not the top level
+    assert done.stderr.splitlines()[-1].startswith(f"wakemark search: error: {error}")
+    assert "Traceback" not in done.stderr
 
 
 def test_server_down_exits_2_with_a_message(settings: Settings, tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_create_list_revoke_audit(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["token", "create", "--actor", "bob", "--project", "/srv/shop", "--read-only"]
+    argv = ["token", "create", "--actor", "bob", "--project", "/srv/shop", "--new-project"]
+    argv.append("--read-only")
     assert main([*argv, "--expires", "12h", "--name", "ci"]) == 0
     out = capsys.readouterr()
     secret = out.out.strip()
@@ -54,6 +55,37 @@ def test_bad_arguments_are_refused(extra: list[str], capsys: pytest.CaptureFixtu
     assert capsys.readouterr().out == ""  # no secret printed
     assert main(["token", "list"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1  # the header only
+
+
+def test_a_project_with_nothing_stored_needs_new_project(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wakemark.shared.config import Settings
+    from wakemark.shared.models import MemoryRecord
+    from wakemark.shared.runtime import Runtime
+    from wakemark.shared.storage import migrate
+
+    argv = ["token", "create", "--actor", "bob", "--project", "nonexistent-project"]
+    assert main(argv) == 2
+    out = capsys.readouterr()
+    assert out.out == ""  # no secret printed
+    assert out.err == (
+        "wakemark: no project 'nonexistent-project' for actor 'bob' in this database"
+        " (see GET /v1/projects); --new-project creates the token anyway\n"
+    )
+    assert main(["token", "list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1  # the header only
+
+    runtime = Runtime.build(Settings(home=home))
+    migrate(runtime.settings)
+    ns = "/actor/bob/project/0123456789abcdef/"
+    runtime.storage.put_memory_record(MemoryRecord(namespace=ns, title="known"))
+    runtime.close()
+    assert main(["token", "create", "--actor", "bob", "--project", "0123456789abcdef"]) == 0
+    assert main([*argv, "--new-project"]) == 0
+    capsys.readouterr()
+    assert main(["token", "list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
 
 
 def test_parse_duration() -> None:

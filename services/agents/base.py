@@ -88,6 +88,12 @@ def session_of(payload: dict[str, Any], *keys: str) -> str:
     raise HookPayloadError(f"payload has no session id (looked for {', '.join(keys)})")
 
 
+def project_session(ctx: HookContext) -> str:
+    """The session of a delivery that names none: one per agent and project, the same on
+    every delivery from that project."""
+    return f"{ctx.agent}:" + ctx.namespace.rstrip("/").rsplit("/", 1)[-1]
+
+
 def payload_time(payload: dict[str, Any], key: str = "timestamp") -> datetime | None:
     raw = payload.get(key)
     if not isinstance(raw, str):
@@ -213,6 +219,11 @@ class Agent(abc.ABC):
     # forwarder keeps a copy (``hook.FAILSAFE``) because it cannot import this package.
     failsafe: ClassVar[str] = ""
     install_note: ClassVar[str]  # printed after `wakemark install <name>` changed a file
+
+    def deliveries(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        """The hook deliveries one payload holds, each mapped with its own context (its
+        own cwd, so its own project); most agents send one per payload."""
+        return [payload]
 
     @abc.abstractmethod
     def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped: ...

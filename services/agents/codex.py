@@ -22,6 +22,7 @@ from wakemark.services.agents.base import (
     context_reply,
     json_body,
     make_event,
+    project_session,
     session_of,
     text_body,
     text_field,
@@ -156,7 +157,10 @@ def _summary(ctx: HookContext, session: str, turn: Any, answer: Any) -> list[Any
 
 
 def _notify(payload: dict[str, Any], ctx: HookContext) -> Mapped:
-    session = session_of(payload, "thread-id")
+    # Older Codex sends neither thread-id nor cwd: the turn goes to one session per
+    # project (the forwarder's project header), its id still keyed on the turn.
+    thread = payload.get("thread-id")
+    session = session_of(payload, "thread-id") if thread else project_session(ctx)
     turn = payload.get("turn-id")
     events = []
     messages = [m for m in payload.get("input-messages") or [] if isinstance(m, str) and m]

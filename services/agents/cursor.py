@@ -16,6 +16,7 @@ from wakemark.services.agents.base import (
     Mapped,
     json_body,
     make_event,
+    project_session,
     session_of,
     text_body,
     text_field,
@@ -23,6 +24,7 @@ from wakemark.services.agents.base import (
 )
 from wakemark.shared.models import Event
 
+_SESSION_KEYS = ("conversation_id", "session_id")
 _TOOL_HOOKS = ("afterShellExecution", "afterFileEdit", "afterMCPExecution")
 # What `wakemark install cursor` registers; sessionStart is where the memory index goes.
 HOOKS = (
@@ -53,7 +55,7 @@ class Cursor(Agent):
             return Mapped(hook, OBSERVE, [_text_event(payload, ctx, "session_summary", "text")])
         if hook not in _TOOL_HOOKS:
             return Mapped(hook, IGNORE)
-        session = session_of(payload, "conversation_id", "session_id")
+        session = _session(payload, ctx)
         event = make_event(
             ctx,
             session_id=session,
@@ -73,8 +75,11 @@ class Cursor(Agent):
 
     def install_targets(self, w: configs.Where) -> list[tuple[str, configs.Edit]]:
         base = os.path.join(w.project or w.home, ".cursor")
-        cmd = configs.hook_command(w, self.name)
-        handlers = {event: {"command": cmd} for event in HOOKS}
+        # The event name on the command line: Cursor's documented payloads of some hooks
+        # carry only their own fields, no hook_event_name.
+        handlers = {
+            event: {"command": configs.hook_command(w, self.name, event)} for event in HOOKS
+        }
         server = configs.mcp_server(w)
 
         def hooks(s: dict[str, Any], install: bool) -> None:
@@ -106,9 +111,17 @@ def _tool(hook: str, payload: dict[str, Any]) -> dict[str, Any]:
 def _text_event(payload: dict[str, Any], ctx: HookContext, kind: str, field: str) -> Event:
     return make_event(
         ctx,
-        session_id=session_of(payload, "conversation_id", "session_id"),
+        session_id=_session(payload, ctx),
         kind=kind,
         body=text_body(text_field(payload, field) or ""),
         stable_ids=(payload.get("generation_id"),),
         version=payload.get("cursor_version"),
     )
+
+
+def _session(payload: dict[str, Any], ctx: HookContext) -> str:
+    # The documented afterShellExecution carries no conversation id: one session per
+    # project, the project from the forwarder's header.
+    if any(isinstance(payload.get(k), str) and payload[k].strip() for k in _SESSION_KEYS):
+        return session_of(payload, *_SESSION_KEYS)
+    return project_session(ctx)

@@ -16,6 +16,7 @@ from wakemark.services.agents.base import (
     Mapped,
     json_body,
     make_event,
+    project_session,
     text_body,
     text_field,
     tool_data,
@@ -36,6 +37,15 @@ class KiroCli(Agent):
     install_note = (
         "Start it with `kiro-cli chat --agent wakemark` (or make `wakemark` the default)."
     )
+
+    def deliveries(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        # Deferred delivery (``only_when_turn_complete``): one postToolUse whose
+        # ``hook_events`` holds the turn's tool uses, each with its own cwd.
+        batch = payload.get("hook_events")
+        if not isinstance(batch, list) or "tool_name" in payload:
+            return [payload]
+        shared = {k: v for k, v in payload.items() if k != "hook_events"}
+        return [{**shared, **item} for item in batch if isinstance(item, dict)]
 
     def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped:
         hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
@@ -111,7 +121,7 @@ def _session(payload: dict[str, Any], ctx: HookContext) -> str:
     value = payload.get("session_id")
     if isinstance(value, str) and value.strip():
         return value.strip()[:200]
-    return "kiro-cli:" + ctx.namespace.rstrip("/").rsplit("/", 1)[-1]
+    return project_session(ctx)
 
 
 def _exit_status(response: Any) -> int | None:

@@ -63,6 +63,14 @@ def store_events(events: Sequence[Event]) -> tuple[list[PutEventResult], dict[st
     return optout.answers(events, results), ignored
 
 
+def as_stored(event: Event, result: PutEventResult) -> Event:
+    """``event`` under the id storage holds it by (``PutEventResult.stored_id``), for what
+    refers to the stored row, such as the retrieval audit."""
+    if result.stored_id is None or result.stored_id == event.event_id:
+        return event
+    return event.model_copy(update={"event_id": result.stored_id})
+
+
 def enqueue(job: Job, ids: Sequence[str], rt: Runtime | None = None) -> None:
     """Enqueue committed work. Never fails the request: the database remembers the work,
     and the sweep enqueues it again."""

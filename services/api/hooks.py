@@ -4,19 +4,28 @@ The agent (``services/agents``) maps the payload to events; they then take the s
 ``POST /v1/events`` (scrub → validate → store → enqueue after commit), and prompt and
 session-start hooks get retrieval context back when the agent takes it. A hook we do not
 use answers 200 with the agent's "nothing to add": a wakemark hook must never break the
-agent.
+agent. So does a delivery we cannot map (a field we need is missing in this agent
+version's shape): it is counted as a capture miss with its reason, never answered 4xx.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
 from wakemark.services import agents
-from wakemark.services.agents.base import PROMPT, SESSION_START, HookContext, HookPayloadError
+from wakemark.services.agents.base import (
+    IGNORE,
+    PROMPT,
+    SESSION_START,
+    HookContext,
+    HookPayloadError,
+    Mapped,
+)
 from wakemark.services.api import client_files, current, metrics, security
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
@@ -24,6 +33,7 @@ from wakemark.services.api.schemas import HookQuery
 from wakemark.shared import project
 from wakemark.shared.models import utcnow
 from wakemark.shared.privacy import scrub
+from wakemark.shared.storage import PutEventResult
 
 bp = Blueprint("hooks", __name__)
 IGNORED_HEADER = "X-Wakemark-Ignored"
@@ -35,6 +45,37 @@ STOP_WITHOUT_ANSWER = metrics.Counter(
 )
 
 
+class CaptureMisses:
+    """Deliveries answered 2xx but not stored, by agent and reason. Both labels come from
+    this code (registered agent names, fixed messages), so the series stay few."""
+
+    name = "wakemark_hook_capture_misses_total"
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def inc(self, agent: str, reason: str) -> None:
+        with self._lock:
+            self._counts[(agent, reason)] = self._counts.get((agent, reason), 0) + 1
+
+    def lines(self) -> list[str]:
+        with self._lock:
+            counts = sorted(self._counts.items())
+        out = [
+            f"# HELP {self.name} Hook deliveries the server could not map to events "
+            "(answered 2xx in the agent's format, nothing stored).",
+            f"# TYPE {self.name} counter",
+        ]
+        for (agent, reason), n in counts:
+            label = reason.replace("\\", "\\\\").replace('"', '\\"')
+            out.append(f'{self.name}{{agent="{agent}",reason="{label}"}} {n}')
+        return out
+
+
+CAPTURE_MISSES = CaptureMisses()
+
+
 @bp.post("/v1/hooks/<agent>")
 def post_hook(agent: str) -> Response | tuple[Response, int]:
     handler = agents.get(agent)
@@ -43,24 +84,36 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
         raise ApiError(404, f"unknown agent {agent!r} (known: {known})", code="unknown_agent")
     # Scrub first: event ids hash the content, and a secret must not leak into a hash.
     payload = scrub(json_object())
-    ctx = _context(agent, payload)
-    try:
-        mapped = handler.map_payload(payload, ctx)
-    except HookPayloadError as exc:
-        raise ApiError(422, str(exc), code="invalid_hook_payload") from None
+    hook = str(payload.get("hook_event_name") or query(HookQuery).event or "")
+    mapped = Mapped(hook, IGNORE)
+    namespace = None
+    for part in handler.deliveries(payload):
+        ctx = _context(agent, part)
+        namespace = namespace or ctx.namespace
+        try:
+            one = handler.map_payload(part, ctx)
+        except HookPayloadError as exc:
+            log.info("hook %s %r not captured: %s", agent, hook[:40], exc)
+            CAPTURE_MISSES.inc(agent, str(exc))
+            continue
+        if mapped.intent == IGNORE:
+            mapped.hook, mapped.intent = one.hook, one.intent
+        mapped.events += one.events
     for event in mapped.events:
         security.require_scope(event.namespace)
         if event.kind == "session_summary" and not str(getattr(event.body, "content", "")).strip():
             STOP_WITHOUT_ANSWER.inc()
     ignored: dict[str, str] = {}
+    results: list[PutEventResult] = []
     if mapped.events:
-        _, ignored = current.store_events(mapped.events)
+        results, ignored = current.store_events(mapped.events)
     context = ""
     if handler.wants_context(mapped):
         if mapped.intent == PROMPT and mapped.events:
-            context = current.retrieve_for(mapped.events[0])["context"]
-        elif mapped.intent == SESSION_START:
-            context = _session_index(ctx.namespace)
+            prompt = current.as_stored(mapped.events[0], results[0])
+            context = current.retrieve_for(prompt)["context"]
+        elif mapped.intent == SESSION_START and namespace:
+            context = _session_index(namespace)
     body = handler.reply(mapped, context)
     # Claude Code: a 2xx with an empty body is "success"
     response = Response(status=204) if body is None else jsonify(body)
@@ -73,13 +126,16 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
 
 def _context(agent: str, payload: dict[str, Any]) -> HookContext:
     start = _project_dir(payload)
+    settings = current.runtime().settings
+    local = client_files.local_client(settings, security.principal())
     # No path at all means the global project, never the server's own cwd. A path this
-    # server cannot see (the API runs in a container) is taken as the root as given.
-    if start and os.path.isdir(start):
+    # server cannot see (the API runs in a container), or may not probe (a scoped
+    # token's client is someone else), is taken as the root as given.
+    if local and start and os.path.isdir(start):
         root = project.find_root(start)
     else:
         root = os.path.normpath(start) if start else None
-    actor = security.hook_actor(request.headers.get("X-Wakemark-Actor")) or project.actor()
+    actor = security.write_actor(request.headers.get("X-Wakemark-Actor")) or project.actor()
     actor = project.sanitize_actor(actor)
     namespace = project.namespace_for(actor, project.project_id(root))
     security.require_scope(namespace)  # a project-scoped token: that project only
@@ -90,7 +146,7 @@ def _context(agent: str, payload: dict[str, Any]) -> HookContext:
         project_path=str(root) if root else None,
         received=utcnow(),
         hook_hint=query(HookQuery).event or None,
-        open_client_file=client_files.opener(current.runtime().settings),
+        open_client_file=client_files.opener(local),
     )
 
 
@@ -120,3 +176,4 @@ def _session_index(namespace: str) -> str:
 def _register_metrics(_state: object) -> None:
     metrics.register(client_files.REFUSED.lines)
     metrics.register(STOP_WITHOUT_ANSWER.lines)
+    metrics.register(CAPTURE_MISSES.lines)

@@ -36,12 +36,14 @@ def post_events() -> tuple[Response, int]:
     events = _validate_batch(data) if batch else [_validate(data)]
     for event in events:
         security.require_scope(event.namespace)
+        security.write_actor(event.actor_id)
     results, _ = current.store_events(events)
     if batch:
         return jsonify(results=[{"event_id": r.event_id, "stored": r.stored} for r in results]), 201
     body: dict[str, Any] = {"event_id": results[0].event_id, "stored": results[0].stored}
     if retrieve and events[0].kind == "prompt":
-        body["retrieval"] = current.retrieve_for(events[0], min_relevance)
+        prompt = current.as_stored(events[0], results[0])
+        body["retrieval"] = current.retrieve_for(prompt, min_relevance)
     return jsonify(body), 201
 
 

@@ -68,8 +68,9 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "POST", "/v1/events",
         f"one event, or `{{\"events\": [...]}}` (≤ {MAX_BATCH}, all or nothing) → 201 "
-        "`{event_id, stored}` (batch: `{results: [{event_id, stored}]}`); a repeated "
-        "`event_id` is stored once and answers `stored: false`. `retrieve=true` on a "
+        "`{event_id, stored}` (batch: `{results: [{event_id, stored}]}`); an `event_id` "
+        "repeated in the same namespace is stored once and answers `stored: false`; a "
+        "scoped token's events carry its own `actor_id` (403 otherwise). `retrieve=true` on a "
         "`prompt` adds `retrieval: {context, records, latency_ms, retrieval_id}` (gated; "
         "`min_relevance=` 0–1 overrides `WAKEMARK_MIN_RELEVANCE`; `retrieval_id` names its "
         "audit row)",
@@ -83,7 +84,8 @@ ROUTES: tuple[Route, ...] = (
         "when there is nothing to add). Optional headers `X-Wakemark-Project`, "
         "`X-Wakemark-Actor`; `?event=` names the hook when the payload does not. When the "
         "project is ignored, nothing is stored and the reply carries `X-Wakemark-Ignored` "
-        "(why)",
+        "(why). A payload its hook cannot be mapped from is answered the same way, stored "
+        "nowhere, and counted in `wakemark_hook_capture_misses_total{agent,reason}`",
         {200: ANY_OBJECT, 204: None},
         body=ANY_OBJECT, query=s.HookQuery,
         headers={

@@ -255,9 +255,10 @@ def owned(row: R | None, what: str) -> R:
     return row
 
 
-def hook_actor(given: str | None) -> str | None:
-    """The actor a hook request writes as: a scoped token's own (403 if the request
-    names another), else the one the request names (None: the caller's default)."""
+def write_actor(given: str | None) -> str | None:
+    """The actor a request writes as: a scoped token's own (403 if the request names
+    another, in a hook header or an event's ``actor_id``), else the one the request
+    names (None: the caller's default)."""
     mine = principal().actor
     if mine is None:
         return given

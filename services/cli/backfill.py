@@ -64,10 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from wakemark.services.cli.migrate import migrated_runtime
     from wakemark.shared.jobs import backfill_embeddings
-    from wakemark.shared.runtime import Runtime
 
-    runtime = Runtime.build()
+    runtime = migrated_runtime()
     if runtime.settings.embedder == "off":
         print("wakemark: WAKEMARK_EMBEDDER=off, nothing to embed", file=sys.stderr)
         return 2

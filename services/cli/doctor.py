@@ -11,40 +11,42 @@ from pathlib import Path
 
 from wakemark.shared.config import Settings
 
-Check = Callable[[Settings], tuple[bool, str]]
+OK, WARN, FAIL = "ok", "warn", "FAIL"  # WARN: an optional part is missing; not a failure
+Result = tuple[str, str]  # (OK, WARN or FAIL; what was found and how to fix it)
+Check = Callable[[Settings], Result]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = "Exit status is non-zero when any check fails."
+    parser.epilog = "Exit status is 1 when any check fails (FAIL); warnings (warn) leave it 0."
 
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-def check_home(settings: Settings) -> tuple[bool, str]:
+def check_home(settings: Settings) -> Result:
     home = settings.home
     if not home.exists():
-        return False, f"data dir {home} missing: run `wakemark migrate` (or `wakemark serve`)"
+        return FAIL, f"data dir {home} missing: run `wakemark migrate` (or `wakemark serve`)"
     if _mode(home) & 0o077:
-        return False, f"data dir {home} is {oct(_mode(home))}: run `chmod 700 {home}`"
-    return True, f"data dir {home} (0700)"
+        return FAIL, f"data dir {home} is {oct(_mode(home))}: run `chmod 700 {home}`"
+    return OK, f"data dir {home} (0700)"
 
 
-def check_token(settings: Settings) -> tuple[bool, str]:
+def check_token(settings: Settings) -> Result:
     if settings.token:
-        return True, "token from WAKEMARK_TOKEN"
+        return OK, "token from WAKEMARK_TOKEN"
     path = settings.token_path
     if not path.exists():
-        return False, f"no token at {path}: `wakemark serve` creates it on first start"
+        return FAIL, f"no token at {path}: `wakemark serve` creates it on first start"
     if _mode(path) & 0o077:
-        return False, f"token {path} is {oct(_mode(path))}: run `chmod 600 {path}`"
+        return FAIL, f"token {path} is {oct(_mode(path))}: run `chmod 600 {path}`"
     if not path.read_text().strip():
-        return False, f"token {path} is empty: delete it and restart `wakemark serve`"
-    return True, f"token {path} (0600)"
+        return FAIL, f"token {path} is empty: delete it and restart `wakemark serve`"
+    return OK, f"token {path} (0600)"
 
 
-def check_port(settings: Settings) -> tuple[bool, str]:
+def check_port(settings: Settings) -> Result:
     from wakemark.services.cli.status import fetch
 
     where = f"{settings.host}:{settings.port}"
@@ -55,18 +57,18 @@ def check_port(settings: Settings) -> tuple[bool, str]:
             try:
                 s.bind((settings.host, settings.port))
             except OSError as exc:
-                return False, f"port {where} unusable ({exc.strerror}): set WAKEMARK_PORT"
-        return True, f"port {where} free (server not running)"
+                return FAIL, f"port {where} unusable ({exc.strerror}): set WAKEMARK_PORT"
+        return OK, f"port {where} free (server not running)"
     if isinstance(health, dict) and "backend" in health and "version" in health:
-        return True, f"port {where} served by wakemark ({health.get('status')})"
-    return False, f"port {where} is used by another program: stop it or set WAKEMARK_PORT"
+        return OK, f"port {where} served by wakemark ({health.get('status')})"
+    return FAIL, f"port {where} is used by another program: stop it or set WAKEMARK_PORT"
 
 
-def check_database(settings: Settings) -> tuple[bool, str]:
+def check_database(settings: Settings) -> Result:
     from wakemark.shared.runtime import Runtime
 
     if settings.backend == "sqlite" and not settings.sqlite_path.exists():
-        return False, f"no database at {settings.sqlite_path}: run `wakemark migrate`"
+        return FAIL, f"no database at {settings.sqlite_path}: run `wakemark migrate`"
     if settings.database_url:
         # Before the pool, which without the vector type only retries until it times out.
         from wakemark.shared.storage import missing_extensions
@@ -74,12 +76,12 @@ def check_database(settings: Settings) -> tuple[bool, str]:
         try:
             missing, sql = missing_extensions(settings)
         except Exception as exc:
-            return False, f"database unreachable ({exc.__class__.__name__}): is it running? " + (
+            return FAIL, f"database unreachable ({exc.__class__.__name__}): is it running? " + (
                 "check WAKEMARK_DATABASE_URL"
             )
         if missing:
             what = "; ".join(f"extension {name} missing" for name in missing)
-            return False, (
+            return FAIL, (
                 f"{what}: run `wakemark migrate` (it creates them when the role may), "
                 f"or as a superuser: {sql}"
             )
@@ -87,45 +89,48 @@ def check_database(settings: Settings) -> tuple[bool, str]:
     try:
         storage = runtime.storage
     except Exception as exc:
-        return False, f"database unreachable ({exc.__class__.__name__}: {exc})"
+        return FAIL, f"database unreachable ({exc.__class__.__name__}: {exc})"
     try:
         storage.ping()
     except Exception as exc:
-        return False, f"database unreachable ({exc.__class__.__name__}): is it running? check " + (
+        return FAIL, f"database unreachable ({exc.__class__.__name__}): is it running? check " + (
             "WAKEMARK_DATABASE_URL" if settings.database_url else str(settings.sqlite_path)
         )
     try:
         storage.stats()
     except Exception as exc:
-        return False, f"database not migrated ({exc.__class__.__name__}): run `wakemark migrate`"
+        return FAIL, f"database not migrated ({exc.__class__.__name__}): run `wakemark migrate`"
     finally:
         runtime.close()
-    return True, f"database {settings.backend} reachable and migrated"
+    return OK, f"database {settings.backend} reachable and migrated"
 
 
-def check_redis(settings: Settings) -> tuple[bool, str]:
+def check_redis(settings: Settings) -> Result:
     if not settings.redis_url:
-        return True, "redis not configured (in-process jobs)"
+        return OK, "redis not configured (in-process jobs)"
     import redis
 
     try:
         redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3).ping()
     except Exception as exc:
-        return False, f"redis unreachable ({exc.__class__.__name__}): check WAKEMARK_REDIS_URL"
-    return True, "redis reachable"
+        return FAIL, f"redis unreachable ({exc.__class__.__name__}): check WAKEMARK_REDIS_URL"
+    return OK, "redis reachable"
 
 
-def check_model(settings: Settings) -> tuple[bool, str]:
+def check_model(settings: Settings) -> Result:
     if settings.embedder == "off":
-        return True, "embedder off (lexical-only search)"
+        return OK, "embedder off (lexical-only search)"
     from wakemark.shared.embedding import is_valid_export
 
     path = settings.onnx_model_path
     if not path.exists():
-        return False, f"embedding model missing at {path}: run `wakemark model export`"
+        return WARN, (
+            f"embedding model missing at {path} (optional: search is full-text only):"
+            " run `wakemark model export`"
+        )
     if not is_valid_export(path):
-        return False, f"embedding model at {path} is invalid: run `wakemark model export --force`"
-    return True, f"embedding model {path}"
+        return FAIL, f"embedding model at {path} is invalid: run `wakemark model export --force`"
+    return OK, f"embedding model {path}"
 
 
 CHECKS: tuple[Check, ...] = (
@@ -143,10 +148,10 @@ def run(args: argparse.Namespace) -> int:
     failed = 0
     for check in CHECKS:
         try:
-            ok, message = check(settings)
+            status, message = check(settings)
         except Exception as exc:  # a broken check is a failed check, with its reason
-            ok, message = False, f"{check.__name__}: {exc.__class__.__name__}: {exc}"
-        failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'}  {message}")
+            status, message = FAIL, f"{check.__name__}: {exc.__class__.__name__}: {exc}"
+        failed += status == FAIL
+        print(f"{status:<4}  {message}")
     print("all checks passed" if not failed else f"{failed} problem(s) found")
     return 1 if failed else 0

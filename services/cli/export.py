@@ -20,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.backfill import ProgressBar
+    from wakemark.services.cli.migrate import migrated_runtime
     from wakemark.shared.models import is_namespace_prefix
-    from wakemark.shared.runtime import Runtime
     from wakemark.shared.transfer import export_lines
 
     if not args.all and not args.namespace:
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if sys.stdout.isatty():
         print("wakemark export: redirect the output to a file (> file.jsonl)", file=sys.stderr)
         return 2
-    runtime = Runtime.build()
+    runtime = migrated_runtime()
     progress = ProgressBar(label="exporting")
     out = sys.stdout.buffer
     try:

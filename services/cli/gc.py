@@ -24,11 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from wakemark.services.cli.migrate import migrated_runtime
     from wakemark.services.cli.stats import human
     from wakemark.shared.retention import expire
-    from wakemark.shared.runtime import Runtime
 
-    runtime = Runtime.build()
+    runtime = migrated_runtime()
     try:
         days = runtime.settings.event_retention_days if args.days is None else args.days
         if days < 0:

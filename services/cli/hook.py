@@ -36,8 +36,19 @@ IGNORED_HEADER = b"x-wakemark-ignored"  # services/api/hooks.py IGNORED_HEADER, 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
+USAGE = """usage: wakemark hook <agent> [<event>]
+
+Forward an agent's hook payload (JSON on stdin, or a JSON argument) to the local
+wakemark API and print the agent's reply. Always exits 0: a hook must never break the
+agent. Agent configs run it for you: see `wakemark install <agent>`. Errors go to
+$WAKEMARK_HOME/logs/hook.log."""
+
+
 def main(argv: list[str]) -> int:
     agent = argv[0] if argv else ""
+    if agent in ("-h", "--help"):
+        print(USAGE)
+        return 0
     try:
         _forward(agent, argv[1:], time.monotonic() + TIMEOUT_S)
     except BaseException as exc:  # noqa: BLE001 - fail open, always

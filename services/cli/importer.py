@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any
 
+from wakemark.services.cli.migrate import migrated_runtime
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -74,10 +76,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"wakemark import: {exc}", file=sys.stderr)
         return 2
-    runtime = _open(args.dry_run)
-    if runtime is None:
-        stream.close()
-        return 2
+    runtime = migrated_runtime()
     size = _size(stream)
     bar = ProgressBar(label="importing bytes")
     try:
@@ -119,9 +118,7 @@ def _run_session_logs(source: Any, args: argparse.Namespace) -> int:
     if not files:
         print(f"wakemark import: no session log (.jsonl) at {args.path}", file=sys.stderr)
         return 2
-    runtime = _open(args.dry_run)
-    if runtime is None:
-        return 2
+    runtime = migrated_runtime()
     actor = project.actor()
     seen = stored = 0
     namespaces: set[str] = set()
@@ -158,9 +155,7 @@ def _run_markdown(args: argparse.Namespace) -> int:
     if not files:
         print(f"wakemark import: no markdown file at {args.path}", file=sys.stderr)
         return 2
-    runtime = _open(args.dry_run)
-    if runtime is None:
-        return 2
+    runtime = migrated_runtime()
     found = written = 0
     try:
         for path in files:
@@ -194,9 +189,7 @@ def _run_claude_mem(args: argparse.Namespace) -> int:
     def namespace_of(name: str) -> str:
         return fixed or project.namespace_for(actor, project.project_id(str(name)))
 
-    runtime = _open(args.dry_run)
-    if runtime is None:
-        return 2
+    runtime = migrated_runtime()
     found = written = 0
     try:
         records = claude_mem.records(args.path, namespace_of)
@@ -229,30 +222,6 @@ def _put(runtime: Any, events: list[Any], dry_run: bool) -> int:
     if dry_run or not events:
         return 0
     return sum(r.stored for r in runtime.storage.put_events(events))
-
-
-def _open(dry_run: bool) -> Any:
-    """The configured database, migrated (an empty one is a normal target); a dry run
-    may create nothing, so on a database without wakemark's tables it says so and
-    gives None."""
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import migrate
-
-    runtime = Runtime.build()
-    if not dry_run:
-        migrate(runtime.settings)
-        return runtime
-    try:
-        runtime.storage.stats()
-    except Exception:  # no such table (SQLite), undefined table (Postgres)
-        print(
-            "wakemark import: the database has no wakemark tables yet; a dry run writes"
-            " nothing, so run `wakemark migrate` first",
-            file=sys.stderr,
-        )
-        runtime.close()
-        return None
-    return runtime
 
 
 def _size(stream: Any) -> int:

@@ -14,7 +14,8 @@ import sys
 # command -> (module under wakemark.services.cli, one-line help). Each module defines
 # ``add_arguments(parser)`` and ``run(args) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("serve", "run the HTTP API (gunicorn) on 127.0.0.1:37800"),
+    "serve": ("serve", "run the HTTP API (gunicorn) in the foreground"),
+    "service": ("service", "run the server in the background, at login (systemd, launchd)"),
     "migrate": ("migrate", "apply database migrations"),
     "model": ("model", "export the embedding model to ONNX"),
     "worker": ("worker", "run a Celery worker (needs WAKEMARK_REDIS_URL)"),
@@ -47,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_text) in COMMANDS.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text)
-        cmd.set_defaults(_module=module)
+        # The command's own parser, so an unknown option is reported with its usage.
+        cmd.set_defaults(_module=module, _parser=cmd)
         _load(module).add_arguments(cmd)
     return parser
 
@@ -63,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         from wakemark.services.cli import hook
 
         return hook.main(argv[1:])
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(_load(args._module).run(args) or 0)
     except KeyboardInterrupt:
@@ -74,16 +78,38 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # a one-line error, never a traceback, for known failures
-        from wakemark.shared.config import ConfigError
-        from wakemark.shared.storage import StorageError
+        known = _one_line(exc)
+        if known is None:
+            raise
+        message, code = known
+        print(f"wakemark: {message}", file=sys.stderr)
+        return code
 
-        if isinstance(exc, ConfigError):
-            print(f"wakemark: {exc}", file=sys.stderr)
-            return 2
-        if isinstance(exc, StorageError):
-            print(f"wakemark: database error: {exc}", file=sys.stderr)
-            return 1
-        raise
+
+def _one_line(exc: Exception) -> tuple[str, int] | None:
+    """The message and exit code of a failure the user can fix, or None for a bug."""
+    import sqlite3
+
+    from wakemark.shared.config import ConfigError
+    from wakemark.shared.storage import MigrationDriftError, StorageError
+
+    if isinstance(exc, ConfigError):
+        return str(exc), 2
+    if isinstance(exc, MigrationDriftError):
+        return f"database error: {exc}", 2
+    if isinstance(exc, StorageError):
+        return f"database error: {exc}", 1
+    if isinstance(exc, sqlite3.Error):
+        return f"database error: {_sqlite_path()}: {exc}", 2
+    if isinstance(exc, OSError):
+        return (f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)), 2
+    return None
+
+
+def _sqlite_path() -> str:
+    from wakemark.shared.config import Settings
+
+    return str(Settings.from_env().sqlite_path)
 
 
 if __name__ == "__main__":

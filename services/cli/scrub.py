@@ -25,9 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from wakemark.shared.runtime import Runtime
+    from wakemark.services.cli.migrate import migrated_runtime
 
-    runtime = Runtime.build()
+    runtime = migrated_runtime()
     try:
         events, kinds = _events(runtime.storage, args.dry_run)
         records, record_kinds = _records(runtime.storage, args.dry_run)

@@ -2,7 +2,10 @@
 
 Asks the running server (``GET /v1/search``), so it works the same on SQLite and
 Postgres; the namespace comes from the cwd exactly as the MCP server works it out.
-Exit codes: 0 hits, 1 no hit, 2 the server is down (or rejects the token).
+Only hits that reach the relevance gate's threshold (``WAKEMARK_MIN_RELEVANCE``) are
+listed, as for the context an agent gets: a query that matches nothing relevant says so
+rather than listing the least bad records.
+Exit codes: 0 hits, 1 no relevant hit, 2 the server is down (or rejects the token).
 """
 
 from __future__ import annotations
@@ -20,13 +23,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", nargs="+", help="what to look for (words are joined)")
     parser.add_argument("--all-projects", action="store_true", help="search all your projects")
     parser.add_argument("--limit", type=_limit, default=10, help="at most N hits (1-100)")
+    parser.add_argument(
+        "--min-relevance",
+        type=_relevance,
+        metavar="R",
+        help="only hits this relevant, 0-1 (default: WAKEMARK_MIN_RELEVANCE; 0 lists all)",
+    )
     parser.add_argument("--json", action="store_true", help="print the API's JSON reply")
 
 
 def _limit(raw: str) -> int:
-    value = int(raw)
-    if not 1 <= value <= 100:
-        raise argparse.ArgumentTypeError("expected 1 to 100")
+    if not raw.isdigit() or not 1 <= int(raw) <= 100:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 100, got {raw!r}")
+    return int(raw)
+
+
+def _relevance(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {raw!r}")
     return value
 
 
@@ -40,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
     where = project.agent_start_dir()
     namespace = f"/actor/{actor}/" if args.all_projects else project.namespace(where, actor)
     query = " ".join(args.query)
+    floor = settings.min_relevance if args.min_relevance is None else args.min_relevance
     try:
         result = client_for(settings).get(
-            "/v1/search", namespace=namespace, q=query, limit=args.limit
+            "/v1/search", namespace=namespace, q=query, limit=args.limit, min_relevance=floor
         )
     except ApiUnavailable as exc:
         print(f"wakemark: {exc}", file=sys.stderr)
@@ -56,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if items else 1
     scope = "all projects" if args.all_projects else f"{project.find_root(where) or where}"
     if not items:
-        print(f"No memories match {query!r} in {scope}.")
+        print(f"No relevant memories for {query!r} in {scope} (none reaches relevance {floor:g}).")
         return 1
     print(f"{len(items)} memories for {query!r} in {scope}:")
     for i, item in enumerate(items, 1):

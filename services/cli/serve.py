@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
+from typing import Any
 
 # Threads per worker, by backend. Requests are short and CPU-bound (the GIL), so threads
 # only help where a request waits on I/O outside the process: Postgres round trips. With
@@ -16,15 +19,62 @@ INLINE_WORKER = "wakemark.services.api.worker.InlineWorker"  # answers on the po
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="bind address (default WAKEMARK_HOST, 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default WAKEMARK_PORT, 37800)")
+    parser.add_argument("--host", help=f"bind address (default: {_default('host')})")
+    parser.add_argument("--port", type=int, help=f"port (default: {_default('port')})")
     parser.add_argument(
-        "--workers", type=int, help="gunicorn worker processes (default WAKEMARK_WORKERS)"
+        "--workers", type=int, help=f"gunicorn worker processes (default: {_default('workers')})"
     )
     parser.add_argument(
         "--threads",
         type=int,
         help="threads per worker (default 1 with SQLite, 4 with Postgres)",
+    )
+
+
+def _default(key: str) -> str:
+    """The value in effect, for --help: the variable's when it is set."""
+    from wakemark.shared.config import Settings, env_name
+
+    name = env_name(key)
+    if name in os.environ:
+        return f"{os.environ[name]}, from {name}"
+    return f"{name}, else {getattr(Settings(), key)}"
+
+
+def wakemark_at(host: str, port: int) -> dict[str, Any] | None:
+    """What a wakemark at ``host:port`` says on /health; None when none answers there."""
+    from wakemark.services.cli.status import fetch
+
+    try:
+        _code, health = fetch(host, port, "/health")
+    except OSError:
+        return None
+    if isinstance(health, dict) and "backend" in health and "version" in health:
+        return health
+    return None
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port``, in one line; None if it can."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return f"cannot listen on {host}:{port}: {exc.strerror}"
+        else:
+            return None
+    health = wakemark_at(host, port)
+    if health is not None:
+        return (
+            f"port {port} is in use: wakemark {health['version']} is already running there"
+            " (`wakemark status`); to run another one, pass --port or set WAKEMARK_PORT"
+        )
+    return (
+        f"port {port} is in use by another program (no wakemark answers there):"
+        " stop it, or pass --port / set WAKEMARK_PORT"
     )
 
 
@@ -67,16 +117,29 @@ def run(args: argparse.Namespace) -> int:
     threads = DEFAULT_THREADS[settings.backend] if args.threads is None else args.threads
     if threads < 1 or threads > 64:
         raise ConfigError("--threads: expected an integer from 1 to 64")
+    problem = port_problem(settings.host, settings.port)
+    if problem:
+        raise ConfigError(problem)
     prepare_home(settings)
     migrate(settings)
     ensure_token(settings)  # before the workers start, so they never race to create it
     prepare_for_serve(settings)
     argv = gunicorn_argv(settings.host, settings.port, settings.workers, threads)
-    print(
-        f"wakemark: serving on http://{argv[4]} ({settings.backend}, {settings.workers} "
-        f"worker(s) x {threads} thread(s))",
-        file=sys.stderr,
-        flush=True,
-    )
+    for line in next_steps(settings, f"http://{argv[4]}", threads):
+        print(f"wakemark: {line}", file=sys.stderr)
+    sys.stderr.flush()
     os.execv(sys.executable, argv)
     return 0  # not reached
+
+
+def next_steps(settings: Any, url: str, threads: int) -> list[str]:
+    from wakemark.services import agents
+
+    token = "WAKEMARK_TOKEN" if settings.token else str(settings.token_path)
+    return [
+        f"serving on {url} ({settings.backend}, {settings.workers} worker(s) x {threads}"
+        " thread(s))",
+        f"token: {token} (the hooks and the viewer use it)",
+        f"next: `wakemark install <agent>` ({', '.join(agents.names())}), then restart the agent",
+        "viewer: `wakemark ui`; in the background, at login: `wakemark service install`",
+    ]

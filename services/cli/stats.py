@@ -21,9 +21,9 @@ def human(n: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from wakemark.shared.runtime import Runtime
+    from wakemark.services.cli.migrate import migrated_runtime
 
-    runtime = Runtime.build()
+    runtime = migrated_runtime()
     try:
         out: dict = {"counts": runtime.storage.stats(args.namespace)}
         if args.disk:

@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         code, health = fetch(settings.host, settings.port, "/health")
     except OSError as exc:
         print(
-            f"wakemark: not running at {url} ({exc.__class__.__name__}); start it: wakemark serve"
+            f"wakemark: not running at {url} ({exc.__class__.__name__}); start it:"
+            " wakemark serve (or in the background, at login: wakemark service install)"
         )
         return 1
     if not isinstance(health, dict) or "backend" not in health:

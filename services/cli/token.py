@@ -25,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     create.add_argument(
         "--project", help="limit it to one project: its id (see GET /v1/projects) or root path"
     )
+    create.add_argument(
+        "--new-project",
+        action="store_true",
+        help="allow a --project with nothing stored yet (a typo would give a useless token)",
+    )
     create.add_argument("--read-only", action="store_true", help="refuse every write")
     create.add_argument("--expires", metavar="DURATION", help="e.g. 90m, 12h, 30d, 2w")
     create.add_argument("--name", default="", help="a label for `token list` and the audit log")
@@ -35,11 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def open_database() -> Iterator[Storage]:
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import migrate
+    from wakemark.services.cli.migrate import migrated_runtime
 
-    runtime = Runtime.build()  # creates the data directory on SQLite
-    migrate(runtime.settings)
+    runtime = migrated_runtime()
     try:
         yield runtime.storage
     finally:
@@ -66,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
         if pid and pid.startswith("/"):
             pid = project.project_id(os.path.normpath(pid))
         with open_database() as storage:
+            if pid and not args.new_project and not _known(storage, scope(args.actor, pid)):
+                print(
+                    f"wakemark: no project {args.project!r} for actor {args.actor!r} in this"
+                    " database (see GET /v1/projects); --new-project creates the token anyway",
+                    file=sys.stderr,
+                )
+                return 2
             try:
                 token, secret = tokens.create(
                     storage, actor=args.actor, project=pid, read_only=args.read_only,
@@ -103,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
             return 1
     print(f"revoked {args.token_id}")
     return 0
+
+
+def _known(storage: Storage, namespace: str) -> bool:
+    return any(p["namespace"] == namespace for p in storage.projects())
 
 
 def scope(actor: str, project_id: str | None) -> str:

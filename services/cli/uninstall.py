@@ -8,7 +8,7 @@ from wakemark.services.cli import install
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    install.add_arguments(parser)
+    install.add_arguments(parser, verb="remove from")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,10 +22,19 @@ class ToolFailure(Exception):
 
 @dataclass(frozen=True)
 class Scope:
-    """Where the tools read and write: this project's namespace, or all of the actor's."""
+    """Where the tools read and write: this project's namespace, or all of the actor's.
+
+    The API token may reach further (the bootstrap token reaches everything), so a tool
+    given a record id checks the record's namespace itself: reads within the actor's
+    projects (what ``search`` with ``all_projects`` shows), changes within this project.
+    A record outside is reported as missing, like one that does not exist."""
 
     namespace: str
     actor_prefix: str
+
+    def covers(self, record: dict[str, Any], change: bool = False) -> bool:
+        allowed = self.namespace if change else self.actor_prefix
+        return str(record.get("namespace") or "").startswith(allowed)
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,7 @@ def search(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
 
 def timeline(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
     record_id = args["record_id"]
+    _record_in_scope(api, scope, record_id)
     result = _or_missing(
         record_id,
         lambda: api.get(
@@ -76,7 +86,7 @@ def timeline(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
             after=args.get("after", 3),
         ),
     )
-    items = [_compact(r) for r in result["items"]]
+    items = [_compact(r) for r in result["items"] if scope.covers(r)]
     lines = [f"Timeline around {record_id} (oldest first):"]
     lines += [("> " if i["id"] == record_id else "- ") + _line(i) for i in items]
     return Output("\n".join(lines), {"record_id": record_id, "items": items})
@@ -86,10 +96,14 @@ def get_records(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
     records, missing = [], []
     for record_id in args["ids"]:
         try:
-            records.append(api.request("GET", record_path(record_id)))
+            record = api.request("GET", record_path(record_id))
         except ApiError as exc:
             if exc.status != 404:
                 raise
+            record = None
+        if record is not None and scope.covers(record):
+            records.append(record)
+        else:
             missing.append(record_id)
     blocks = [_full(r) for r in records]
     if missing:
@@ -118,6 +132,7 @@ FORGET_MATCHES = 20  # a query forgets at most its best 20 hits
 def forget(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
     if "query" not in args:
         record_id = args["record_id"]
+        _record_in_scope(api, scope, record_id, change=True)
         _or_missing(record_id, lambda: api.request("DELETE", record_path(record_id)))
         return Output(f"Forgot {record_id}.", {"record_id": record_id, "deleted": True})
     found = api.get("/v1/search", namespace=scope.namespace, q=args["query"], limit=FORGET_MATCHES)
@@ -138,6 +153,7 @@ def forget(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
 
 def pin(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
     record_id, pinned = args["record_id"], args["pinned"]
+    _record_in_scope(api, scope, record_id, change=True)
     record = _or_missing(
         record_id, lambda: api.request("PATCH", record_path(record_id), {"pinned": pinned})
     )
@@ -163,11 +179,20 @@ def _or_missing(record_id: str, call: Callable[[], Any]) -> Any:
         return call()
     except ApiError as exc:
         if exc.status == 404:
-            raise ToolFailure(
-                f"no memory record {record_id} (deleted or never existed) — "
-                "find current ids with `search`"
-            ) from None
+            raise _missing(record_id) from None
         raise
+
+
+def _missing(record_id: str) -> ToolFailure:
+    return ToolFailure(
+        f"no memory record {record_id} (deleted or never existed) — find current ids with `search`"
+    )
+
+
+def _record_in_scope(api: ApiClient, scope: Scope, record_id: str, change: bool = False) -> None:
+    record = _or_missing(record_id, lambda: api.request("GET", record_path(record_id)))
+    if not scope.covers(record, change):
+        raise _missing(record_id)
 
 
 def _compact(record: dict[str, Any]) -> dict[str, Any]:

@@ -75,6 +75,9 @@ class PutEventResult:
     stored: bool
     turn_id: str | None
     closed_turns: tuple[str, ...] = ()  # turns this event closed: extraction may start
+    # The id it is (or already was) stored under: the client's, or (that id taken in
+    # another namespace) ``turns.namespaced_id``. None: not stored (an ignored project).
+    stored_id: str | None = None
 
 
 @dataclass(frozen=True)

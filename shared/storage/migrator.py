@@ -66,11 +66,18 @@ def discover(directory: Path) -> list[Migration]:
 
 def check_drift(recorded: dict[int, str], migrations: list[Migration]) -> None:
     by_id = {m.id: m for m in migrations}
+    last = max(by_id, default=0)
     for number, name in sorted(recorded.items()):
         known = by_id.get(number)
+        if known is None and number > last:
+            raise MigrationDriftError(
+                f"the database was written by a newer wakemark (its migration"
+                f" {number:04d}_{name} is unknown to {wakemark.__version__}): upgrade wakemark"
+            )
         if known is None:
             raise MigrationDriftError(
-                f"migration {number:04d}_{name} is recorded in the database but has no file"
+                f"migration {number:04d}_{name} is recorded in the database but this"
+                f" installation has no such file: reinstall wakemark {wakemark.__version__}"
             )
         if known.name != name:
             raise MigrationDriftError(

@@ -508,3 +508,41 @@ def test_delete_is_audited_with_the_token(world: World) -> None:
     ]  # fmt: skip
     assert "T" in res.json["items"][0]["at"]  # ISO-8601
     assert world.admin.get("/v1/audit", query_string={"limit": 0}).status_code == 400
+
+
+def test_scoped_events_carry_the_tokens_own_actor(world: World) -> None:
+    bob = world.client(mint(world.storage, "bob"))
+    posing = make_event("note", namespace=BOB, actor_id="alice")
+    res = bob.post("/v1/events", json=posing)
+    assert (res.status_code, res.json["error"]) == (403, "forbidden_scope")
+    fine = make_event("note", namespace=BOB, actor_id="bob")
+    batch = bob.post("/v1/events", json={"events": [fine, posing]})
+    assert batch.status_code == 403
+    stored = world.storage.list_events(namespace=BOB, limit=10)
+    assert [e.event_id for e in stored] == [world.events[BOB]]  # neither one nor the batch
+    own = make_event("note", namespace=BOB, actor_id="bob")
+    assert bob.post("/v1/events", json=own).status_code == 201
+    assert world.storage.get_event(own["event_id"]).actor_id == "bob"  # type: ignore[union-attr]
+    # The bootstrap token writes for anyone, as before.
+    other = make_event("note", namespace=BOB, actor_id="carol")
+    assert world.admin.post("/v1/events", json=other).status_code == 201
+
+
+def test_an_event_id_taken_in_another_namespace_is_no_duplicate(world: World) -> None:
+    """Bob reusing the id of alice's event learns nothing and keeps nothing of hers out."""
+    bob = world.client(mint(world.storage, "bob"))
+    alices = world.events[ALICE]
+    mine = make_event("note", namespace=BOB, actor_id="bob", event_id=alices)
+    first = bob.post("/v1/events", json=mine)
+    assert (first.status_code, first.json) == (201, {"event_id": alices, "stored": True})
+    again = bob.post("/v1/events", json=mine)
+    assert (again.status_code, again.json) == (201, {"event_id": alices, "stored": False})
+    assert world.storage.get_event(alices).namespace == ALICE  # type: ignore[union-attr]
+    listed = bob.get("/v1/events", query_string={"namespace": BOB})
+    assert sorted(e["kind"] for e in listed.json["items"]) == ["note", "prompt"]
+    assert WORD not in str([e for e in listed.json["items"] if e["kind"] == "note"])
+    # Alice's own redelivery is still her duplicate.
+    alice = world.client(mint(world.storage, "alice"))
+    resent = make_event("prompt", namespace=ALICE, actor_id="alice", event_id=alices)
+    redelivery = alice.post("/v1/events", json=resent)
+    assert (redelivery.status_code, redelivery.json["stored"]) == (201, False)

@@ -38,13 +38,12 @@ class Hooks:
         self.token = token
         self.runtime = runtime
 
-    def post(self, agent: str, payload: Any, **headers: str):  # type: ignore[no-untyped-def]
+    def post(self, agent: str, payload: Any, event: str = "", **headers: str):  # type: ignore[no-untyped-def]
         sent = {"Authorization": f"Bearer {self.token}", "Host": HOST, "X-Wakemark-Actor": ACTOR}
         sent.update(headers)
         data = payload if isinstance(payload, (bytes, str)) else json.dumps(payload)
-        return self.client.post(
-            f"/v1/hooks/{agent}", data=data, headers=sent, content_type="application/json"
-        )
+        path = f"/v1/hooks/{agent}" + (f"?event={event}" if event else "")
+        return self.client.post(path, data=data, headers=sent, content_type="application/json")
 
 
 @pytest.fixture

@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from .conftest import FIXTURES, Hooks, load, remember
+from wakemark.services.api.hooks import CAPTURE_MISSES
+from wakemark.shared import project
+
+from .conftest import ACTOR, FIXTURES, HOST, Hooks, load, remember
 
 FINAL = json.loads((FIXTURES / "claude-code" / "Stop.json").read_text())["last_assistant_message"]
 
@@ -220,29 +223,134 @@ def test_unknown_agent_is_404(sqlite_hooks: Hooks) -> None:
     assert (res.status_code, res.get_json()["error"]) == (404, "unknown_agent")
 
 
+def _misses() -> dict[str, float]:
+    """wakemark_hook_capture_misses_total's series, as the /metrics scrape shows them."""
+    series = {}
+    for line in CAPTURE_MISSES.lines():
+        if not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            series[name] = float(value)
+    return series
+
+
 @pytest.mark.parametrize(
-    ("agent", "payload", "status"),
+    ("agent", "payload", "status", "miss"),
     [
-        ("claude-code", {"hook_event_name": "Notification", "session_id": "s"}, 204),
-        ("claude-code", {"hook_event_name": "UserPromptSubmit", "prompt": "hi"}, 422),
-        ("claude-code", {"hook_event_name": "UserPromptSubmit", "session_id": "s"}, 422),
-        ("claude-code", {"hook_event_name": "PostToolUse", "session_id": "s"}, 422),
-        ("gemini-cli", {"hook_event_name": "BeforeModel", "session_id": "s"}, 200),
-        ("codex", {"hook_event_name": "Stop", "session_id": 7}, 422),
-        ("cursor", {"hook_event_name": "afterFileEdit", "conversation_id": "c"}, 422),
-        ("kiro-cli", ["not", "an", "object"], 422),
-        ("claude-code", b"{not json", 400),
-        ("claude-code", {}, 204),
+        ("claude-code", {"hook_event_name": "Notification", "session_id": "s"}, 204, None),
+        ("claude-code", {"hook_event_name": "UserPromptSubmit", "prompt": "hi"}, 204,
+         "payload has no session id (looked for session_id)"),
+        ("claude-code", {"hook_event_name": "UserPromptSubmit", "session_id": "s"}, 204,
+         "payload field 'prompt' must be a non-empty string"),
+        ("claude-code", {"hook_event_name": "PostToolUse", "session_id": "s"}, 204,
+         "payload field 'tool_name' must be a non-empty string"),
+        ("gemini-cli", {"hook_event_name": "BeforeModel", "session_id": "s"}, 200, None),
+        ("codex", {"hook_event_name": "Stop", "session_id": 7}, 204,
+         "payload has no session id (looked for session_id)"),
+        ("cursor", {"hook_event_name": "afterFileEdit", "conversation_id": "c"}, 204,
+         "payload field 'file_path' must be a non-empty string"),
+        ("kiro-cli", ["not", "an", "object"], 422, None),
+        ("claude-code", b"{not json", 400, None),
+        ("claude-code", {}, 204, None),
     ],
-)
-def test_odd_payloads_get_a_4xx_or_are_ignored_never_a_500(
-    sqlite_hooks: Hooks, agent: str, payload: Any, status: int
+)  # fmt: skip
+def test_odd_payloads_are_answered_in_the_agents_format_never_a_500(
+    sqlite_hooks: Hooks, agent: str, payload: Any, status: int, miss: str | None
 ) -> None:
+    """A payload an agent could send is answered 2xx (unmappable: a capture miss with its
+    reason); only a body that is no JSON object at all gets a 4xx."""
+    before = _misses()
     res = sqlite_hooks.post(agent, payload)
     assert res.status_code == status, res.data
-    if status == 422:
+    if status >= 400:
         assert res.get_json()["message"]
     assert sqlite_hooks.runtime.storage.list_events(limit=5) == []
+    grown = {k: v - before.get(k, 0) for k, v in _misses().items() if v != before.get(k, 0)}
+    key = f'wakemark_hook_capture_misses_total{{agent="{agent}",reason="{miss}"}}'
+    assert grown == ({key: 1} if miss else {})
+
+
+def test_capture_misses_are_on_the_metrics_scrape(sqlite_hooks: Hooks) -> None:
+    sqlite_hooks.post("codex", {"hook_event_name": "Stop", "session_id": 7})
+    scrape = sqlite_hooks.client.get(
+        "/metrics", headers={"Authorization": f"Bearer {sqlite_hooks.token}", "Host": HOST}
+    )
+    assert scrape.status_code == 200
+    assert 'wakemark_hook_capture_misses_total{agent="codex",reason="payload has no session id' in (
+        scrape.get_data(as_text=True)
+    )
+
+
+# Every stored fixture, as its agent delivers it (the event on the forwarder's command line
+# for the shapes that do not name it): mapped without a miss, answered 2xx.
+REPLAYS = sorted((p.parent.name, p.stem) for p in FIXTURES.glob("*/*.json"))
+
+
+@pytest.mark.parametrize(("agent", "name"), REPLAYS, ids=[f"{a}/{n}" for a, n in REPLAYS])
+def test_every_fixture_is_accepted(
+    sqlite_hooks: Hooks, project_dir: Path, agent: str, name: str
+) -> None:
+    before = _misses()
+    res = sqlite_hooks.post(
+        agent, load(agent, name, project_dir), event=name.split(".")[0],
+        **{"X-Wakemark-Project": str(project_dir)},
+    )  # fmt: skip
+    assert res.status_code in (200, 204), res.data
+    assert _misses() == before
+
+
+def test_kiro_deferred_delivery_stores_each_tool_use_in_its_own_project(
+    hooks: Hooks, tmp_path: Path, project_dir: Path, namespace: str
+) -> None:
+    other = tmp_path / "web"
+    (other / ".git").mkdir(parents=True)
+    payload = load("kiro-cli", "postToolUse.deferred")
+    payload["hook_events"][0]["cwd"] = str(project_dir / "src")
+    payload["hook_events"][1]["cwd"] = str(other)
+    payload["hook_events"][2]["cwd"] = str(project_dir)
+    res = hooks.post("kiro-cli", payload)
+    assert (res.status_code, res.data) == (204, b"")
+    mine = _events(hooks, namespace)
+    assert sorted(e.body.data["exit_code"] for e in mine) == [0, 1]
+    assert {e.source.project_path for e in mine} == {str(project_dir)}
+    [edit] = _events(hooks, project.namespace_for(ACTOR, project.project_id(str(other))))
+    assert edit.body.data["tool_name"] == "fs_write"
+    assert edit.source.project_path == str(other)
+    assert {e.session_id for e in [*mine, edit]} == {payload["session_id"]}
+
+
+def test_codex_notify_without_thread_or_cwd_records_the_turn_once(
+    hooks: Hooks, project_dir: Path, namespace: str
+) -> None:
+    payload = load("codex", "notify.agent-turn-complete.legacy")
+    header = {"X-Wakemark-Project": str(project_dir)}
+    for _ in range(2):  # a redelivery of the same turn adds nothing
+        assert hooks.post("codex", payload, event="notify", **header).status_code == 204
+    events = {e.kind: e for e in _events(hooks, namespace)}
+    assert len(_events(hooks, namespace)) == 2
+    assert events["session_summary"].body.content == FINAL
+    assert "test_apply_discount" in events["prompt"].body.content
+    pid = namespace.rstrip("/").rsplit("/", 1)[-1]
+    assert {e.session_id for e in events.values()} == {f"codex:{pid}"}
+    # The next turn of that Codex lands in the same session.
+    later = {**payload, "turn-id": "4", "input-messages": ["and the docs?"]}
+    assert hooks.post("codex", later, event="notify", **header).status_code == 204
+    assert {e.session_id for e in _events(hooks, namespace)} == {f"codex:{pid}"}
+
+
+def test_cursor_documented_shell_payload_uses_the_forwarders_context(
+    hooks: Hooks, project_dir: Path, namespace: str
+) -> None:
+    payload = load("cursor", "afterShellExecution.documented")
+    assert set(payload) == {"command", "output", "duration", "sandbox"}
+    res = hooks.post("cursor", payload, event="afterShellExecution",
+                     **{"X-Wakemark-Project": str(project_dir)})  # fmt: skip
+    assert (res.status_code, res.data) == (204, b"")
+    [event] = _events(hooks, namespace)
+    assert event.kind == "tool_use"
+    assert event.body.data["tool_input"] == {"command": "pytest -q"}
+    assert "1 failed" in event.body.data["tool_response"]["output"]
+    pid = namespace.rstrip("/").rsplit("/", 1)[-1]
+    assert event.session_id == f"cursor:{pid}"
 
 
 def test_hooks_need_the_token(sqlite_hooks: Hooks, project_dir: Path) -> None:

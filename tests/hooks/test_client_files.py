@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from wakemark.shared import project, tokens
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.storage import migrate
 
-from .conftest import FIXTURES, Hooks, _hooks, load
+from .conftest import ACTOR, FIXTURES, Hooks, _hooks, load
 
 FINAL = json.loads((FIXTURES / "claude-code" / "Stop.json").read_text())["last_assistant_message"]
 
@@ -129,3 +130,48 @@ def test_a_server_not_on_loopback_reads_no_client_file(
     before = _refused(public_hooks)
     assert _stop(public_hooks, project_dir, namespace, str(path)) == ""
     assert _refused(public_hooks) == before + 1
+
+
+def _scoped(hooks: Hooks) -> dict[str, str]:
+    """Headers of a scoped token for the hooks' own actor: another person on a team host."""
+    secret = tokens.create(hooks.runtime.storage, actor=ACTOR, project=None, read_only=False,
+                           expires=None, name="teammate", who="test")[1]  # fmt: skip
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def test_a_scoped_token_never_has_a_transcript_read(
+    sqlite_hooks: Hooks, home: Path, project_dir: Path
+) -> None:
+    path = _transcript(home / ".claude" / "projects" / "shop" / "s.jsonl")
+    payload = load("claude-code", "Stop", project_dir)
+    del payload["last_assistant_message"]
+    payload["transcript_path"] = str(path)
+    # The project as given: a scoped client's paths are not probed either.
+    payload["cwd"] = str(project_dir)
+    before = _refused(sqlite_hooks)
+    res = sqlite_hooks.post("claude-code", payload, **_scoped(sqlite_hooks))
+    assert (res.status_code, res.data) == (204, b"")
+    [event] = sqlite_hooks.runtime.storage.list_events(session_id=payload["session_id"])
+    assert (event.kind, event.body.content) == ("session_summary", "")
+    assert _refused(sqlite_hooks) == before + 1
+    # The same delivery with the bootstrap token on this loopback server: read.
+    assert sqlite_hooks.post("claude-code", payload).status_code == 204
+    stored = sqlite_hooks.runtime.storage.list_events(session_id=payload["session_id"])
+    assert sorted(str(e.body.content) for e in stored) == ["", FINAL]
+
+
+def test_a_scoped_token_gets_no_root_detection(
+    sqlite_hooks: Hooks, project_dir: Path, namespace: str
+) -> None:
+    """The server does not test a scoped client's path for directories or markers: a
+    subdirectory is its own project, where the bootstrap token's finds the repository."""
+    sub = project_dir / "src"
+    payload = load("claude-code", "UserPromptSubmit", sub)
+    assert sqlite_hooks.post("claude-code", payload, **_scoped(sqlite_hooks)).status_code == 204
+    [scoped] = sqlite_hooks.runtime.storage.list_events(session_id=payload["session_id"])
+    assert scoped.namespace == project.namespace_for(ACTOR, project.project_id(str(sub)))
+    assert scoped.source.project_path == str(sub)
+    payload["session_id"] = "bootstrap-session"
+    assert sqlite_hooks.post("claude-code", payload).status_code == 204
+    [own] = sqlite_hooks.runtime.storage.list_events(session_id="bootstrap-session")
+    assert own.namespace == namespace and own.source.project_path == str(project_dir.resolve())

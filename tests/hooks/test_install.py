@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tomllib
@@ -93,6 +94,17 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert list(home.rglob("*")) == []  # not even the token file
 
 
+def test_dry_run_masks_the_token(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".wakemark").mkdir(parents=True, mode=0o700)
+    token = "wm-secret-" + "x" * 20
+    (home / ".wakemark" / "token").write_text(token + "\n")
+    out = _wakemark(home, "install", "claude-code", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert token not in out.stdout
+    assert '"WAKEMARK_TOKEN": "<token>"' in out.stdout
+
+
 def test_project_install_goes_into_the_project(tmp_path: Path) -> None:
     home = tmp_path / "home"
     repo = tmp_path / "repo"
@@ -156,7 +168,8 @@ def test_cursor_registers_session_start(tmp_path: Path) -> None:
         "afterAgentResponse",
     }
     [handler] = hooks["sessionStart"]
-    assert handler["command"].endswith("cli/hook.py cursor")
+    # The event on the command line: some documented payloads do not name it.
+    assert handler["command"].endswith("cli/hook.py cursor sessionStart")
 
 
 # `engram install`, the installer before the rename, wrote these (see the fixture's README).
@@ -252,3 +265,49 @@ def _first_file_of(agent: str) -> str:
         "codex": ".codex/config.toml",
         "cursor": ".cursor/hooks.json",
     }[agent]
+
+
+def test_a_file_that_gets_the_token_becomes_0600_and_so_does_its_backup(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"model": "opus"}))
+    settings.chmod(0o644)  # what an editor or Claude Code itself usually leaves
+    done = _wakemark(home, "install", "claude-code")
+    assert done.returncode == 0, done.stderr
+    token = (home / ".wakemark" / "token").read_text().strip()
+    assert json.loads(settings.read_text())["env"]["WAKEMARK_TOKEN"] == token
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    [backup] = settings.parent.glob("settings.json.wakemark-backup-*")
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    assert json.loads(backup.read_text()) == {"model": "opus"}
+
+
+def test_a_file_without_the_token_keeps_its_mode(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    hooks = home / ".codex" / "hooks.json"
+    hooks.parent.mkdir(parents=True)
+    hooks.write_text("{}")
+    hooks.chmod(0o644)
+    assert _wakemark(home, "install", "codex").returncode == 0
+    assert "cli/hook.py" in hooks.read_text() and "wmk" not in hooks.read_text()
+    assert stat.S_IMODE(hooks.stat().st_mode) == 0o644
+
+
+def test_a_symlink_planted_at_the_temporary_path_is_not_followed(tmp_path: Path) -> None:
+    from wakemark.services.cli import install
+
+    target = tmp_path / "settings.json"
+    target.write_text("{}")
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    planted = Path(f"{target}.wakemark-tmp-{os.getpid()}")
+    planted.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        install._write(str(target), "{}", '{"env": {"WAKEMARK_TOKEN": "t"}}', "t")
+    assert victim.read_text() == "keep me" and target.read_text() == "{}"
+    assert planted.is_symlink()  # left for the user to look at, not written through
+    planted.unlink()
+    install._write(str(target), "{}", '{"env": {"WAKEMARK_TOKEN": "t"}}', "t")
+    assert json.loads(target.read_text()) == {"env": {"WAKEMARK_TOKEN": "t"}}
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600

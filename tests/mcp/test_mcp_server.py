@@ -26,7 +26,7 @@ from werkzeug.serving import make_server
 from wakemark.services.api import create_app
 from wakemark.services.api.security import ensure_token
 from wakemark.services.mcp.schemas import TOOLS
-from wakemark.shared import project
+from wakemark.shared import project, tokens
 from wakemark.shared.config import Settings
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
@@ -249,6 +249,54 @@ def test_all_projects_widens_to_the_actor(
             wide = await ok(s, "search", {"query": "zebra", "all_projects": True})
             assert wide["namespace"] == f"/actor/{ACTOR}/"
             assert [h["title"] for h in wide["items"]] == ["Zebra migration plan"]
+
+    run(main)
+
+
+@pytest.mark.parametrize("token", ["bootstrap", "scoped"])
+def test_record_ids_are_checked_against_the_servers_scope(
+    served: Served, project_dir: Path, namespace: str, token: str
+) -> None:
+    """Whatever its token reaches (the bootstrap token: every namespace; a scoped one: the
+    actor's), a record id from outside the MCP server's scope is missing to its tools.
+    Reads reach the actor's other projects (as ``all_projects`` search does), changes
+    only this project."""
+    secret = None
+    if token == "scoped":
+        _, secret = tokens.create(
+            served.runtime.storage, actor=ACTOR, project=None, read_only=False, expires=None,
+            name="mcp", who="test",
+        )  # fmt: skip
+    ids = {}
+    for name, ns in {"here": namespace, "mine": f"/actor/{ACTOR}/project/elsewhere/",
+                     "stranger": "/actor/mallory/project/elsewhere/"}.items():  # fmt: skip
+        record = MemoryRecord(namespace=ns, title=f"Zebra plan {name}", summary="zebra")
+        served.runtime.storage.put_memory_record(record)
+        ids[name] = record.record_id
+
+    async def main() -> None:
+        async with mcp_session(
+            mcp_env(served.home, served.port, secret), project_dir, project_dir / "err.log"
+        ) as s:
+            got = await ok(s, "get_records", {"ids": list(ids.values())})
+            assert [r["record_id"] for r in got["records"]] == [ids["here"], ids["mine"]]
+            assert got["not_found"] == [ids["stranger"]]
+            assert "mallory" not in text(
+                await s.call_tool("get_records", {"ids": [ids["stranger"]]})
+            )
+            assert "no memory record" in await failed(s, "timeline", {"record_id": ids["stranger"]})
+            around = await ok(s, "timeline", {"record_id": ids["mine"]})
+            assert ids["mine"] in [i["id"] for i in around["items"]]
+            for other in ("mine", "stranger"):
+                rid = ids[other]
+                assert "no memory record" in await failed(s, "forget", {"record_id": rid})
+                assert "no memory record" in await failed(
+                    s, "pin", {"record_id": rid, "pinned": True}
+                )
+                kept = served.runtime.storage.get_memory_record(rid)
+                assert kept is not None and not kept.pinned
+            assert (await ok(s, "pin", {"record_id": ids["here"], "pinned": True}))["pinned"]
+            assert (await ok(s, "forget", {"record_id": ids["here"]}))["deleted"] is True
 
     run(main)
 

@@ -4,6 +4,7 @@ processes themselves; a failing test gets every process's log tail in its report
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .stack import RedisServer, Stack
+from .stack import PG_BIN, PostgresServer, RedisServer, Stack
 
 # Fast sweeps so recovery from a lost queue or a killed worker takes seconds; one API
 # worker so that warming its embedder (via /v1/search) is deterministic.
@@ -46,10 +47,20 @@ def _need(binary: str) -> None:
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     _need("redis-server")
-    server = RedisServer(tmp_path)
+    server = RedisServer(tmp_path, password=secrets.token_hex(16))
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def private_postgres(tmp_path: Path) -> Iterator[PostgresServer]:
+    """A private cluster: ``postgres`` its superuser, ``wakemark`` the app's owner role."""
+    _need(str(PG_BIN / "postgres"))
+    server = PostgresServer(tmp_path / "pg")
+    server.init()
+    yield server
+    server.close()
 
 
 @pytest.fixture

@@ -112,10 +112,12 @@ class Proc:
 
 
 class RedisServer(Proc):
-    """A private redis-server on a free port: restarting it disturbs nobody else."""
+    """A private redis-server on a free port: restarting it disturbs nobody else. With a
+    ``password`` it refuses unauthenticated clients, as compose's Redis does."""
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, password: str | None = None) -> None:
         self.port = port or free_port()
+        self.password = password
         self.dir = workdir / "redis"
         self.dir.mkdir(parents=True, exist_ok=True)
         argv = [
@@ -123,11 +125,14 @@ class RedisServer(Proc):
             "--port", str(self.port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
         ]  # fmt: skip
+        if password:
+            argv += ["--requirepass", password]
         super().__init__("redis", argv, workdir)
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         super().start(env or dict(os.environ), cwd or self.dir)
@@ -138,7 +143,8 @@ class RedisServer(Proc):
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock,
             ):
                 sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
+                # -NOAUTH: up, and refusing strangers as asked.
+                if sock.recv(16).startswith((b"+PONG", b"-NOAUTH")):
                     return
             if not self.alive:
                 break
@@ -184,7 +190,7 @@ def fill(path: Path, leave: int = 0) -> Path:
 
 
 PG_BIN = Path(os.environ.get("WAKEMARK_PG_BIN", "/usr/lib/postgresql/15/bin"))
-PG_EXTENSIONS = ("vector", "unaccent", "pg_trgm", "btree_gin")
+INIT_SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "postgres-init.sh"
 
 
 def _pg_user() -> dict[str, Any]:
@@ -198,9 +204,10 @@ def _pg_user() -> dict[str, Any]:
 
 
 class PostgresServer(Proc):
-    """A private Postgres cluster (initdb into ``workdir``) on a free port, with the
-    ``wakemark`` role and database and the extensions created as its superuser: stopping
-    and restarting it disturbs nobody else."""
+    """A private Postgres cluster (initdb into ``workdir``) on a free port, set up by
+    compose's ``docker/postgres-init.sh`` as its superuser: the non-superuser ``wakemark``
+    role owning database ``wakemark``, and the extensions. Stopping and restarting it
+    disturbs nobody else."""
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
         self.port = port or free_port()
@@ -235,17 +242,19 @@ class PostgresServer(Proc):
         if done.returncode != 0:
             raise StackError(f"initdb failed:\n{done.stderr.decode(errors='replace')}")
         self.start()
-        self.psql("postgres", "CREATE ROLE wakemark LOGIN")
-        self.psql("postgres", "CREATE DATABASE wakemark OWNER wakemark")
-        self.psql("wakemark", *(f"CREATE EXTENSION IF NOT EXISTS {e}" for e in PG_EXTENSIONS))
-
-    def psql(self, database: str, *statements: str) -> None:
-        import psycopg
-
-        url = f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
-        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-            for sql in statements:
-                conn.execute(sql)  # trusted, fixed statements
+        # compose's own init script, as the image's entrypoint runs it: the superuser makes
+        # the non-superuser owner role, its databases and the extensions.
+        env = {
+            **os.environ,
+            "PGHOST": "127.0.0.1",
+            "PGPORT": str(self.port),
+            "POSTGRES_USER": "postgres",
+            "POSTGRES_DB": "postgres",
+            "POSTGRES_APP_PASSWORD": secrets.token_hex(16),  # trust auth: unused
+        }
+        done = subprocess.run(["sh", str(INIT_SCRIPT)], env=env, capture_output=True)
+        if done.returncode != 0:
+            raise StackError(f"{INIT_SCRIPT.name} failed:\n{done.stderr.decode(errors='replace')}")
 
     def start(self, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         as_user = _pg_user()
@@ -277,6 +286,35 @@ class PostgresServer(Proc):
         if self.popen is not None and self.popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.popen.pid, signal.SIGINT)
+
+
+def least_privilege(database_url: str, redis_url: str | None) -> None:
+    """Refuse to run the deployment's processes with more power than compose gives them:
+    the database role must be no superuser (it could run ``COPY ... TO PROGRAM``), and
+    Redis must refuse a client without the password."""
+    import psycopg
+    import redis
+
+    with psycopg.connect(database_url, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    if row is None or row[0]:
+        raise StackError("the database role is a superuser: run the app as a non-superuser owner")
+    if not redis_url:
+        return
+    anonymous = redis.Redis.from_url(redis_url, socket_connect_timeout=3, socket_timeout=3)
+    anonymous.connection_pool.connection_kwargs.pop("password", None)
+    anonymous.connection_pool.connection_kwargs.pop("username", None)
+    try:
+        anonymous.ping()
+    except redis.AuthenticationError:
+        return
+    except redis.ResponseError as exc:  # NOAUTH on servers that answer it as an error
+        if "NOAUTH" in str(exc):
+            return
+        raise
+    finally:
+        anonymous.close()
+    raise StackError("Redis accepts clients without a password: start it with --requirepass")
 
 
 class Stack:
@@ -333,6 +371,7 @@ class Stack:
     def start(self, timeout: float = 60.0) -> Stack:
         try:
             if self.deployment:
+                least_privilege(self.database_url or "", self.redis_url)
                 self._migrate()
             self._launch("api", wakemark_argv("serve"))
             if self.deployment and self.redis_url:

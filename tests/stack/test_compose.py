@@ -23,7 +23,8 @@ from .conftest import REQUIRE_SERVICES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "compose.yaml"
-SECRETS = {"WAKEMARK_TOKEN": "t" * 64, "POSTGRES_PASSWORD": "p" * 64}
+SECRETS = {"WAKEMARK_TOKEN": "t" * 64, "POSTGRES_PASSWORD": "p" * 64,
+           "POSTGRES_APP_PASSWORD": "a" * 64, "REDIS_PASSWORD": "r" * 64}  # fmt: skip
 WAKEMARK_SERVICES = ("migrate", "api", "worker", "worker-extraction", "worker-embedding",
                    "worker-backfill", "beat")  # fmt: skip
 
@@ -68,10 +69,45 @@ def test_compose_config_is_valid(compose: Any) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_secrets_are_required(compose: Any) -> None:
-    done = compose("config", "-q", env={"WAKEMARK_TOKEN": "t" * 64})
+@pytest.mark.parametrize("missing", sorted(SECRETS))
+def test_secrets_are_required(compose: Any, missing: str) -> None:
+    done = compose("config", "-q", env={k: v for k, v in SECRETS.items() if k != missing})
     assert done.returncode != 0
     assert "make env" in done.stderr
+
+
+def test_least_privilege(resolved: dict[str, Any]) -> None:
+    """The superuser only initialises the database; wakemark connects as its owner role
+    with its own password; Redis takes only clients with the password; the token is the
+    API's alone."""
+    services = resolved["services"]
+    postgres = services["postgres"]["environment"]
+    assert postgres["POSTGRES_USER"] != "wakemark"
+    assert postgres["POSTGRES_PASSWORD"] == SECRETS["POSTGRES_PASSWORD"]
+    redis_password = SECRETS["REDIS_PASSWORD"]
+    redis = services["redis"]
+    assert redis["command"][:3] == ["redis-server", "--requirepass", redis_password]
+    assert redis["environment"]["REDISCLI_AUTH"] == redis_password  # the healthcheck's
+    app_db = f"postgresql://wakemark:{SECRETS['POSTGRES_APP_PASSWORD']}@postgres:5432/"
+    for name in WAKEMARK_SERVICES:
+        env = services[name]["environment"]
+        assert env["WAKEMARK_DATABASE_URL"] == app_db + "wakemark", name
+        # Every Redis URL there is (broker, result backend and cache epochs share it).
+        redis_urls = {k: v for k, v in env.items() if str(v).startswith("redis")}
+        assert redis_urls == {"WAKEMARK_REDIS_URL": f"redis://:{redis_password}@redis:6379/0"}
+        assert ("WAKEMARK_TOKEN" in env) == (name == "api"), name
+        assert SECRETS["POSTGRES_PASSWORD"] not in str(env), name  # the superuser's
+    tests = services["tests"]["environment"]
+    assert tests["WAKEMARK_TEST_DATABASE_URL"] == app_db + "wakemark_test"
+    assert tests["WAKEMARK_TEST_REDIS_URL"] == f"redis://:{redis_password}@redis:6379/15"
+    assert "WAKEMARK_TOKEN" not in tests
+
+
+def test_postgres_init_makes_a_non_superuser_owner() -> None:
+    sql = (ROOT / "docker" / "postgres-init.sh").read_text()
+    assert re.search(r"CREATE ROLE wakemark LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE", sql)
+    assert "CREATE DATABASE wakemark OWNER wakemark;" in sql
+    assert "PASSWORD :'app_password'" in sql  # a psql variable: quoted by psql, not by hand
 
 
 def test_every_published_port_is_loopback_only(resolved: dict[str, Any]) -> None:
@@ -122,7 +158,7 @@ def test_the_tests_profile_runs_the_integration_suite_in_the_test_image(
     env = tests["environment"]
     assert env["WAKEMARK_REQUIRE_SERVICES"] == "1"
     assert env["WAKEMARK_TEST_DATABASE_URL"].endswith("@postgres:5432/wakemark_test")
-    assert env["WAKEMARK_TEST_REDIS_URL"].startswith("redis://redis:6379/")
+    assert env["WAKEMARK_TEST_REDIS_URL"].startswith("redis://:")
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "FROM runtime AS test" in dockerfile and 'CMD ["tests"]' in dockerfile
     # `make test` runs the same entry point with the same role and variable names, against
@@ -174,13 +210,29 @@ def test_make_env_writes_private_random_secrets_once(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
-    assert re.fullmatch(r"[0-9a-f]{64}", values["WAKEMARK_TOKEN"])
-    assert re.fullmatch(r"[0-9a-f]{64}", values["POSTGRES_PASSWORD"])
-    assert values["WAKEMARK_TOKEN"] != values["POSTGRES_PASSWORD"]
+    for key in SECRETS:
+        assert re.fullmatch(r"[0-9a-f]{64}", values[key]), key
+    assert len({values[key] for key in SECRETS}) == len(SECRETS)
     before = env_file.read_text()
     again = subprocess.run([script, ".env"], cwd=tmp_path, capture_output=True, text=True)
     assert again.returncode != 0 and "not overwriting" in again.stderr
     assert env_file.read_text() == before
+
+
+def test_make_env_adds_only_the_secrets_an_older_env_lacks(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("WAKEMARK_TOKEN=old-token\nPOSTGRES_PASSWORD=old-password\n")
+    env_file.chmod(0o644)
+    done = subprocess.run([ROOT / "scripts" / "make-env.sh", ".env"], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "POSTGRES_APP_PASSWORD REDIS_PASSWORD" in done.stderr
+    values = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+    assert values["WAKEMARK_TOKEN"] == "old-token"
+    assert values["POSTGRES_PASSWORD"] == "old-password"
+    assert re.fullmatch(r"[0-9a-f]{64}", values["POSTGRES_APP_PASSWORD"])
+    assert re.fullmatch(r"[0-9a-f]{64}", values["REDIS_PASSWORD"])
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
 
 
 def test_runtime_dependencies_leave_out_torch() -> None:

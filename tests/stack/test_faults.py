@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,8 @@ import pytest
 
 from wakemark.services.cli.hook import TIMEOUT_S as HOOK_TIMEOUT_S
 
-from .conftest import _need
 from .replay import Client, load_session, make_projects, records, wait_caught_up
-from .stack import PG_BIN, PostgresServer, Stack
+from .stack import PostgresServer, Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -37,15 +35,6 @@ def _timed(stack: Stack, method: str, path: str, body: Any, headers: dict[str, s
     start = time.monotonic()
     status, reply, sent = stack.exchange(method, path, body, headers)
     return status, reply, sent, time.monotonic() - start
-
-
-@pytest.fixture
-def private_postgres(tmp_path: Path) -> Iterator[PostgresServer]:
-    _need(str(PG_BIN / "postgres"))
-    server = PostgresServer(tmp_path / "pg")
-    server.init()
-    yield server
-    server.close()
 
 
 def test_postgres_down_answers_503_with_retry_after_inside_the_hook_timeout(

@@ -172,6 +172,31 @@ def test_batch_put_events_stores_each_once(storage: Storage) -> None:
     assert results[0].turn_id == results[1].turn_id == results[2].turn_id
 
 
+def test_event_ids_are_deduplicated_per_namespace(storage: Storage) -> None:
+    """An id taken in another namespace is no duplicate: ``stored`` must not tell one
+    client that another namespace holds the id, nor let one keep another's event out."""
+    theirs = event(text="theirs", ns="/actor/alice/project/p/")
+    mine = event(text="mine", ns="/actor/bob/project/b/").model_copy(
+        update={"event_id": theirs.event_id}
+    )
+    assert storage.put_event(theirs).stored
+    first = storage.put_event(mine)
+    assert (first.event_id, first.stored) == (theirs.event_id, True)
+    assert first.stored_id and first.stored_id != theirs.event_id
+    assert first.stored_id[:10] == theirs.event_id[:10]  # sorts where the client's id would
+    again = storage.put_events([mine, theirs])
+    assert [(r.event_id, r.stored) for r in again] == [(theirs.event_id, False)] * 2
+    assert [r.stored_id for r in again] == [first.stored_id, theirs.event_id]
+    kept = storage.get_event(theirs.event_id)
+    assert kept is not None and kept.body.content == "theirs"  # type: ignore[union-attr]
+    [bobs] = storage.list_events(namespace="/actor/bob/", limit=10)
+    assert (bobs.event_id, bobs.body.content) == (first.stored_id, "mine")  # type: ignore[union-attr]
+    # Both in one batch: each namespace gets its own.
+    other = event(text="x", ns="/actor/carol/project/c/")
+    twin = other.model_copy(update={"namespace": "/actor/dave/project/d/"})
+    assert [r.stored for r in storage.put_events([other, twin, twin])] == [True, True, False]
+
+
 # --- turns ----------------------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ SELECT * FROM unnest({", ".join(f"%s::{t}[]" for t in EVENT_COLUMN_TYPES)})
 ON CONFLICT (event_id) DO NOTHING
 """
 
-EVENTS_TURNS = "SELECT event_id, turn_id FROM events WHERE event_id = ANY(%s)"
+EVENTS_TURNS = "SELECT event_id, turn_id, namespace FROM events WHERE event_id = ANY(%s)"
 
 # FOR UPDATE: an idle sweep closing this turn waits for us, then re-checks last_event_at.
 OPEN_TURN = """

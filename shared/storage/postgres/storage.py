@@ -86,8 +86,8 @@ class PostgresTx(Tx):
         # touching the same sessions cannot deadlock.
         for namespace, session_id in turns.sessions(events):
             conn.execute(q.LOCK_SESSION, (f"{namespace}\n{session_id}",))
-        ids = [e.event_id for e in events]
-        stored: dict[str, str | None] = dict(conn.execute(q.EVENTS_TURNS, (ids,)).fetchall())
+        ids = turns.lookup_ids(events)
+        stored = {r[0]: (r[1], r[2]) for r in conn.execute(q.EVENTS_TURNS, (ids,)).fetchall()}
 
         def open_turn(key: turns.SessionKey) -> str | None:
             row = conn.execute(q.OPEN_TURN, key).fetchone()

@@ -9,7 +9,7 @@ _T_NS = "t.namespace >= :ns_lo AND t.namespace < :ns_hi"
 
 # --- events and turns -----------------------------------------------------------------
 EVENTS_TURNS = """
-SELECT event_id, turn_id FROM events WHERE event_id IN (SELECT value FROM json_each(?))
+SELECT event_id, turn_id, namespace FROM events WHERE event_id IN (SELECT value FROM json_each(?))
 """
 INSERT_EVENT = """
 INSERT INTO events (event_id, parent_event_id, session_id, actor_id, namespace, kind, body,

@@ -61,8 +61,8 @@ class SqliteTx(Tx):
     def put_events(self, events: Sequence[Event]) -> list[PutEventResult]:
         conn = self.conn
         now = codec.ts(utcnow())
-        ids = json.dumps([e.event_id for e in events])
-        stored = {r[0]: r[1] for r in conn.execute(q.EVENTS_TURNS, (ids,))}
+        ids = json.dumps(turns.lookup_ids(events))
+        stored = {r[0]: (r[1], r[2]) for r in conn.execute(q.EVENTS_TURNS, (ids,))}
 
         def open_turn(key: turns.SessionKey) -> str | None:
             row = conn.execute(q.OPEN_TURN, key).fetchone()
