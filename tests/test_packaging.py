@@ -80,6 +80,33 @@ def test_the_sdist_carries_the_sources(dist: Path) -> None:
     assert "wakemark/migrations/sqlite/0001_initial.sql" in members
 
 
+# A user's venv holds wakemark and its dependencies, the ONNX runtime among them, and no
+# torch: the 500 MB budget is what `pip install wakemark` may cost on disk.
+MAX_VENV_MB = 500
+
+
+def test_installing_the_wheel_brings_no_torch_and_no_cuda(wheel: Path, tmp_path: Path) -> None:
+    # What `pip install wakemark` would install into an empty venv, resolved by pip itself
+    # against the package index this machine is configured with.
+    report = tmp_path / "report.json"
+    _run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+         "--report", str(report), str(wheel)],
+        cwd=tmp_path,
+    )  # fmt: skip
+    names = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+    assert {"wakemark", "onnxruntime", "onnx", "tokenizers", "numpy"} <= names
+    heavy = sorted(n for n in names if n in ("torch", "triton") or n.startswith("nvidia-"))
+    assert heavy == [], f"pip install wakemark would bring {heavy}"
+
+
+def test_a_fresh_venv_with_the_wheel_stays_small(venv: Path) -> None:
+    size = sum(p.lstat().st_size for p in venv.rglob("*") if p.is_file() and not p.is_symlink())
+    assert size / 1e6 <= MAX_VENV_MB, f"the installed venv takes {size / 1e6:.0f} MB"
+    site = next((venv / "lib").glob("python3.*/site-packages"))
+    assert not (site / "torch").exists() and not (site / "sentence_transformers").exists()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

