@@ -59,7 +59,8 @@ BEGIN
   END IF;
 END
 \$\$;
-ALTER ROLE ${DB_ROLE} LOGIN NOSUPERUSER;  # as compose runs the app: never a superuser
+-- as compose runs the app: never a superuser
+ALTER ROLE ${DB_ROLE} LOGIN NOSUPERUSER;
 SELECT 'CREATE DATABASE ${DB_NAME} OWNER ${DB_ROLE}'
  WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '${DB_NAME}') \gexec
 ALTER DATABASE ${DB_NAME} OWNER TO ${DB_ROLE};
