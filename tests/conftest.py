@@ -97,7 +97,6 @@ def redis_url(redis_base_url: str) -> Iterator[str]:
     client.close()
 
 
-@pytest.fixture(scope="session")
 def _per_run(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     """A folder shared by every test process of this run: xdist workers' temp folders are
     siblings, so each looks one level up."""
@@ -183,6 +182,20 @@ def runtime(backend_settings: Settings):  # type: ignore[no-untyped-def]
     rt = Runtime.build(backend_settings)
     yield rt
     rt.close()
+
+
+def stop(proc: Any) -> None:
+    """End a server process the way its service manager would: SIGTERM, then a kill if it
+    has not exited within 30 s."""
+    import signal
+    import subprocess
+
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def free_port() -> int:

@@ -42,6 +42,22 @@ def package_modules(root: Path = PACKAGE) -> dict[str, Path]:
     }
 
 
+def import_statements(path: Path, package: str) -> Iterator[tuple[str, list[str]]]:
+    """Each import statement of ``path`` (a module of ``package``) as the absolute module it
+    names and, for ``from X import a, b``, the names it takes from it."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{base}" if base else parent
+            yield base, [alias.name for alias in node.names]
+
+
 def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     """Module -> the package modules it imports.
 
@@ -59,18 +75,9 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
         is_package = path.name == "__init__.py"
         package = name if is_package else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    parent = ".".join(parts[: len(parts) - node.level + 1])
-                    base = f"{parent}.{base}" if base else parent
-                for alias in node.names:
-                    sub = f"{base}.{alias.name}"
-                    targets.add(sub if sub in modules else base)
+        for base, names in import_statements(path, package):
+            subs = [f"{base}.{n}" for n in names]
+            targets.update(sub if sub in modules else base for sub in subs or [base])
         graph[name] = {t for t in targets if t in modules and t != name}
     return graph
 

@@ -14,7 +14,6 @@ import os
 import plistlib
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import wakemark
-from tests.conftest import free_port
+from tests.conftest import free_port, stop
 from wakemark.services.cli import service
 
 pytestmark = pytest.mark.slow
@@ -74,12 +73,7 @@ def _running(argv: list[str], env: dict[str, str], port: int, log: Path) -> Iter
             time.sleep(0.2)
         yield health
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def _unescape(value: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import stop
 from wakemark.shared import __version__
 
 from .conftest import make_event
@@ -85,12 +85,7 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
             pytest.fail("wakemark serve never became healthy")
         yield log
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_layout import import_statements
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "wakemark"  # the real files; top-level shared/ links here
 FACTORY = PACKAGE / "shared" / "storage" / "__init__.py"
@@ -27,24 +29,14 @@ def python_files() -> list[Path]:
 
 def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
     """Absolute names of every module an import statement in ``path`` reaches."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     parts = path.relative_to(root).with_suffix("").parts[:-1]
     if parts[:1] == ("wakemark",):
         parts = parts[1:]
-    package = ".".join(("wakemark", *parts))
     names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parent = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{parent}.{base}" if base else parent
-            names.add(base)
-            # ``from wakemark.shared.storage import sqlite`` imports the submodule too.
-            names.update(f"{base}.{alias.name}" for alias in node.names)
+    for base, taken in import_statements(path, ".".join(("wakemark", *parts))):
+        names.add(base)
+        # ``from wakemark.shared.storage import sqlite`` imports the submodule too.
+        names.update(f"{base}.{name}" for name in taken)
     return names
 
 

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
 import numpy as np
 
@@ -141,18 +141,22 @@ class Leg:
         return []
 
 
-class LexicalLeg(Leg):
-    """Full-text search on the rarest terms, or substring match (``lexical``)."""
-
-    name = LEXICAL
-    evidence = "lexical"
+class DatabaseLeg(Leg):
+    """A leg whose every answer is a database search (nothing held in the process)."""
 
     def __init__(self, storage: Search) -> None:
         self._storage = storage
 
     @classmethod
-    def build(cls, parts: LegParts) -> LexicalLeg:
+    def build(cls, parts: LegParts) -> Self:
         return cls(parts.storage)
+
+
+class LexicalLeg(DatabaseLeg):
+    """Full-text search on the rarest terms, or substring match (``lexical``)."""
+
+    name = LEXICAL
+    evidence = "lexical"
 
     def search(
         self,
@@ -212,7 +216,7 @@ def fragments(query: str) -> list[str]:
     return list(out)[:MAX_FRAGMENTS]
 
 
-class TrigramLeg(Leg):
+class TrigramLeg(DatabaseLeg):
     """Substrings a word index cannot see: CJK words and parts of identifiers, through the
     trigram indexes (FTS5 ``trigram``, ``pg_trgm``). Nothing to do for other queries.
 
@@ -227,13 +231,6 @@ class TrigramLeg(Leg):
     name = TRIGRAM
     evidence = "lexical"
     waits_to_end = True
-
-    def __init__(self, storage: Search) -> None:
-        self._storage = storage
-
-    @classmethod
-    def build(cls, parts: LegParts) -> TrigramLeg:
-        return cls(parts.storage)
 
     def runs_beside(self, query: str) -> bool:
         return has_cjk(query)
