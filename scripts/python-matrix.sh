@@ -15,7 +15,13 @@ SKIP="${1:-}"
 SMOKE=(
     tests/test_packaging.py
     tests/test_cli.py
-    tests/storage/test_conformance.py
+    tests/storage/test_events.py
+    tests/storage/test_records.py
+    tests/storage/test_vectors.py
+    tests/storage/test_search.py
+    tests/storage/test_audit.py
+    tests/storage/test_upkeep.py
+    tests/storage/test_storage.py
     tests/api/test_ingest.py
     tests/api/test_read.py
     tests/api/test_errors.py
@@ -39,7 +45,8 @@ EOF
 one() {
     local py="$1" version="$2" work t0=$SECONDS
     work="$(mktemp -d "${TMPDIR:-/tmp}/wakemark-py$version.XXXXXX")"
-    trap 'rm -rf "$work"' EXIT  # one() runs in a subshell of its own
+    # one() runs in a subshell of its own; $work is expanded now (a local is gone at EXIT).
+    trap "rm -rf '$work'" EXIT
     "$py" -m venv "$work/venv"
     local vpy="$work/venv/bin/python"
     # pip's own cache (~/.cache/pip) is left on: the second interpreter and the next run
@@ -50,6 +57,11 @@ one() {
     "$vpy" -m build --wheel --no-isolation --outdir "$work/dist" "$ROOT" >"$work/build.log" 2>&1 \
         || { cat "$work/build.log"; return 1; }
     "$vpy" -m pip install -q --no-compile "$work"/dist/wakemark-*.whl
+    # The tests import their helpers as `tests.*`: the checkout goes on sys.path after
+    # site-packages (a .pth line), so `wakemark` still comes from the installed wheel.
+    echo "$ROOT" >"$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/wakemark-checkout-tests.pth"
+    (cd "$work" && "$vpy" -c 'import sys, wakemark; sys.exit(not wakemark.__file__.startswith(sys.prefix))') \
+        || { echo "wakemark is not imported from the installed wheel"; return 1; }
     echo "venv, wheel and install: $((SECONDS - t0))s"
     # -o pythonpath= : import the installed wheel, not the checkout's wakemark/ folder.
     (cd "$ROOT" && "$work/venv/bin/pytest" -q -p no:cacheprovider -o pythonpath= \
