@@ -77,7 +77,7 @@ docs: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-# --- deployment: docker compose (see README "Deploy with Docker Compose") ------------------
+# --- deployment: docker compose (see docs/team-server.md, "Deploy with Docker Compose")
 COMPOSE ?= docker compose
 N ?= 2
 

@@ -5,7 +5,7 @@ set -eu
 role="${1:-api}"
 if [ "$#" -gt 0 ]; then shift; fi
 case "$role" in
-    # gunicorn (gthread, --max-requests with jitter) bound to WAKEMARK_HOST=0.0.0.0.
+    # gunicorn (services/api/polled.py's workers, --max-requests with jitter) bound to WAKEMARK_HOST=0.0.0.0.
     api) exec wakemark serve "$@" ;;
     worker) exec wakemark worker "$@" ;;
     # Run exactly one beat per deployment, or every sweep is scheduled twice.

@@ -148,6 +148,6 @@ def test_the_fusions_come_from_the_legs() -> None:
     from wakemark.shared.retrieval.legs import LEGS
 
     assert params_for("plain", LEGS.values()) == PLAIN
-    # The tuned fusion as chosen on the labelled set (README table): the vector leg's.
+    # The tuned fusion as chosen on the labelled set (bench/results/relevance.md): the vector leg's.
     tuned = params_for("tuned", LEGS.values())
     assert tuned == FusionParams(floors={"semantic": 0.3}, caps={"semantic": 3})

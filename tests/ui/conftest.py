@@ -20,7 +20,7 @@ from wakemark.shared.storage import migrate
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-# Set to a folder (docs/screenshots) to refresh the README's screenshots.
+# Set to a folder (docs/screenshots) to refresh the screenshots of the README and docs/viewer.md.
 SHOTS = os.environ.get("WAKEMARK_SCREENSHOTS")
 
 

@@ -265,7 +265,7 @@ def env_name(field_name: str) -> str:
 
 
 def documented_settings() -> list[tuple[str, str]]:
-    """(variable, description) for every setting: the docs test checks the README."""
+    """(variable, description) for every setting: the docs test checks docs/settings.md."""
     return [(env_name(f.name), f.metadata["doc"]) for f in dataclasses.fields(Settings)]
 
 

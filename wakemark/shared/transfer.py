@@ -1,5 +1,5 @@
-"""Export and import: wakemark's data as versioned JSON Lines (format documented in README,
-"Your data").
+"""Export and import: wakemark's data as versioned JSON Lines (format documented in
+docs/data.md, "Export format").
 
 Line 1 is a header; then every record (``record_id`` order), then with events every turn
 (``turn_id`` order), each followed by its events ((valid_time, event_id) order); the

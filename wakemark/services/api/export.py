@@ -1,4 +1,4 @@
-"""``GET /v1/export``: the ``wakemark export`` file, streamed (README, "Your data")."""
+"""``GET /v1/export``: the ``wakemark export`` file, streamed (docs/data.md, "Export format")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The OpenAPI 3.1 document, built from one declaration per route and the pydantic models.
 
 ``ROUTES`` is the contract: method, Flask rule, request body, query model (the same one
-the view parses with ``params.query``), responses and the purpose shown in the README.
+the view parses with ``params.query``), responses and the purpose shown in docs/api.md.
 ``tests/api/test_openapi.py`` fails when a Flask rule has no declaration (or the other
-way round), and the README's route table is ``route_table()`` verbatim. Served public at
+way round), and the route table of docs/api.md is ``route_table()`` verbatim. Served public at
 ``GET /openapi.json``: it describes the API, holds no user content, and lets tools
 (schemathesis, client generators) discover the API without a token.
 
@@ -51,7 +51,7 @@ _PARAM = re.compile(r"<(?:[^<>:]+:)?([^<>]+)>")  # <path:name> -> name
 class Route:
     method: str
     rule: str  # as Flask writes it: /v1/memories/<record_id>
-    purpose: str  # Markdown, for the spec's description and the README table
+    purpose: str  # Markdown, for the spec's description and the docs/api.md table
     responses: dict[int, Any]  # status -> model, type, schema dict, TEXT, or None (no body)
     body: Any = None
     query: type[BaseModel] | None = None
@@ -425,7 +425,7 @@ def build_spec() -> dict[str, Any]:
 
 
 def route_table(spec: dict[str, Any]) -> str:
-    """The README's route table: one row per operation, in declaration order."""
+    """The route table of docs/api.md: one row per operation, in declaration order."""
     rows = ["| route | purpose |", "|---|---|"]
     for path, item in spec["paths"].items():
         flask_path = re.sub(r"\{([^}]+)\}", r"<\1>", path)

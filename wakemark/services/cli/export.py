@@ -1,6 +1,6 @@
 """``wakemark export``: write memories (and optionally events, vectors) as JSON Lines.
 
-The format is ``wakemark.shared.transfer``'s (README, "Your data"); the file goes to
+The format is ``wakemark.shared.transfer``'s (docs/data.md, "Export format"); the file goes to
 stdout, progress to stderr.
 """
 

@@ -284,7 +284,7 @@ class VectorLeg(Leg):
 
     name = VECTOR
     evidence = "semantic"
-    # Chosen on tests/fixtures/relevance (bench/relevance.py): see the README table.
+    # Chosen on tests/fixtures/relevance (bench/relevance.py): see bench/results/relevance.md.
     tuned_floor = 0.3
     tuned_cap = 3
 
