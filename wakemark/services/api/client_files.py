@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 from wakemark.services.api.metrics import Counter
 from wakemark.shared import tokens
 from wakemark.shared.config import Settings
-from wakemark.shared.staleness import local_install, open_own
+from wakemark.shared.retrieval.staleness import local_install, open_own
 from wakemark.shared.tokens import Principal
 
 REFUSED = Counter(

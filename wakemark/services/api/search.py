@@ -22,7 +22,7 @@ def search() -> Response:
         result = result.at_least(args.min_relevance)
     body = result.to_json()
     if reads_client_files():
-        # Each hit's state against the project's files now (``shared/staleness.py``).
+        # Each hit's state against the project's files now (``shared/retrieval/staleness.py``).
         verdicts = runtime().retriever.code_verdicts([h.record.record_id for h in result.items])
         for item in body["items"]:
             verdict = verdicts.get(item["record"]["record_id"])

@@ -164,7 +164,7 @@ def _anchors(
 ) -> dict[str, CodeAnchors]:
     """Each record's code anchors, its files read now (close to the turn, before the
     transaction) when the server may read its clients' files."""
-    from wakemark.shared.staleness import capture, local_install
+    from wakemark.shared.retrieval.staleness import capture, local_install
 
     readable = local_install(ctx.settings)
     roots = {

@@ -21,7 +21,7 @@ from wakemark.shared.retrieval.hits import PromptContext, SearchHit, SearchResul
 from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, NothingToSearch, Unavailable
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import QuerySource, query_text
-from wakemark.shared.staleness import NOT_READ, UNCHECKED, CodeCheck, Verdict
+from wakemark.shared.retrieval.staleness import NOT_READ, UNCHECKED, CodeCheck, Verdict
 from wakemark.shared.storage import Anchors, Records, RetrievalLog, Search, Vectors
 
 if TYPE_CHECKING:
