@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.hooks.conftest import ACTOR, Hooks, _hooks, load
+from wakemark.services.cli.main import main
 from wakemark.shared import project, tokens
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.jobs import extract_turns
@@ -236,3 +238,65 @@ def test_search_results_carry_each_records_state(local_hooks: Hooks, repo: Path)
     [item] = json.loads(res.data)["items"]
     assert item["code"] == {"state": "changed", "paths": ["billing/address.py"],
                             "identifiers": []}  # fmt: skip
+
+
+# --- wakemark verify --------------------------------------------------------------------------
+
+
+def test_verify_counts_lists_the_gone_and_retires_them_only_with_yes(
+    backend_settings: Settings,
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("WAKEMARK_HOME", str(backend_settings.home))
+    monkeypatch.setenv("WAKEMARK_EMBEDDER", "off")
+    monkeypatch.setenv("WAKEMARK_ACTOR", ACTOR)
+    if backend_settings.database_url:
+        monkeypatch.setenv("WAKEMARK_DATABASE_URL", backend_settings.database_url)
+    namespace = project.namespace_for(ACTOR, project.project_id(str(repo)))
+    (repo / "billing" / "ship.py").write_text("def ship_to(order):\n    return order\n")
+    records = {
+        "kept": cited(namespace).model_copy(update={"files_touched": ["billing/tax.py"]}),
+        "edited": cited(namespace).model_copy(update={"files_touched": ["billing/address.py"]}),
+        "gone": MemoryRecord(namespace=namespace, title="ship_to returns the order",
+                             files_touched=["billing/ship.py"]),
+        "other project": cited("/actor/alice/project/elsewhere/"),
+    }  # fmt: skip
+    with open_store(backend_settings) as storage:
+        for record in records.values():
+            storage.put_memory_record(record)
+            with storage.transaction() as tx:
+                tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    edit(repo, "order.city", "order.town")
+    (repo / "billing" / "ship.py").unlink()
+    gone_id = records["gone"].record_id
+
+    assert main(["verify", "--project", str(repo)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "1 current, 1 changed, 1 gone, 0 unchecked"
+    assert f"gone  {gone_id}  ship_to returns the order  (billing/ship.py)" in out
+    assert main(["verify", "--project", str(repo), "--retire"]) == 0
+    assert "would retire 1 memory(ies)" in capsys.readouterr().out
+    assert main(["verify", "--project", str(repo), "--yes"]) == 2
+    assert main(["verify", "--project", str(repo), "--retire", "--yes"]) == 0
+    assert "retired 1 memory(ies)" in capsys.readouterr().out
+    with open_store(backend_settings) as storage:
+        assert storage.get_memory_record(gone_id) is None
+        assert all(storage.get_memory_record(r.record_id) for k, r in records.items()
+                   if k != "gone")  # fmt: skip
+        [entry, *_] = storage.list_audit()
+        assert (entry.action, entry.targets, entry.who) == ("retire", (gone_id,), f"cli:{ACTOR}")
+    assert main(["verify", "--project", str(repo)]) == 0
+    assert capsys.readouterr().out == "1 current, 1 changed, 0 gone, 0 unchecked\n"
+
+
+@contextmanager
+def open_store(settings: Settings) -> Iterator[Storage]:
+    from wakemark.shared.storage import open_storage
+
+    storage = open_storage(settings)
+    try:
+        yield storage
+    finally:
+        storage.close()
