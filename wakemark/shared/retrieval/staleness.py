@@ -139,14 +139,22 @@ class CodeCheck:
 
     def __init__(self, storage: Anchors) -> None:
         self._storage = storage
+        # A record's anchors are written with it and never after, so they are read once.
+        self._anchors: dict[str, CodeAnchors | None] = {}
         self._hashes: dict[str, tuple[int, int, str | None]] = {}
         self._held: dict[tuple[str, int, int, str], bool] = {}
 
     def verdicts(self, record_ids: Sequence[str], root: str | None = None) -> dict[str, Verdict]:
         """The verdict of each record that has anchors; ``root`` (else the one at capture)
         is where the project is now."""
-        found = self._storage.get_anchors(record_ids) if record_ids else {}
-        return {rid: self.verdict(a, root) for rid, a in found.items()}
+        missing = [rid for rid in record_ids if rid not in self._anchors]
+        if missing:
+            found = self._storage.get_anchors(missing)
+            if len(self._anchors) + len(missing) > CACHE_ENTRIES:
+                self._anchors.clear()
+            self._anchors.update({rid: found.get(rid) for rid in missing})
+        known = {rid: self._anchors.get(rid) for rid in record_ids}
+        return {rid: self.verdict(a, root) for rid, a in known.items() if a is not None}
 
     def verdict(self, anchors: CodeAnchors, root: str | None = None) -> Verdict:
         root = root or anchors.root
