@@ -84,10 +84,22 @@ def _blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-def _holds(data: bytes, identifier: str) -> bool:
+def _name(identifier: str) -> bytes:
     # A dotted name (``Request.host``) is written as its last part where it is defined.
-    name = identifier.rsplit(".", 1)[-1]
-    return re.search(rb"\b" + re.escape(name.encode()) + rb"\b", data) is not None
+    return re.escape(identifier.rsplit(".", 1)[-1].encode())
+
+
+def _holds(data: bytes, identifier: str) -> bool:
+    return re.search(rb"\b" + _name(identifier) + rb"\b", data) is not None
+
+
+def _defines(data: bytes, identifier: str) -> bool:
+    """Whether ``data`` defines the name, in the usual forms of the common languages: a
+    name only used there may go without the memory being wrong."""
+    name = _name(identifier)
+    keyword = rb"\b(?:def|class|function|func|fn|struct|enum|interface|trait|type|const|let|var)"
+    pattern = keyword + rb"\s+" + name + rb"\b|^\s*(?:self\.|this\.)?" + name + rb"\s*[:=](?!=)"
+    return re.search(pattern, data, re.MULTILINE) is not None
 
 
 def capture(record: MemoryRecord, root: str | None, readable: bool) -> CodeAnchors | None:
@@ -113,7 +125,7 @@ def capture(record: MemoryRecord, root: str | None, readable: bool) -> CodeAncho
         contents.append(data)
         digest = hashlib.sha256(data).hexdigest()
         anchored.append(FileAnchor(rel, digest, _blob(data) if git else None))
-    held = [n for n in names if any(_holds(d, n) for d in contents)][:MAX_IDENTIFIERS]
+    held = [n for n in names if any(_defines(d, n) for d in contents)][:MAX_IDENTIFIERS]
     return CodeAnchors(record.record_id, record.namespace, root, tuple(anchored), tuple(held), True)
 
 

@@ -23,7 +23,7 @@ class CodeAnchors:
     namespace: str
     root: str | None  # the project root at capture
     files: tuple[FileAnchor, ...]
-    identifiers: tuple[str, ...]  # each found in a cited file at capture
+    identifiers: tuple[str, ...]  # each defined in a cited file at capture
     hashed: bool  # False: the server may not read this project's files (a team server)
 
 
