@@ -21,6 +21,7 @@ from wakemark.shared import project, tokens
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.jobs import extract_turns
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval import staleness
 from wakemark.shared.retrieval.staleness import NOT_READ, CodeCheck, capture
 from wakemark.shared.storage import Storage, migrate
 
@@ -300,3 +301,15 @@ def open_store(settings: Settings) -> Iterator[Storage]:
         yield storage
     finally:
         storage.close()
+
+
+def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
+    storage: Storage, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    monkeypatch.setattr(staleness, "MAX_FILE_BYTES", 8)  # every cited file is now too large
+    verdict = CodeCheck(storage).verdicts([record.record_id])[record.record_id]
+    assert (verdict.state, verdict.paths) == ("changed", ("billing/address.py", "billing/tax.py"))

@@ -153,7 +153,7 @@ class CodeCheck:
         self._storage = storage
         # A record's anchors are written with it and never after, so they are read once.
         self._anchors: dict[str, CodeAnchors | None] = {}
-        self._hashes: dict[str, tuple[int, int, str | None]] = {}
+        self._hashes: dict[str, tuple[int, int, str]] = {}
         self._held: dict[tuple[str, int, int, str], bool] = {}
 
     def verdicts(self, record_ids: Sequence[str], root: str | None = None) -> dict[str, Verdict]:
@@ -207,7 +207,9 @@ class CodeCheck:
         if cached is not None and cached[:2] == seen:
             return cached[2]
         data = _read(root, rel)
-        digest = None if data is None else hashlib.sha256(data).hexdigest()
+        # There but not readable (grown too large, not the user's any more): it cannot be
+        # the file as captured, and it is not gone.
+        digest = "" if data is None else hashlib.sha256(data).hexdigest()
         if len(self._hashes) >= CACHE_ENTRIES:
             self._hashes.clear()
         self._hashes[key] = (*seen, digest)
@@ -223,7 +225,8 @@ class CodeCheck:
                 data = _read(root, os.path.relpath(path, root))
                 if len(self._held) >= CACHE_ENTRIES:
                     self._held.clear()
-                self._held[key] = data is not None and _holds(data, identifier)
+                # An unreadable file is no evidence that the name went.
+                self._held[key] = data is None or _holds(data, identifier)
             if self._held[key]:
                 return True
         return False
