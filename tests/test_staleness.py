@@ -313,3 +313,18 @@ def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
     monkeypatch.setattr(staleness, "MAX_FILE_BYTES", 8)  # every cited file is now too large
     verdict = CodeCheck(storage).verdicts([record.record_id])[record.record_id]
     assert (verdict.state, verdict.paths) == ("changed", ("billing/address.py", "billing/tax.py"))
+
+
+def test_a_moved_project_and_files_missing_at_capture_leave_records_unchecked(
+    storage: Storage, repo: Path, home: Path
+) -> None:
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    repo.rename(home / "moved")
+    assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "unchecked"
+    never = cited().model_copy(update={"files_touched": ["billing/never.py"]})
+    anchors = capture(never, str(home / "moved"), readable=True)
+    assert anchors is not None and anchors.hashed
+    assert CodeCheck(storage).verdict(anchors).state == "unchecked"

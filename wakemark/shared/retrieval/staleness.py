@@ -170,12 +170,13 @@ class CodeCheck:
 
     def verdict(self, anchors: CodeAnchors, root: str | None = None) -> Verdict:
         root = root or anchors.root
-        if not anchors.hashed or root is None:
+        hashed = [f for f in anchors.files if f.sha256 is not None]
+        # A project moved or unmounted says nothing about its files: every record of it
+        # would otherwise be gone at once.
+        if not hashed or root is None or not os.path.isdir(root):
             return UNCHECKED
         gone, changed, now = [], [], []
-        for f in anchors.files:
-            if f.sha256 is None:
-                continue  # not there at capture: nothing it could have lost
+        for f in hashed:  # a file not there at capture has nothing to lose
             key = os.path.join(root, f.path)
             digest = self._hash(root, f.path, key)
             if digest is None:
