@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from flask import current_app
 
-from wakemark.services.api import optout
+from wakemark.services.api import client_files, optout, security
 from wakemark.shared.jobs import EXTRACT, Job
 from wakemark.shared.models import Event
 from wakemark.shared.retrieval.hits import PromptContext
@@ -91,6 +91,14 @@ def enqueue_on_commit(tx: Tx, job: Job, ids: Sequence[str]) -> None:
         tx.on_commit(lambda: enqueue(job, ids, rt))
 
 
+def reads_client_files() -> bool:
+    """Whether this request's client is the server's own user, whose project files its
+    memories may be checked against."""
+    return client_files.local_client(runtime().settings, security.principal())
+
+
 def retrieve_for(event: Event, min_relevance: float | None = None) -> PromptContext:
     """Context for a prompt (empty, never an error, when retrieval fails)."""
-    return runtime().retriever.for_prompt(event.namespace, event, min_relevance)
+    return runtime().retriever.for_prompt(
+        event.namespace, event, min_relevance, read_files=reads_client_files()
+    )

@@ -113,7 +113,10 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
             prompt = current.as_stored(mapped.events[0], results[0])
             context = current.retrieve_for(prompt).context
         elif mapped.intent == SESSION_START and namespace:
-            context = current.runtime().retriever.session_index(namespace).context
+            index = current.runtime().retriever.session_index(
+                namespace, read_files=current.reads_client_files()
+            )
+            context = index.context
     body = handler.reply(mapped, context)
     # Claude Code: a 2xx with an empty body is "success"
     response = Response(status=204) if body is None else jsonify(body)

@@ -95,7 +95,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/v1/search",
-        "hybrid search → `{items: [{record, match_source, score, relevance}], latency_ms, "
+        "hybrid search → `{items: [{record, match_source, score, relevance, code?}], latency_ms, "
         "degraded}`; `match_source` is `fts`, `semantic`, `trigram` or `hybrid`; "
         "`relevance` 0–1 is the gate's; `namespace` may be an actor prefix `/actor/<actor>/` "
         "(all projects); "

@@ -239,11 +239,22 @@ class Created(BaseModel):
     record_id: str
 
 
+class CodeState(BaseModel):
+    state: Literal["current", "changed", "gone", "unchecked"]
+    paths: list[str] = Field(description="the cited files changed or gone since capture")
+    identifiers: list[str] = Field(description="cited names no cited file holds any more")
+
+
 class SearchHit(BaseModel):
     record: MemoryRecord
     match_source: Literal["fts", "semantic", "trigram", "hybrid"]
     score: float
     relevance: float = Field(ge=0.0, le=1.0, description="the relevance gate's estimate")
+    code: CodeState | None = Field(
+        default=None,
+        description="the record checked against the project's files now (the local "
+        "client only, records citing files)",
+    )
 
 
 class SearchResult(BaseModel):

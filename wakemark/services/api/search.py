@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from flask import Blueprint, Response, current_app, jsonify
 
 from wakemark.services.api import metrics
-from wakemark.services.api.current import runtime
+from wakemark.services.api.current import reads_client_files, runtime
 from wakemark.services.api.params import query
 from wakemark.services.api.schemas import ContextQuery, SearchQuery
 
@@ -20,7 +20,16 @@ def search() -> Response:
     result = runtime().retriever.search(args.namespace, args.q, args.limit, args.type, args.days)
     if args.min_relevance is not None:
         result = result.at_least(args.min_relevance)
-    return jsonify(result.to_json())
+    body = result.to_json()
+    if reads_client_files():
+        # Each hit's state against the project's files now (``shared/retrieval/staleness.py``).
+        verdicts = runtime().retriever.code_verdicts([h.record.record_id for h in result.items])
+        for item in body["items"]:
+            verdict = verdicts.get(item["record"]["record_id"])
+            if verdict is not None:
+                item["code"] = {"state": verdict.state, "paths": list(verdict.paths),
+                                "identifiers": list(verdict.identifiers)}  # fmt: skip
+    return jsonify(body)
 
 
 @bp.get("/v1/context")

@@ -49,6 +49,10 @@ COMMANDS: Registry[types.ModuleType] = Registry(
             "wakemark.services.cli.forget",
             "delete memories by id, filter or search (a dry run unless --yes)",
         ),
+        "verify": Part(
+            "wakemark.services.cli.verify",
+            "check this project's memories against its files (--retire the gone ones)",
+        ),
         "pause": Part(
             "wakemark.services.cli.pause",
             "store nothing from this project (creates .wakemarkignore)",

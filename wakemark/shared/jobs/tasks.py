@@ -27,7 +27,7 @@ from wakemark.shared.jobs.job import (
 )
 from wakemark.shared.models import MemoryRecord, utcnow
 from wakemark.shared.registry import Registry
-from wakemark.shared.storage import NotFoundError, Turn
+from wakemark.shared.storage import CodeAnchors, NotFoundError, Turn
 
 if TYPE_CHECKING:
     from wakemark.shared.extraction import Extracted
@@ -159,6 +159,28 @@ def extract_turns(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     return written
 
 
+def _anchors(
+    ctx: Context, turns: Sequence[Turn], plans: Sequence[tuple[str, list[MemoryRecord], Any, Any]]
+) -> dict[str, CodeAnchors]:
+    """Each record's code anchors, its files read now (close to the turn, before the
+    transaction) when the server may read its clients' files."""
+    from wakemark.shared.retrieval.staleness import capture, local_install
+
+    readable = local_install(ctx.settings)
+    roots = {
+        t.turn_id: next((e.source.project_path for e in reversed(t.events)
+                         if e.source.project_path), None)
+        for t in turns
+    }  # fmt: skip
+    out: dict[str, CodeAnchors] = {}
+    for turn_id, records, _, _ in plans:
+        for record in records:
+            found = capture(record, roots.get(turn_id), readable)
+            if found is not None:
+                out[record.record_id] = found
+    return out
+
+
 def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     storage = ctx.storage
     turns = [t for t in storage.get_turns(turn_ids) if t.closed and not t.extracted]
@@ -179,6 +201,7 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
         plans.append((turn.turn_id, records, vectors, deleted))
     if not plans:
         return []
+    anchors = _anchors(ctx, turns, plans)
     written: list[str] = []
     with storage.transaction() as tx:
         for turn_id, records, vectors, deleted in plans:
@@ -190,6 +213,8 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
                 tx.put_memory_record(record)
                 if vectors is not None:
                     tx.put_embedding(record.record_id, vectors[i])
+                if record.record_id in anchors:
+                    tx.put_anchors(anchors[record.record_id])
             if deleted:
                 tx.delete_memory_records(deleted)
             written += ids

@@ -21,7 +21,8 @@ from wakemark.shared.retrieval.hits import PromptContext, SearchHit, SearchResul
 from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, NothingToSearch, Unavailable
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import QuerySource, query_text
-from wakemark.shared.storage import Records, RetrievalLog, Search, Vectors
+from wakemark.shared.retrieval.staleness import NOT_READ, UNCHECKED, CodeCheck, Verdict
+from wakemark.shared.storage import Anchors, Records, RetrievalLog, Search, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
@@ -44,9 +45,9 @@ WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per se
 LEG_SHARE = 0.8
 
 
-class RetrieverStorage(Search, Vectors, Records, RetrievalLog, Protocol):
+class RetrieverStorage(Search, Vectors, Records, RetrievalLog, Anchors, Protocol):
     """What retrieval reads and writes: the legs' search and vectors, the records they
-    hydrate and list, the retrieval log."""
+    hydrate and list, the retrieval log, the records' code anchors."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Retriever:
         self._semantic = next((leg for leg in self._legs if leg.evidence == "semantic"), None)
         self._metrics = SearchMetrics()
         self._audit = Audit(lambda: storage)
+        self._code = CodeCheck(storage)
         self._start_pools()
         self._warned: dict[str, float] = {}
 
@@ -142,24 +144,30 @@ class Retriever:
         event: QuerySource,
         min_relevance: float | None = None,
         audit: bool = True,
+        read_files: bool = False,
     ) -> PromptContext:
         """The gated context block for a prompt, with ``retrieval_id`` when ``event`` is a
         stored prompt event (its audit row). With ``audit=False`` (a preview) nothing is
         written or counted, and the audit row's ``candidates`` (relevance, injected, why
-        not) come back instead."""
+        not) come back instead. ``read_files``: the client is the server's own user, whose
+        project files the hits are checked against (``staleness``)."""
         start = time.perf_counter()
         try:
             threshold = self._settings.min_relevance if min_relevance is None else min_relevance
             min_prompt = self._settings.min_prompt_relevance
             result = self.search(namespace, event, limit=PROMPT_CANDIDATES)
             seen = self._seen(event) if isinstance(event, Event) else set()
+            items, gone, note = self._checked(result.items, read_files)
             selection = inject.select(
-                result.items,
+                items,
                 min_prompt,
                 threshold,
                 seen,
                 self._settings.prompt_max_bytes,
                 PROMPT_LIMIT,
+            )
+            selection = replace(
+                selection, skipped={**gone, **selection.skipped}, reason=selection.reason + note
             )
             out = PromptContext(
                 selection.context,
@@ -181,6 +189,39 @@ class Retriever:
             log.exception("prompt retrieval failed; returning no context")
             return PromptContext(latency_ms=_ms(start))
 
+    def code_verdicts(self, record_ids: list[str]) -> dict[str, Verdict]:
+        """Each record's state against the project's files now (records without anchors
+        are left out); a failed check is logged and leaves them all out."""
+        try:
+            return self._code.verdicts(record_ids)
+        except Exception:
+            log.exception("code check failed; records left unchecked")
+            return {}
+
+    def _checked(
+        self, hits: list[SearchHit], read_files: bool
+    ) -> tuple[list[SearchHit], dict[str, str], str]:
+        """The hits to offer the gate (gone ones dropped, changed ones marked and after
+        current ones of equal relevance), why each gone one was dropped, and the note the
+        audit row's reason takes."""
+        if not hits:
+            return hits, {}, ""
+        if not read_files:
+            return hits, {}, f"; {NOT_READ}"
+        verdicts = self.code_verdicts([h.record.record_id for h in hits])
+        kept: list[tuple[bool, SearchHit]] = []
+        gone: dict[str, str] = {}
+        for hit in hits:
+            verdict = verdicts.get(hit.record.record_id, UNCHECKED)
+            if verdict.state == "gone":
+                gone[hit.record.record_id] = f"gone: {verdict.why()}"
+                continue
+            kept.append((verdict.state == "changed", _marked(hit, verdict)))
+        # The gate takes hits by relevance, then in this order: a stable sort puts a
+        # changed record after the current ones of equal relevance.
+        kept.sort(key=lambda pair: pair[0])
+        return [hit for _, hit in kept], gone, ""
+
     def _seen(self, event: Event) -> set[str]:
         try:
             return self._audit.seen(event.namespace, event.session_id, event.event_id)
@@ -188,15 +229,19 @@ class Retriever:
             log.warning("session injections unreadable: %r", exc)
             return set()
 
-    def session_index(self, namespace: str, max_bytes: int | None = None) -> SessionIndex:
-        """Pinned, then recent records, one line each, within ``max_bytes`` UTF-8 bytes."""
+    def session_index(
+        self, namespace: str, max_bytes: int | None = None, read_files: bool = False
+    ) -> SessionIndex:
+        """Pinned, then recent records, one line each, within ``max_bytes`` UTF-8 bytes;
+        with ``read_files``, gone records left out and changed ones marked."""
         budget = max_bytes if max_bytes is not None else self._settings.context_max_bytes
         try:
             if not is_namespace_prefix(namespace) or budget <= 0:
                 return SessionIndex()
             for leg in self._legs:
                 leg.prepare(namespace)
-            return SessionIndex(*format_index(self._iter_records(namespace), budget))
+            records = self._iter_records(namespace, read_files)
+            return SessionIndex(*format_index(records, budget))
         except Exception:
             log.exception("session index failed; returning no context")
             return SessionIndex()
@@ -336,10 +381,17 @@ class Retriever:
                 items.append(SearchHit(record, f.match_source, f.score))
         return items
 
-    def _iter_records(self, namespace: str) -> Iterator[MemoryRecord]:
+    def _iter_records(self, namespace: str, read_files: bool) -> Iterator[MemoryRecord]:
         """Pinned first, then newest, one storage page at a time."""
         for page in self._storage.record_pages(namespace, INDEX_PAGE, pinned_first=True):
-            yield from page
+            if not read_files:
+                yield from page
+                continue
+            verdicts = self.code_verdicts([r.record_id for r in page])
+            for record in page:
+                verdict = verdicts.get(record.record_id, UNCHECKED)
+                if verdict.state != "gone":
+                    yield _marked(SearchHit(record, "", 0.0), verdict).record
 
     def warm_up(self) -> None:
         """Load the model in the background: a search never waits for a cold model."""
@@ -351,6 +403,14 @@ class Retriever:
         if now - self._warned.get(key, -WARN_EVERY_S) >= WARN_EVERY_S:
             self._warned[key] = now
             log.warning("search degraded, a leg is missing: %s", reason)
+
+
+def _marked(hit: SearchHit, verdict: Verdict) -> SearchHit:
+    """The hit with its record's title marked when its code changed since capture."""
+    if verdict.state != "changed":
+        return hit
+    title = f"{hit.record.title} {verdict.marker()}"
+    return replace(hit, record=hit.record.model_copy(update={"title": title}))
 
 
 def _bounded(

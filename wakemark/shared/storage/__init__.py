@@ -21,6 +21,7 @@ from wakemark.shared.storage.errors import (
     StorageTimeoutError,
     TransientStorageError,
 )
+from wakemark.shared.storage.ports.anchors import Anchors, CodeAnchors, FileAnchor
 from wakemark.shared.storage.ports.audit import (
     ApiToken,
     Audit,
@@ -47,16 +48,19 @@ ChangeHook = Callable[[set[str]], None]
 touched; the cache layer bumps their epochs from it."""
 
 __all__ = [
+    "Anchors",
     "ApiToken",
     "Audit",
     "AuditEntry",
     "AuditLog",
     "ChangeHook",
+    "CodeAnchors",
     "DiskUsage",
     "DuplicateRecordError",
     "EmbeddingDecodeError",
     "EmbeddingMatrix",
     "Events",
+    "FileAnchor",
     "ImportBatch",
     "ImportCounts",
     "MemoryFilter",

@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from wakemark.shared.models import Event, MemoryRecord
+from wakemark.shared.storage.ports.anchors import Anchors, AnchorsTx
 from wakemark.shared.storage.ports.audit import Audit, AuditTx
 from wakemark.shared.storage.ports.events import Events, EventsTx, PutEventResult
 from wakemark.shared.storage.ports.records import Records, RecordsTx
@@ -28,7 +29,7 @@ from wakemark.shared.storage.ports.vectors import Vectors, VectorsTx
 log = logging.getLogger(__name__)
 
 
-class Tx(EventsTx, RecordsTx, VectorsTx, AuditTx):
+class Tx(EventsTx, RecordsTx, VectorsTx, AuditTx, AnchorsTx):
     """A write transaction: all of its calls commit together or none do."""
 
     def __init__(self) -> None:
@@ -57,7 +58,7 @@ class Transactions(Protocol):
     def transaction(self) -> AbstractContextManager[Tx]: ...
 
 
-class Storage(Events, Records, Vectors, Search, Audit, Upkeep):
+class Storage(Events, Records, Vectors, Search, Audit, Upkeep, Anchors):
     backend: str  # "sqlite" | "postgres"
     vector_index = False
 

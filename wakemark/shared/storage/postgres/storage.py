@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from wakemark.shared.storage.base import Tx
+from wakemark.shared.storage.postgres.anchors import PostgresAnchors, PostgresAnchorsTx
 from wakemark.shared.storage.postgres.audit import PostgresAudit, PostgresAuditTx
 from wakemark.shared.storage.postgres.events import PostgresEvents, PostgresEventsTx
 from wakemark.shared.storage.postgres.records import PostgresRecords, PostgresRecordsTx
@@ -17,12 +18,20 @@ from wakemark.shared.storage.postgres.vectors import PostgresVectors, PostgresVe
 PING = "SELECT 1"
 
 
-class PostgresTx(PostgresEventsTx, PostgresRecordsTx, PostgresVectorsTx, PostgresAuditTx):
+class PostgresTx(
+    PostgresEventsTx, PostgresRecordsTx, PostgresVectorsTx, PostgresAuditTx, PostgresAnchorsTx
+):
     """A write transaction: the writes of every concern, on one connection."""
 
 
 class PostgresStorage(
-    PostgresEvents, PostgresRecords, PostgresVectors, PostgresSearch, PostgresAudit, PostgresUpkeep
+    PostgresEvents,
+    PostgresRecords,
+    PostgresVectors,
+    PostgresSearch,
+    PostgresAudit,
+    PostgresUpkeep,
+    PostgresAnchors,
 ):
     @contextmanager
     def transaction(self) -> Iterator[Tx]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from wakemark.shared.storage.base import Tx
+from wakemark.shared.storage.sqlite.anchors import SqliteAnchors, SqliteAnchorsTx
 from wakemark.shared.storage.sqlite.audit import SqliteAudit, SqliteAuditTx
 from wakemark.shared.storage.sqlite.events import SqliteEvents, SqliteEventsTx
 from wakemark.shared.storage.sqlite.records import SqliteRecords, SqliteRecordsTx
@@ -17,12 +18,18 @@ from wakemark.shared.storage.sqlite.vectors import SqliteVectors, SqliteVectorsT
 PING = "SELECT 1"
 
 
-class SqliteTx(SqliteEventsTx, SqliteRecordsTx, SqliteVectorsTx, SqliteAuditTx):
+class SqliteTx(SqliteEventsTx, SqliteRecordsTx, SqliteVectorsTx, SqliteAuditTx, SqliteAnchorsTx):
     """A write transaction: the writes of every concern, on one connection."""
 
 
 class SqliteStorage(
-    SqliteEvents, SqliteRecords, SqliteVectors, SqliteSearch, SqliteAudit, SqliteUpkeep
+    SqliteEvents,
+    SqliteRecords,
+    SqliteVectors,
+    SqliteSearch,
+    SqliteAudit,
+    SqliteUpkeep,
+    SqliteAnchors,
 ):
     @contextmanager
     def transaction(self) -> Iterator[Tx]:

@@ -1,0 +1,330 @@
+"""Memories checked against today's code (``shared/retrieval/staleness.py``), in a real git
+repository made here: the states after an edit, a rename, a delete and a removed
+identifier on each backend; the hook path of a local install (anchors captured at
+extraction, the marker in the injected block and the session index, gone records left
+out) and of a scoped token (nothing read, the audit says so)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hooks.conftest import ACTOR, Hooks, _hooks, load
+from wakemark.services.cli.main import main
+from wakemark.shared import project, tokens
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.jobs import extract_turns
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval import staleness
+from wakemark.shared.retrieval.staleness import NOT_READ, CodeCheck, capture
+from wakemark.shared.storage import Storage, migrate
+
+ADDRESS = """def format_address(order):
+    return order.billing or order.shipping
+
+
+def format_city(order):
+    return order.city
+"""
+ANSWER = (
+    "`format_address` in `billing/address.py` now falls back to the shipping address "
+    "when an order has no billing address."
+)
+
+
+def git(repo: Path, *args: str) -> str:
+    cmd = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    return subprocess.run([*cmd, *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server process's home (``Path.home()`` reads ``$HOME``): its user's files."""
+    home = tmp_path / "user"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def repo(home: Path) -> Path:
+    repo = home / "invoicer"
+    (repo / "billing").mkdir(parents=True)
+    (repo / "billing" / "address.py").write_text(ADDRESS)
+    (repo / "billing" / "tax.py").write_text("RATE = 0.2\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "start")
+    return repo
+
+
+def cited(ns: str = "/actor/a/project/p/") -> MemoryRecord:
+    return MemoryRecord(
+        namespace=ns,
+        title="format_address falls back to the shipping address",
+        summary=ANSWER + " `Request.host` is not involved.",
+        files_touched=["billing/address.py", "billing/tax.py"],
+        observation_type="bugfix",
+    )
+
+
+def edit(repo: Path, old: str, new: str) -> None:
+    path = repo / "billing" / "address.py"
+    path.write_text(path.read_text().replace(old, new))
+
+
+CHANGES = {
+    "untouched": (lambda r: None, "current", ()),
+    "edited": (lambda r: edit(r, "order.city", "order.town"), "changed", ("billing/address.py",)),
+    "renamed": (lambda r: git(r, "mv", "billing/address.py", "billing/addr.py"), "gone",
+                ("billing/address.py",)),
+    "deleted": (lambda r: git(r, "rm", "-q", "billing/tax.py"), "gone", ("billing/tax.py",)),
+    "identifier removed": (lambda r: edit(r, "format_address", "render_address"), "gone", ()),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_states_after_each_change_on_each_backend(
+    storage: Storage, repo: Path, change: str
+) -> None:
+    record = cited()
+    anchors = capture(record, str(repo), readable=True)
+    assert anchors is not None and anchors.hashed
+    # Only identifiers a cited file held at capture are anchored; file names are not.
+    assert anchors.identifiers == ("format_address",)
+    blob = git(repo, "rev-parse", "HEAD:billing/address.py").strip()
+    assert anchors.files[0].blob == blob
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(anchors)
+    act, state, paths = CHANGES[change]
+    act(repo)
+    verdict = CodeCheck(storage).verdicts([record.record_id])[record.record_id]
+    assert (verdict.state, verdict.paths) == (state, paths)
+    if change == "identifier removed":
+        assert verdict.identifiers == ("format_address",)
+    if change == "edited":
+        assert verdict.marker() == "(changed since: billing/address.py)"
+
+
+def test_the_hash_cache_sees_an_edit_and_an_edit_back(storage: Storage, repo: Path) -> None:
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    check = CodeCheck(storage)
+    assert check.verdicts([record.record_id])[record.record_id].state == "current"
+    edit(repo, "order.city", "order.town")
+    assert check.verdicts([record.record_id])[record.record_id].state == "changed"
+    git(repo, "checkout", "--", "billing/address.py")
+    assert check.verdicts([record.record_id])[record.record_id].state == "current"
+
+
+def test_a_server_that_may_not_read_files_anchors_paths_only(repo: Path) -> None:
+    anchors = capture(cited(), str(repo), readable=False)
+    assert anchors is not None and not anchors.hashed
+    assert [f.sha256 for f in anchors.files] == [None, None] and anchors.identifiers == ()
+    assert CodeCheck.verdict(CodeCheck(None), anchors).state == "unchecked"  # type: ignore[arg-type]
+
+
+def test_files_outside_the_users_home_are_not_read(tmp_path: Path, home: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    (outside / "billing").mkdir(parents=True)
+    (outside / "billing" / "address.py").write_text(ADDRESS)
+    anchors = capture(cited(), str(outside), readable=True)
+    assert anchors is not None and [f.sha256 for f in anchors.files] == [None, None]
+
+
+# --- through the hooks ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def local_hooks(settings: Settings, home: Path) -> Iterator[Hooks]:
+    prepare_home(settings)
+    migrate(settings)
+    yield from _hooks(settings)
+
+
+def post(hooks: Hooks, name: str, repo: Path, session: str, token: str | None = None,
+         **fields: Any) -> str:  # fmt: skip
+    payload = load("claude-code", name, repo)
+    payload.update(session_id=session, **fields)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    res = hooks.post("claude-code", payload, **headers)
+    assert res.status_code in (200, 204), res.data
+    return res.get_data(as_text=True)
+
+
+def work_turn(hooks: Hooks, repo: Path) -> MemoryRecord:
+    """A turn that edits billing/address.py, extracted: its record."""
+    post(
+        hooks,
+        "UserPromptSubmit",
+        repo,
+        "s1",
+        prompt="format_address prints nothing for orders without a billing address. Fix it.",
+    )
+    path = str(repo / "billing" / "address.py")
+    post(
+        hooks,
+        "PostToolUse.edit",
+        repo,
+        "s1",
+        tool_input={"file_path": path, "old_string": "a", "new_string": "b"},
+        tool_response={"filePath": path},
+    )
+    post(hooks, "Stop", repo, "s1", last_assistant_message=ANSWER, transcript_path="")
+    storage = hooks.runtime.storage
+    extract_turns(hooks.runtime.tasks, storage.pending_turns())
+    namespace = project.namespace_for(ACTOR, project.project_id(str(repo)))
+    [record] = storage.list_memory_records(namespace=namespace).items
+    return record
+
+
+ASK = "why does format_address fall back to the shipping address?"
+
+
+def test_local_install_marks_changed_and_leaves_out_gone_records(
+    local_hooks: Hooks, repo: Path
+) -> None:
+    record = work_turn(local_hooks, repo)
+    anchors = local_hooks.runtime.storage.get_anchors([record.record_id])[record.record_id]
+    assert anchors.hashed and "billing/address.py" in [f.path for f in anchors.files]
+    assert "format_address" in anchors.identifiers
+
+    current = post(local_hooks, "UserPromptSubmit", repo, "s2", prompt=ASK)
+    assert record.title in current and "changed since" not in current
+
+    edit(repo, "order.city", "order.town")
+    changed = post(local_hooks, "UserPromptSubmit", repo, "s3", prompt=ASK)
+    assert f"{record.title} (changed since: billing/address.py)" in changed
+    index = post(local_hooks, "SessionStart", repo, "s4")
+    assert "(changed since: billing/address.py)" in index
+
+    git(repo, "rm", "-qf", "billing/address.py")
+    gone = post(local_hooks, "UserPromptSubmit", repo, "s5", prompt=ASK)
+    assert record.title not in gone
+    assert record.title not in post(local_hooks, "SessionStart", repo, "s6")
+    [row, *_] = local_hooks.runtime.storage.list_retrievals(session_id="s5")
+    [candidate] = [c for c in row.candidates if c.record_id == record.record_id]
+    assert candidate.skipped == "gone: billing/address.py" and not candidate.injected
+
+
+def test_a_scoped_token_gets_no_check_and_the_audit_says_so(local_hooks: Hooks, repo: Path) -> None:
+    record = work_turn(local_hooks, repo)
+    git(repo, "rm", "-qf", "billing/address.py")
+    scope = project.project_id(str(repo))
+    secret = tokens.create(local_hooks.runtime.storage, actor=ACTOR, project=scope,
+                           read_only=False, expires=None, name="bob", who="test")[1]  # fmt: skip
+    reply = post(local_hooks, "UserPromptSubmit", repo, "s7", token=secret, prompt=ASK)
+    assert record.title in reply  # not read, so not known to be gone
+    [row] = local_hooks.runtime.storage.list_retrievals(session_id="s7")
+    assert NOT_READ in row.reason
+
+
+def test_search_results_carry_each_records_state(local_hooks: Hooks, repo: Path) -> None:
+    record = work_turn(local_hooks, repo)
+    edit(repo, "order.city", "order.town")
+    res = local_hooks.client.get(
+        "/v1/search",
+        query_string={"namespace": record.namespace, "q": "format_address"},
+        headers={"Authorization": f"Bearer {local_hooks.token}", "Host": "127.0.0.1:37800"},
+    )
+    [item] = json.loads(res.data)["items"]
+    assert item["code"] == {"state": "changed", "paths": ["billing/address.py"],
+                            "identifiers": []}  # fmt: skip
+
+
+# --- wakemark verify --------------------------------------------------------------------------
+
+
+def test_verify_counts_lists_the_gone_and_retires_them_only_with_yes(
+    backend_settings: Settings,
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("WAKEMARK_HOME", str(backend_settings.home))
+    monkeypatch.setenv("WAKEMARK_EMBEDDER", "off")
+    monkeypatch.setenv("WAKEMARK_ACTOR", ACTOR)
+    if backend_settings.database_url:
+        monkeypatch.setenv("WAKEMARK_DATABASE_URL", backend_settings.database_url)
+    namespace = project.namespace_for(ACTOR, project.project_id(str(repo)))
+    (repo / "billing" / "ship.py").write_text("def ship_to(order):\n    return order\n")
+    records = {
+        "kept": cited(namespace).model_copy(update={"files_touched": ["billing/tax.py"]}),
+        "edited": cited(namespace).model_copy(update={"files_touched": ["billing/address.py"]}),
+        "gone": MemoryRecord(namespace=namespace, title="ship_to returns the order",
+                             files_touched=["billing/ship.py"]),
+        "other project": cited("/actor/alice/project/elsewhere/"),
+    }  # fmt: skip
+    with open_store(backend_settings) as storage:
+        for record in records.values():
+            storage.put_memory_record(record)
+            with storage.transaction() as tx:
+                tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    edit(repo, "order.city", "order.town")
+    (repo / "billing" / "ship.py").unlink()
+    gone_id = records["gone"].record_id
+
+    assert main(["verify", "--project", str(repo)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "1 current, 1 changed, 1 gone, 0 unchecked"
+    assert f"gone  {gone_id}  ship_to returns the order  (billing/ship.py)" in out
+    assert main(["verify", "--project", str(repo), "--retire"]) == 0
+    assert "would retire 1 memory(ies)" in capsys.readouterr().out
+    assert main(["verify", "--project", str(repo), "--yes"]) == 2
+    assert main(["verify", "--project", str(repo), "--retire", "--yes"]) == 0
+    assert "retired 1 memory(ies)" in capsys.readouterr().out
+    with open_store(backend_settings) as storage:
+        assert storage.get_memory_record(gone_id) is None
+        assert all(storage.get_memory_record(r.record_id) for k, r in records.items()
+                   if k != "gone")  # fmt: skip
+        [entry, *_] = storage.list_audit()
+        assert (entry.action, entry.targets, entry.who) == ("retire", (gone_id,), f"cli:{ACTOR}")
+    assert main(["verify", "--project", str(repo)]) == 0
+    assert capsys.readouterr().out == "1 current, 1 changed, 0 gone, 0 unchecked\n"
+
+
+@contextmanager
+def open_store(settings: Settings) -> Iterator[Storage]:
+    from wakemark.shared.storage import open_storage
+
+    storage = open_storage(settings)
+    try:
+        yield storage
+    finally:
+        storage.close()
+
+
+def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
+    storage: Storage, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    monkeypatch.setattr(staleness, "MAX_FILE_BYTES", 8)  # every cited file is now too large
+    verdict = CodeCheck(storage).verdicts([record.record_id])[record.record_id]
+    assert (verdict.state, verdict.paths) == ("changed", ("billing/address.py", "billing/tax.py"))
+
+
+def test_a_moved_project_and_files_missing_at_capture_leave_records_unchecked(
+    storage: Storage, repo: Path, home: Path
+) -> None:
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    repo.rename(home / "moved")
+    assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "unchecked"
+    never = cited().model_copy(update={"files_touched": ["billing/never.py"]})
+    anchors = capture(never, str(home / "moved"), readable=True)
+    assert anchors is not None and anchors.hashed
+    assert CodeCheck(storage).verdict(anchors).state == "unchecked"

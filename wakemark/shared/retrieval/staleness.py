@@ -1,0 +1,233 @@
+"""Memories checked against today's code.
+
+At capture a record keeps its code anchors (``storage.ports.anchors``): the
+project-relative files it touched or cited, each file's SHA-256 (and git blob id) as it
+was, and the code identifiers it names that a cited file held. At injection, in search
+results and in ``wakemark verify`` the record is checked against the files as they are:
+
+- **current**: every cited file is as it was;
+- **changed**: a cited file's content differs (the record may still hold);
+- **gone**: a cited file that existed no longer does (deleted or renamed), or an
+  identifier is in none of the cited files any more;
+- **unchecked**: nothing to check, or the server may not read the project's files.
+
+Only the server's own user's files are ever read (``open_own``): on a local install the
+project is that user's. A team server takes its clients' paths from other machines, so
+it hashes nothing at capture and checks nothing at injection; the retrieval audit says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.gate import _IDENT as IDENTIFIER  # the gate's notion of one
+from wakemark.shared.storage import Anchors, CodeAnchors, FileAnchor
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_FILES = 50  # anchored per record; the rest of a sweeping edit adds little
+MAX_IDENTIFIERS = 20
+MAX_FILE_BYTES = 4 << 20  # a larger file is not hashed (generated or data, not code)
+CACHE_ENTRIES = 20_000
+
+State = Literal["current", "changed", "gone", "unchecked"]
+NOT_READ = "code not checked: this server does not read the client's files"
+
+
+def local_install(settings: Any) -> bool:
+    """Whether the server listens on loopback only: then its clients are on this machine."""
+    return settings.host in LOOPBACK
+
+
+def open_own(path: Any) -> BinaryIO | None:
+    """``path`` opened for reading when it is a regular file, inside the home of the user
+    this process runs as (a symlink pointing out is judged by its target) and owned by
+    that user; else None."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        return None
+    try:
+        home = Path.home().resolve()
+        target = Path(path).resolve()
+        if not target.is_relative_to(home):
+            return None
+        # No following a link swapped in after resolving; no blocking on a FIFO.
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop
+        return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def _read(root: str, rel: str) -> bytes | None:
+    path = os.path.normpath(os.path.join(root, rel))
+    if not path.startswith(os.path.normpath(root) + os.sep):
+        return None  # "../" out of the project
+    fh = open_own(path)
+    if fh is None:
+        return None
+    with fh:
+        data = fh.read(MAX_FILE_BYTES + 1)
+    return data if len(data) <= MAX_FILE_BYTES else None
+
+
+def _blob(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def _name(identifier: str) -> bytes:
+    # A dotted name (``Request.host``) is written as its last part where it is defined.
+    return re.escape(identifier.rsplit(".", 1)[-1].encode())
+
+
+def _holds(data: bytes, identifier: str) -> bool:
+    return re.search(rb"\b" + _name(identifier) + rb"\b", data) is not None
+
+
+def _defines(data: bytes, identifier: str) -> bool:
+    """Whether ``data`` defines the name, in the usual forms of the common languages: a
+    name only used there may go without the memory being wrong."""
+    name = _name(identifier)
+    keyword = rb"\b(?:def|class|function|func|fn|struct|enum|interface|trait|type|const|let|var)"
+    pattern = keyword + rb"\s+" + name + rb"\b|^\s*(?:self\.|this\.)?" + name + rb"\s*[:=](?!=)"
+    return re.search(pattern, data, re.MULTILINE) is not None
+
+
+def capture(record: MemoryRecord, root: str | None, readable: bool) -> CodeAnchors | None:
+    """The record's anchors: None when it cites no project file."""
+    files = [
+        f for f in dict.fromkeys(record.files_touched)
+        if f and not os.path.isabs(f) and not f.startswith("../")
+    ][:MAX_FILES]  # fmt: skip
+    if not files:
+        return None
+    text = "\n".join([record.title, record.summary, *record.facts])
+    names = [n for n in dict.fromkeys(IDENTIFIER.findall(text)) if not any(n in f for f in files)]
+    if not readable or root is None:
+        anchored = [FileAnchor(f, None) for f in files]
+        return CodeAnchors(record.record_id, record.namespace, root, tuple(anchored), (), False)
+    git = os.path.isdir(os.path.join(root, ".git"))
+    anchored, contents = [], []
+    for rel in files:
+        data = _read(root, rel)
+        if data is None:
+            anchored.append(FileAnchor(rel, None))
+            continue
+        contents.append(data)
+        digest = hashlib.sha256(data).hexdigest()
+        anchored.append(FileAnchor(rel, digest, _blob(data) if git else None))
+    held = [n for n in names if any(_defines(d, n) for d in contents)][:MAX_IDENTIFIERS]
+    return CodeAnchors(record.record_id, record.namespace, root, tuple(anchored), tuple(held), True)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: State
+    paths: tuple[str, ...] = ()  # the changed or gone files
+    identifiers: tuple[str, ...] = ()  # the identifiers no cited file holds now
+
+    def marker(self) -> str:
+        return f"(changed since: {', '.join(self.paths)})" if self.state == "changed" else ""
+
+    def why(self) -> str:
+        return ", ".join([*self.paths, *self.identifiers])
+
+
+UNCHECKED = Verdict("unchecked")
+
+
+class CodeCheck:
+    """Checks anchors against the files now. A file is hashed again only when its
+    (mtime, size) moved, so a prompt pays a ``stat`` per cited file."""
+
+    def __init__(self, storage: Anchors) -> None:
+        self._storage = storage
+        # A record's anchors are written with it and never after, so they are read once.
+        self._anchors: dict[str, CodeAnchors | None] = {}
+        self._hashes: dict[str, tuple[int, int, str]] = {}
+        self._held: dict[tuple[str, int, int, str], bool] = {}
+
+    def verdicts(self, record_ids: Sequence[str], root: str | None = None) -> dict[str, Verdict]:
+        """The verdict of each record that has anchors; ``root`` (else the one at capture)
+        is where the project is now."""
+        missing = [rid for rid in record_ids if rid not in self._anchors]
+        if missing:
+            found = self._storage.get_anchors(missing)
+            if len(self._anchors) + len(missing) > CACHE_ENTRIES:
+                self._anchors.clear()
+            self._anchors.update({rid: found.get(rid) for rid in missing})
+        known = {rid: self._anchors.get(rid) for rid in record_ids}
+        return {rid: self.verdict(a, root) for rid, a in known.items() if a is not None}
+
+    def verdict(self, anchors: CodeAnchors, root: str | None = None) -> Verdict:
+        root = root or anchors.root
+        hashed = [f for f in anchors.files if f.sha256 is not None]
+        # A project moved or unmounted says nothing about its files: every record of it
+        # would otherwise be gone at once.
+        if not hashed or root is None or not os.path.isdir(root):
+            return UNCHECKED
+        gone, changed, now = [], [], []
+        for f in hashed:  # a file not there at capture has nothing to lose
+            key = os.path.join(root, f.path)
+            digest = self._hash(root, f.path, key)
+            if digest is None:
+                gone.append(f.path)
+            elif digest != f.sha256:
+                changed.append(f.path)
+                now.append(key)
+            else:
+                now.append(key)
+        lost = [n for n in anchors.identifiers if changed and not self._held_now(root, now, n)]
+        if gone or lost:
+            return Verdict("gone", tuple(gone), tuple(lost))
+        if changed:
+            return Verdict("changed", tuple(changed))
+        return Verdict("current")
+
+    def _stat(self, path: str) -> tuple[int, int] | None:
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            return None
+        return (info.st_mtime_ns, info.st_size) if stat.S_ISREG(info.st_mode) else None
+
+    def _hash(self, root: str, rel: str, key: str) -> str | None:
+        seen = self._stat(key)
+        if seen is None:
+            return None
+        cached = self._hashes.get(key)
+        if cached is not None and cached[:2] == seen:
+            return cached[2]
+        data = _read(root, rel)
+        # There but not readable (grown too large, not the user's any more): it cannot be
+        # the file as captured, and it is not gone.
+        digest = "" if data is None else hashlib.sha256(data).hexdigest()
+        if len(self._hashes) >= CACHE_ENTRIES:
+            self._hashes.clear()
+        self._hashes[key] = (*seen, digest)
+        return digest
+
+    def _held_now(self, root: str, paths: list[str], identifier: str) -> bool:
+        for path in paths:
+            seen = self._stat(path)
+            if seen is None:
+                continue
+            key = (path, *seen, identifier)
+            if key not in self._held:
+                data = _read(root, os.path.relpath(path, root))
+                if len(self._held) >= CACHE_ENTRIES:
+                    self._held.clear()
+                # An unreadable file is no evidence that the name went.
+                self._held[key] = data is None or _holds(data, identifier)
+            if self._held[key]:
+                return True
+        return False
