@@ -22,6 +22,7 @@ SMOKE=(
     tests/storage/test_audit.py
     tests/storage/test_upkeep.py
     tests/storage/test_storage.py
+    tests/storage/test_anchors.py
     tests/api/test_ingest.py
     tests/api/test_read.py
     tests/api/test_errors.py
