@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
+    WithJsonSchema,
     field_validator,
 )
 from ulid import ULID
@@ -69,7 +70,12 @@ def _iso_datetime(value: Any) -> Any:
 
 def _in_utc_range(value: datetime) -> datetime:
     # 0001-01-01T00:00+03:04 is a valid aware datetime whose UTC instant is before year 1:
-    # storage writes times in UTC, so such a time must fail here, as input, not there.
+    # storage writes times in UTC, so such a time must fail here, as input, not there. The
+    # first and last representable days are refused whole, since only on them can an
+    # offset leave that range, and the published schema can say "not that day" (its
+    # pattern below) where it cannot say "not before this instant".
+    if value.date() in (date.min, date.max):
+        raise ValueError("must fall between 0001-01-02 and 9999-12-30")
     try:
         value.astimezone(UTC)
     except OverflowError:
@@ -78,7 +84,12 @@ def _in_utc_range(value: datetime) -> datetime:
 
 
 IsoDatetime = Annotated[
-    AwareDatetime, BeforeValidator(_iso_datetime), AfterValidator(_in_utc_range)
+    AwareDatetime,
+    BeforeValidator(_iso_datetime),
+    AfterValidator(_in_utc_range),
+    WithJsonSchema(
+        {"type": "string", "format": "date-time", "pattern": r"^(?!0001-01-01|9999-12-31)"}
+    ),
 ]
 
 
