@@ -49,6 +49,7 @@ def ask(
     event = prompt(text, session)
     rt.storage.put_events([event])
     out = rt.retriever.for_prompt(NS, event, **kw)
+    rt.retriever.flush_audit()
     row = rt.storage.get_retrieval(out.retrieval_id)
     assert row is not None and row.event_id == event.event_id
     return out, row

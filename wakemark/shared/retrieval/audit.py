@@ -1,15 +1,19 @@
 """The retrieval audit: one row per prompt-time retrieval (what the gate saw and did), the
 session's earlier injections read back from it, and the process's injection counters.
 
-The row is written on the request thread: on SQLite it cost well under a millisecond
-against a search of several (``bench/results/gate.md``), not worth a queue that could
-lose rows or let the next prompt of the session miss what this one injected.
+The row is written after the answer, by a background writer that drains a queue in
+batches. Until a row is stored it stays in the queue, where ``seen`` reads it too, so the
+session's next prompt never misses what this one injected; ``flush`` (called on close,
+at exit and before the audit is read) writes what is left, so a clean shutdown loses
+nothing.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -76,12 +80,32 @@ class Audit:
         self.injections = 0
         self.records = 0
         self.bytes = 0
+        self._start_writer()
+        ref = weakref.ref(self)
+        atexit.register(lambda: (a := ref()) is not None and a.flush())
+
+    def _start_writer(self) -> None:
+        self._queue: list[Retrieval] = []  # newest last; a row leaves once it is stored
+        self._queued = threading.Condition(threading.Lock())
+        self._writing = threading.Lock()  # one drain at a time: rows are stored in order
+        self._writer: threading.Thread | None = None
+        self._closed = False
+
+    def after_fork(self) -> None:
+        """The parent writes its own queue; the child starts with an empty one."""
+        self._start_writer()
 
     def seen(self, namespace: str, session_id: str, event_id: str) -> set[str]:
-        """Records injected by the session's last ``REPEAT_AFTER`` prompts. The prompt's
-        own earlier rows do not count: a hook retried with the same event gets the same
-        context again."""
+        """Records injected by the session's last ``REPEAT_AFTER`` prompts, queued rows
+        included. The prompt's own earlier rows do not count: a hook retried with the same
+        event gets the same context again."""
+        with self._queued:
+            queued = [
+                r for r in self._queue if (r.namespace, r.session_id) == (namespace, session_id)
+            ]
         rows = self._storage().list_retrievals(namespace, session_id, REPEAT_AFTER + 1)
+        stored = {r.retrieval_id for r in rows}
+        rows = [r for r in reversed(queued) if r.retrieval_id not in stored] + rows
         earlier = [r for r in rows if r.event_id != event_id][:REPEAT_AFTER]
         return {rid for r in earlier for rid in r.injected}
 
@@ -94,7 +118,52 @@ class Audit:
                 self.bytes += len(selection.context.encode())
 
     def write(self, row: Retrieval) -> None:
-        """Never fails the prompt: a lost audit row costs an explanation, not context."""
+        """Queues the row for the background writer; never fails the prompt."""
+        with self._queued:
+            closed = self._closed
+            if not closed:
+                self._queue.append(row)
+        if closed:  # no writer any more: store it now
+            self._put(row)
+            return
+        with self._queued:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(
+                    target=self._run, name="wakemark-audit", daemon=True
+                )
+                self._writer.start()
+            self._queued.notify()
+
+    def flush(self) -> None:
+        """Stores every queued row, on the calling thread if the writer has not yet."""
+        self._drain()
+
+    def close(self) -> None:
+        with self._queued:
+            self._closed = True
+            self._queued.notify()
+        self.flush()
+
+    def _run(self) -> None:
+        while True:
+            with self._queued:
+                while not self._queue and not self._closed:
+                    self._queued.wait()
+                if self._closed:
+                    return
+            self._drain()
+
+    def _drain(self) -> None:
+        with self._writing:
+            with self._queued:
+                batch = list(self._queue)
+            for row in batch:
+                self._put(row)
+            with self._queued:
+                del self._queue[: len(batch)]
+
+    def _put(self, row: Retrieval) -> None:
+        """A lost audit row costs an explanation, not context."""
         try:
             self._storage().put_retrieval(row)
         except Exception as exc:

@@ -90,8 +90,13 @@ class Retriever:
         self._start_pools()
         for leg in self._legs:
             leg.after_fork()
+        self._audit.after_fork()
 
     # --- public ---------------------------------------------------------------------------
+    @property
+    def legs(self) -> tuple[Leg, ...]:
+        return self._legs
+
     def search(
         self,
         namespace: str,
@@ -216,9 +221,14 @@ class Retriever:
             lines += leg.prometheus_lines()
         return lines
 
+    def flush_audit(self) -> None:
+        """Stores the queued audit rows: a reader of the audit sees every answer given."""
+        self._audit.flush()
+
     def close(self) -> None:
         self._outer.shutdown(wait=False, cancel_futures=True)
         self._inner.shutdown(wait=False, cancel_futures=True)
+        self._audit.close()
 
     # --- the search itself -----------------------------------------------------------------
     def _search(
