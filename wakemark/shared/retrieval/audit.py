@@ -81,8 +81,7 @@ class Audit:
         self.records = 0
         self.bytes = 0
         self._start_writer()
-        ref = weakref.ref(self)
-        atexit.register(lambda: (a := ref()) is not None and a.flush())
+        atexit.register(_flush_at_exit, weakref.ref(self))
 
     def _start_writer(self) -> None:
         self._queue: list[Retrieval] = []  # newest last; a row leaves once it is stored
@@ -195,3 +194,9 @@ class Audit:
             "# TYPE wakemark_injected_bytes_total counter",
             f"wakemark_injected_bytes_total {self.bytes}",
         ]
+
+
+def _flush_at_exit(ref: weakref.ref[Audit]) -> None:
+    audit = ref()
+    if audit is not None:
+        audit.flush()
