@@ -102,11 +102,11 @@ class Audit:
             queued = [
                 r for r in self._queue if (r.namespace, r.session_id) == (namespace, session_id)
             ]
-        rows = self._storage().list_retrievals(namespace, session_id, REPEAT_AFTER + 1)
-        stored = {r.retrieval_id for r in rows}
-        rows = [r for r in reversed(queued) if r.retrieval_id not in stored] + rows
-        earlier = [r for r in rows if r.event_id != event_id][:REPEAT_AFTER]
-        return {rid for r in earlier for rid in r.injected}
+        stored = self._storage().session_injections(namespace, session_id, REPEAT_AFTER + 1)
+        # A row the writer stores meanwhile may be read twice: once is enough.
+        rows = [(r.event_id, r.injected) for r in reversed(queued)] + stored
+        earlier = [injected for event, injected in rows if event != event_id][:REPEAT_AFTER]
+        return {rid for injected in earlier for rid in injected}
 
     def count(self, selection: Selection) -> None:
         with self._lock:
