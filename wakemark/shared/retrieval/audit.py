@@ -15,6 +15,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wakemark.shared.models import Retrieval, RetrievalCandidate
@@ -34,7 +35,9 @@ def build_row(
     min_prompt_relevance: float,
     min_relevance: float,
     latency_ms: float,
+    **identity: Any,
 ) -> Retrieval:
+    """``identity``: the row's ``retrieval_id`` and ``created_at`` when fixed already."""
     injected = {h.record.record_id for h in selection.injected}
     lexical = result.degraded or any(h.evidence and h.evidence.cosine is None for h in result.items)
     reason = selection.reason
@@ -54,6 +57,7 @@ def build_row(
         for rank, h in enumerate(result.items)
     ]
     return Retrieval(
+        **identity,
         event_id=event.event_id,
         namespace=event.namespace,
         session_id=event.session_id,
@@ -72,6 +76,18 @@ def build_row(
     )
 
 
+@dataclass(frozen=True)
+class Queued:
+    """A row not yet stored: what ``seen`` needs, and how to build the rest."""
+
+    retrieval_id: str
+    event_id: str
+    namespace: str
+    session_id: str
+    injected: list[str]
+    build: Callable[[], Retrieval]
+
+
 class Audit:
     def __init__(self, storage: Callable[[], RetrievalLog]) -> None:
         self._storage = storage
@@ -84,7 +100,7 @@ class Audit:
         atexit.register(_flush_at_exit, weakref.ref(self))
 
     def _start_writer(self) -> None:
-        self._queue: list[Retrieval] = []  # newest last; a row leaves once it is stored
+        self._queue: list[Queued] = []  # newest last; a row leaves once it is stored
         self._queued = threading.Condition(threading.Lock())
         self._writing = threading.Lock()  # one drain at a time: rows are stored in order
         self._writer: threading.Thread | None = None
@@ -116,8 +132,9 @@ class Audit:
                 self.records += len(selection.injected)
                 self.bytes += len(selection.context.encode())
 
-    def write(self, row: Retrieval) -> None:
-        """Queues the row for the background writer; never fails the prompt."""
+    def write(self, row: Queued) -> None:
+        """Queues the row for the background writer, which builds and stores it; never
+        fails the prompt."""
         with self._queued:
             closed = self._closed
             if not closed:
@@ -161,10 +178,10 @@ class Audit:
             with self._queued:
                 del self._queue[: len(batch)]
 
-    def _put(self, row: Retrieval) -> None:
+    def _put(self, row: Queued) -> None:
         """A lost audit row costs an explanation, not context."""
         try:
-            self._storage().put_retrieval(row)
+            self._storage().put_retrieval(row.build())
         except Exception as exc:
             log.warning("retrieval audit row not written: %r", exc)
 
