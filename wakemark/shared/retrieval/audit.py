@@ -1,11 +1,11 @@
 """The retrieval audit: one row per prompt-time retrieval (what the gate saw and did), the
 session's earlier injections read back from it, and the process's injection counters.
 
-The row is written after the answer, by a background writer that drains a queue in
-batches. Until a row is stored it stays in the queue, where ``seen`` reads it too, so the
-session's next prompt never misses what this one injected; ``flush`` (called on close,
-at exit and before the audit is read) writes what is left, so a clean shutdown loses
-nothing.
+The row is built and stored after the answer, by a background writer that drains the
+whole queue each time it wakes. Until a row is stored it stays in the queue, where
+``seen`` reads it too, so the session's next prompt in this process never misses what
+this one injected; ``flush`` (on close, at exit, and before the API reads the audit)
+writes what is left, so a clean shutdown loses nothing.
 """
 
 from __future__ import annotations
