@@ -28,15 +28,17 @@ from urllib.parse import quote
 import numpy as np
 
 from wakemark.shared.config import Settings, prepare_home
-from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
+from wakemark.shared.models import OBSERVATION_TYPES, Event, MemoryRecord, new_ulid
 from wakemark.shared.retrieval.heap import release_free_memory
 from wakemark.shared.retrieval.lexical import search_lexical
+from wakemark.shared.retrieval.retriever import CANDIDATES, PROMPT_LIMIT
 from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import migrate
 
 SIZES = (1_000, 10_000, 50_000)
 QUERIES = 500
+STAGE_QUERIES = 200  # the trigram leg timed alone is slow on large namespaces
 REFRESH_WRITES = 5  # one-record embedding writes timed at the largest size
 BATCH = 1_000
 NS = "/actor/bench/project/search/"
@@ -110,12 +112,20 @@ def _queries(rng: random.Random) -> list[str]:
     return out
 
 
-def _timed(fn: Callable[[str], Any], queries: list[str]) -> dict[str, float]:
+def _samples(fn: Callable[[str], Any], queries: list[str]) -> list[float]:
     samples = []
     for q in queries:
         t = time.perf_counter()
         fn(q)
         samples.append((time.perf_counter() - t) * 1000.0)
+    return samples
+
+
+def _timed(fn: Callable[[str], Any], queries: list[str]) -> dict[str, float]:
+    return _stats(_samples(fn, queries))
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
     arr = np.array(samples)
     return {
         "p50_ms": round(float(np.percentile(arr, 50)), 2),
@@ -146,7 +156,57 @@ def _measure(runtime: Runtime, queries: list[str]) -> dict[str, Any]:
         "session_index": _timed(lambda q: retriever.session_index(NS), queries[:100]),
     }
     out["degraded"] = degraded
+    out["stages"] = _stages(runtime, queries)
     return out
+
+
+def _stages(runtime: Runtime, queries: list[str]) -> dict[str, dict[str, float]]:
+    """Where a search's time goes, each part timed alone in the same run: every leg at
+    the depth the retriever asks of it (the vector leg includes the query embedding), the
+    relevance gate and the audit row of a prompt (``for_prompt`` of a stored prompt event
+    minus the latency of its own search), the audit row's write, and the JSON of an
+    answer."""
+    retriever, storage = runtime.retriever, runtime.storage
+    queries = queries[:STAGE_QUERIES]
+    k = max(10, PROMPT_LIMIT) * CANDIDATES
+    out = {
+        f"leg_{leg.name}": _timed(lambda q, leg=leg: leg.search(NS, q, k), queries)
+        for leg in retriever.legs
+    }
+    session = "bench-" + uuid.uuid4().hex[:8]
+    events = {q: _prompt_event(q, session) for q in queries}
+    storage.put_events(list(events.values()))
+    gate: list[float] = []
+
+    def prompt(q: str) -> None:
+        t = time.perf_counter()
+        answer = retriever.for_prompt(NS, events[q])
+        gate.append((time.perf_counter() - t) * 1000.0 - answer.latency_ms)
+
+    out["for_prompt"] = _timed(prompt, queries)
+    out["gate_and_audit"] = _stats(gate)  # for_prompt minus the latency of its search
+    retriever.flush_audit()
+    row = storage.list_retrievals(NS, session, 1)[0]
+    out["audit_write"] = _timed(
+        lambda q: storage.put_retrieval(row.model_copy(update={"retrieval_id": new_ulid()})),
+        queries[:100],
+    )
+    results = {q: retriever.search(NS, q, limit=10).to_json() for q in queries}
+    out["json"] = _timed(lambda q: json.dumps(results[q]), queries)
+    return out
+
+
+def _prompt_event(text: str, session: str) -> Event:
+    return Event(
+        event_id=new_ulid(),
+        session_id=session,
+        actor_id="bench",
+        namespace=NS,
+        kind="prompt",
+        body={"type": "text", "content": text},
+        valid_time=datetime.now(UTC),
+        source={"surface": "bench"},
+    )
 
 
 def _refresh(runtime: Runtime, done: int, queries: list[str]) -> dict[str, Any]:
@@ -303,6 +363,16 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{m['embed_query']['p95_ms']} | {m['lexical']['p95_ms']} | "
                 f"{m['cosine']['p95_ms']} | {m['session_index']['p95_ms']} |"
             )
+        largest = sizes[str(result["sizes"][-1])]
+        lines += [
+            "",
+            f"Where the time goes at {result['sizes'][-1]} (each part timed alone, ms):",
+            "",
+            "| part | p50 | p95 |",
+            "|---|---|---|",
+        ]
+        for part, m in largest["stages"].items():
+            lines.append(f"| {part} | {m['p50_ms']} | {m['p95_ms']} |")
         lines.append(f"\nWarm RSS with 50k cached: {sizes['rss_50k']['rss_mb']:.0f} MB.")
         r = sizes["refresh_after_write"]
         lines.append(

@@ -49,6 +49,7 @@ def ask(
     event = prompt(text, session)
     rt.storage.put_events([event])
     out = rt.retriever.for_prompt(NS, event, **kw)
+    rt.retriever.flush_audit()
     row = rt.storage.get_retrieval(out.retrieval_id)
     assert row is not None and row.event_id == event.event_id
     return out, row
@@ -165,6 +166,57 @@ def test_a_retried_prompt_event_gets_the_same_context(topics: Runtime) -> None:
     first = topics.retriever.for_prompt(NS, event)
     retry = topics.retriever.for_prompt(NS, event)
     assert first.records and retry.records == first.records
+
+
+def test_audit_rows_are_written_after_the_answer_and_count_while_queued(topics: Runtime) -> None:
+    retriever, storage = topics.retriever, topics.storage
+    put(topics, [make_record(NS, "Alembic migration adds the invoices.paid_at column", 20)])
+    first_event = prompt("Alembic migration for invoices.due_date")
+    second_event = prompt("Alembic migration for invoices")
+    storage.put_events([first_event, second_event])
+    with retriever._audit._writing:  # the writer is busy: the rows stay queued
+        first = retriever.for_prompt(NS, first_event)
+        assert len(first.records) == 2 and storage.get_retrieval(first.retrieval_id) is None
+        # The session's next prompt sees what the queued row injected (as in
+        # test_session_dedupe, where the row was stored) ...
+        second = retriever.for_prompt(NS, second_event)
+        assert second.records == []
+        # ... and a retry of the first is answered as before.
+        retry = retriever.for_prompt(NS, first_event)
+        assert retry.records == first.records
+    retriever.close()  # a clean shutdown stores every queued row
+    rows = [storage.get_retrieval(r.retrieval_id or "") for r in (first, second, retry)]
+    assert all(r is not None for r in rows)
+    assert rows[1] is not None and "already injected" in rows[1].reason
+
+
+_EXIT_CHILD = """
+import sys
+from pathlib import Path
+from wakemark.shared.config import Settings
+from wakemark.shared.models import Event
+from wakemark.shared.runtime import Runtime
+settings = Settings(home=Path(sys.argv[1]), embedder="off", database_url=sys.argv[2] or None)
+rt = Runtime.build(settings)
+event = Event.model_validate_json(sys.argv[3])
+rt.storage.put_events([event])
+print(rt.retriever.for_prompt(event.namespace, event).retrieval_id)
+"""
+
+
+def test_audit_rows_queued_at_exit_are_written(topics: Runtime) -> None:
+    import subprocess
+    import sys
+
+    event = prompt("pytest fixtures leak the database")
+    settings = topics.settings
+    child = [sys.executable, "-c", _EXIT_CHILD, str(settings.home), settings.database_url or ""]
+    proc = subprocess.run(
+        [*child, event.model_dump_json()], capture_output=True, text=True, check=True
+    )
+    retrieval_id = proc.stdout.strip().splitlines()[-1]
+    row = topics.storage.get_retrieval(retrieval_id)
+    assert row is not None and row.event_id == event.event_id and row.injected
 
 
 def test_a_record_comes_back_after_enough_prompts(topics: Runtime) -> None:

@@ -52,6 +52,26 @@ def test_list_retrievals_filters_and_orders_newest_first(storage: Storage) -> No
     assert storage.list_retrievals("/actor/b/") == []
 
 
+def test_session_injections_read_what_each_row_injected_newest_first(storage: Storage) -> None:
+    other_ns = "/actor/a/project/ab/"
+    prompts = [event(session="s1"), event(session="s2"), event(session="s1")]
+    prompts.append(event(session="s1", ns=other_ns))
+    storage.put_events(prompts)
+    rows = [retrieval(p, minutes=i) for i, p in enumerate(prompts)]
+    rows[2] = rows[2].model_copy(update={"injected": [], "decision": "none"})
+    for row in rows:
+        storage.put_retrieval(row)
+    assert storage.session_injections(NS, "s1", 5) == [
+        (prompts[2].event_id, []),
+        (prompts[0].event_id, rows[0].injected),
+    ]
+    assert storage.session_injections(NS, "s1", 1) == [(prompts[2].event_id, [])]
+    assert storage.session_injections(other_ns, "s1", 5) == [
+        (prompts[3].event_id, rows[3].injected)
+    ]
+    assert storage.session_injections(NS, "s9", 5) == []
+
+
 def test_retrievals_go_with_their_prompt_event(storage: Storage) -> None:
     kept, dropped = event(), event()
     storage.put_events([kept, dropped])

@@ -243,7 +243,9 @@ def _prompt(rt: Runtime, text: str, session: str) -> dict[str, Any]:
     """A prompt as the hook sends it: stored, then retrieved for (its audit row written)."""
     event = _event("prompt", {"type": "text", "content": text}, datetime.now(UTC), session)
     rt.storage.put_events([event])
-    return rt.retriever.for_prompt(NS, event)
+    out = rt.retriever.for_prompt(NS, event)
+    rt.retriever.flush_audit()
+    return out
 
 
 def test_health_and_the_audit_per_session(server: Server, page: Any, tmp_path: Path) -> None:

@@ -21,6 +21,12 @@ from wakemark.shared.models import ULID_PATTERN
 bp = Blueprint("retrievals", __name__)
 
 
+@bp.before_request
+def _written() -> None:
+    # Rows are written after the answer: store this process's queued ones before reading.
+    runtime().retriever.flush_audit()
+
+
 @bp.get("/v1/retrievals")
 def list_retrievals() -> Response:
     args = query(RetrievalsQuery)

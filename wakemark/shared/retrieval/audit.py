@@ -1,16 +1,21 @@
 """The retrieval audit: one row per prompt-time retrieval (what the gate saw and did), the
 session's earlier injections read back from it, and the process's injection counters.
 
-The row is written on the request thread: on SQLite it cost well under a millisecond
-against a search of several (``bench/results/gate.md``), not worth a queue that could
-lose rows or let the next prompt of the session miss what this one injected.
+The row is built and stored after the answer, by a background writer that drains the
+whole queue each time it wakes. Until a row is stored it stays in the queue, where
+``seen`` reads it too, so the session's next prompt in this process never misses what
+this one injected; ``flush`` (on close, at exit, and before the API reads the audit)
+writes what is left, so a clean shutdown loses nothing.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wakemark.shared.models import Retrieval, RetrievalCandidate
@@ -30,7 +35,9 @@ def build_row(
     min_prompt_relevance: float,
     min_relevance: float,
     latency_ms: float,
+    **identity: Any,
 ) -> Retrieval:
+    """``identity``: the row's ``retrieval_id`` and ``created_at`` when fixed already."""
     injected = {h.record.record_id for h in selection.injected}
     lexical = result.degraded or any(h.evidence and h.evidence.cosine is None for h in result.items)
     reason = selection.reason
@@ -50,6 +57,7 @@ def build_row(
         for rank, h in enumerate(result.items)
     ]
     return Retrieval(
+        **identity,
         event_id=event.event_id,
         namespace=event.namespace,
         session_id=event.session_id,
@@ -68,6 +76,18 @@ def build_row(
     )
 
 
+@dataclass(frozen=True)
+class Queued:
+    """A row not yet stored: what ``seen`` needs, and how to build the rest."""
+
+    retrieval_id: str
+    event_id: str
+    namespace: str
+    session_id: str
+    injected: list[str]
+    build: Callable[[], Retrieval]
+
+
 class Audit:
     def __init__(self, storage: Callable[[], RetrievalLog]) -> None:
         self._storage = storage
@@ -76,14 +96,33 @@ class Audit:
         self.injections = 0
         self.records = 0
         self.bytes = 0
+        self._start_writer()
+        atexit.register(_flush_at_exit, weakref.ref(self))
+
+    def _start_writer(self) -> None:
+        self._queue: list[Queued] = []  # newest last; a row leaves once it is stored
+        self._queued = threading.Condition(threading.Lock())
+        self._writing = threading.Lock()  # one drain at a time: rows are stored in order
+        self._writer: threading.Thread | None = None
+        self._closed = False
+
+    def after_fork(self) -> None:
+        """The parent writes its own queue; the child starts with an empty one."""
+        self._start_writer()
 
     def seen(self, namespace: str, session_id: str, event_id: str) -> set[str]:
-        """Records injected by the session's last ``REPEAT_AFTER`` prompts. The prompt's
-        own earlier rows do not count: a hook retried with the same event gets the same
-        context again."""
-        rows = self._storage().list_retrievals(namespace, session_id, REPEAT_AFTER + 1)
-        earlier = [r for r in rows if r.event_id != event_id][:REPEAT_AFTER]
-        return {rid for r in earlier for rid in r.injected}
+        """Records injected by the session's last ``REPEAT_AFTER`` prompts, queued rows
+        included. The prompt's own earlier rows do not count: a hook retried with the same
+        event gets the same context again."""
+        with self._queued:
+            queued = [
+                r for r in self._queue if (r.namespace, r.session_id) == (namespace, session_id)
+            ]
+        stored = self._storage().session_injections(namespace, session_id, REPEAT_AFTER + 1)
+        # A row the writer stores meanwhile may be read twice: once is enough.
+        rows = [(r.event_id, r.injected) for r in reversed(queued)] + stored
+        earlier = [injected for event, injected in rows if event != event_id][:REPEAT_AFTER]
+        return {rid for injected in earlier for rid in injected}
 
     def count(self, selection: Selection) -> None:
         with self._lock:
@@ -93,10 +132,56 @@ class Audit:
                 self.records += len(selection.injected)
                 self.bytes += len(selection.context.encode())
 
-    def write(self, row: Retrieval) -> None:
-        """Never fails the prompt: a lost audit row costs an explanation, not context."""
+    def write(self, row: Queued) -> None:
+        """Queues the row for the background writer, which builds and stores it; never
+        fails the prompt."""
+        with self._queued:
+            closed = self._closed
+            if not closed:
+                self._queue.append(row)
+        if closed:  # no writer any more: store it now
+            self._put(row)
+            return
+        with self._queued:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(
+                    target=self._run, name="wakemark-audit", daemon=True
+                )
+                self._writer.start()
+            self._queued.notify()
+
+    def flush(self) -> None:
+        """Stores every queued row, on the calling thread if the writer has not yet."""
+        self._drain()
+
+    def close(self) -> None:
+        with self._queued:
+            self._closed = True
+            self._queued.notify()
+        self.flush()
+
+    def _run(self) -> None:
+        while True:
+            with self._queued:
+                while not self._queue and not self._closed:
+                    self._queued.wait()
+                if self._closed:
+                    return
+            self._drain()
+
+    def _drain(self) -> None:
+        with self._writing:
+            with self._queued:
+                batch = list(self._queue)
+            for row in batch:
+                self._put(row)
+            with self._queued:
+                del self._queue[: len(batch)]
+
+    def _put(self, row: Queued) -> None:
+        """A lost audit row costs an explanation, not context."""
         try:
-            self._storage().put_retrieval(row)
+            self._storage().put_retrieval(row.build())
         except Exception as exc:
             log.warning("retrieval audit row not written: %r", exc)
 
@@ -126,3 +211,9 @@ class Audit:
             "# TYPE wakemark_injected_bytes_total counter",
             f"wakemark_injected_bytes_total {self.bytes}",
         ]
+
+
+def _flush_at_exit(ref: weakref.ref[Audit]) -> None:
+    audit = ref()
+    if audit is not None:
+        audit.flush()

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from wakemark.shared.models import Event, MemoryRecord, is_namespace_prefix
+from wakemark.shared.models import Event, MemoryRecord, is_namespace_prefix, new_ulid
 from wakemark.shared.retrieval import gate, inject
-from wakemark.shared.retrieval.audit import Audit, build_row
+from wakemark.shared.retrieval.audit import Audit, Queued, build_row
 from wakemark.shared.retrieval.formatting import format_index
 from wakemark.shared.retrieval.fusion import Candidate, Fused, fuse, params_for
 from wakemark.shared.retrieval.hits import PromptContext, SearchHit, SearchResult, SessionIndex
@@ -92,8 +92,13 @@ class Retriever:
         self._start_pools()
         for leg in self._legs:
             leg.after_fork()
+        self._audit.after_fork()
 
     # --- public ---------------------------------------------------------------------------
+    @property
+    def legs(self) -> tuple[Leg, ...]:
+        return self._legs
+
     def search(
         self,
         namespace: str,
@@ -175,11 +180,21 @@ class Retriever:
                 result.latency_ms,
             )
             if isinstance(event, Event) and event.namespace == namespace:
-                row = build_row(event, result, selection, min_prompt, threshold, _ms(start))
+                args = (event, result, selection, min_prompt, threshold, _ms(start))
                 if audit:
                     self._audit.count(selection)
-                    self._audit.write(row)
-                    return replace(out, retrieval_id=row.retrieval_id)
+                    retrieval_id, now = new_ulid(), datetime.now(UTC)
+                    queued = Queued(
+                        retrieval_id,
+                        event.event_id,
+                        event.namespace,
+                        event.session_id,
+                        [h.record.record_id for h in selection.injected],
+                        lambda: build_row(*args, retrieval_id=retrieval_id, created_at=now),
+                    )
+                    self._audit.write(queued)
+                    return replace(out, retrieval_id=retrieval_id)
+                row = build_row(*args)
                 candidates = [c.model_dump(mode="json") for c in row.candidates]
                 return replace(out, candidates=candidates)
             if audit:
@@ -261,9 +276,14 @@ class Retriever:
             lines += leg.prometheus_lines()
         return lines
 
+    def flush_audit(self) -> None:
+        """Stores the queued audit rows: a reader of the audit sees every answer given."""
+        self._audit.flush()
+
     def close(self) -> None:
         self._outer.shutdown(wait=False, cancel_futures=True)
         self._inner.shutdown(wait=False, cancel_futures=True)
+        self._audit.close()
 
     # --- the search itself -----------------------------------------------------------------
     def _search(

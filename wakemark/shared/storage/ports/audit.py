@@ -91,6 +91,14 @@ class RetrievalLog(Protocol):
         ``(created_at, retrieval_id)`` of the previous page's last row."""
 
     @abc.abstractmethod
+    def session_injections(
+        self, namespace: str, session_id: str, limit: int
+    ) -> list[tuple[str, list[str]]]:
+        """``(event_id, injected record ids)`` of the session's last ``limit`` rows under
+        ``namespace``, in ``list_retrievals`` order: what the prompt path reads, without
+        decoding whole rows."""
+
+    @abc.abstractmethod
     def retrieval_sessions(
         self, namespace: str, limit: int = 50, after: tuple[datetime, str] | None = None
     ) -> list[RetrievalSession]:

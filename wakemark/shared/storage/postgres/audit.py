@@ -40,6 +40,13 @@ SELECT {RETRIEVAL_COLUMNS} FROM retrievals
     for keyset in (False, True)
 }
 
+SESSION_INJECTIONS = f"""
+SELECT event_id, coalesce(body->'injected', '[]'::jsonb) AS injected FROM retrievals
+ WHERE namespace {NS} AND session_id = %(session_id)s
+ ORDER BY created_at DESC, retrieval_id DESC
+ LIMIT %(limit)s
+"""
+
 RETRIEVAL_SESSION_COLUMNS = """namespace, session_id, prompts, injected, records, bytes,
   latency_ms, first_at, last_at"""
 
@@ -150,6 +157,14 @@ class PostgresAudit(PostgresBase):
         with self._db.connection() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [_retrieval(r) for r in rows]
+
+    def session_injections(
+        self, namespace: str, session_id: str, limit: int
+    ) -> list[tuple[str, list[str]]]:
+        params = {"ns": lexical.namespace_pattern(namespace), "session_id": session_id}
+        with self._db.connection() as conn:
+            rows = conn.execute(SESSION_INJECTIONS, {**params, "limit": limit}).fetchall()
+        return [(event, list(injected)) for event, injected in rows]
 
     def retrieval_sessions(
         self, namespace: str, limit: int = 50, after: tuple[datetime, str] | None = None

@@ -42,6 +42,12 @@ ORDER BY last_at DESC, session_id DESC LIMIT :limit
     for keyset in (False, True)
 }
 
+SESSION_INJECTIONS = f"""
+SELECT event_id, json_extract(body, '$.injected') AS injected FROM retrievals
+WHERE {NS} AND session_id = :session_id
+ORDER BY created_at DESC, retrieval_id DESC LIMIT :limit
+"""
+
 RETRIEVAL_TOTALS = f"""
 SELECT coalesce(sum(prompts), 0) AS prompts, coalesce(sum(injected), 0) AS injected,
        coalesce(sum(records), 0) AS records, coalesce(sum(bytes), 0) AS bytes,
@@ -135,6 +141,13 @@ class SqliteAudit(SqliteBase):
             params.update(after_at=codec.ts(after[0]), after_id=after[1])
         sql = LIST_RETRIEVALS[session_id is not None, after is not None]
         return [_retrieval(r) for r in self._read(sql, params)]
+
+    def session_injections(
+        self, namespace: str, session_id: str, limit: int
+    ) -> list[tuple[str, list[str]]]:
+        params = {**lexical.namespace_range(namespace), "session_id": session_id, "limit": limit}
+        rows = self._read(SESSION_INJECTIONS, params)
+        return [(r["event_id"], json.loads(r["injected"] or "[]")) for r in rows]
 
     def retrieval_sessions(
         self, namespace: str, limit: int = 50, after: tuple[datetime, str] | None = None
