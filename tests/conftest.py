@@ -184,6 +184,16 @@ def runtime(backend_settings: Settings):  # type: ignore[no-untyped-def]
     rt.close()
 
 
+@pytest.fixture
+def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server process's home (``Path.home()`` reads ``$HOME``): its user's files, the
+    only ones it may read of a client's."""
+    home = tmp_path / "user"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
 def stop(proc: Any) -> None:
     """End a server process the way its service manager would: SIGTERM, then a kill if it
     has not exited within 30 s."""

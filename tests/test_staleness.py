@@ -44,17 +44,8 @@ def git(repo: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The server process's home (``Path.home()`` reads ``$HOME``): its user's files."""
-    home = tmp_path / "user"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
-
-
-@pytest.fixture
-def repo(home: Path) -> Path:
-    repo = home / "invoicer"
+def repo(user_home: Path) -> Path:
+    repo = user_home / "invoicer"
     (repo / "billing").mkdir(parents=True)
     (repo / "billing" / "address.py").write_text(ADDRESS)
     (repo / "billing" / "tax.py").write_text("RATE = 0.2\n")
@@ -133,7 +124,7 @@ def test_a_server_that_may_not_read_files_anchors_paths_only(repo: Path) -> None
     assert CodeCheck.verdict(CodeCheck(None), anchors).state == "unchecked"  # type: ignore[arg-type]
 
 
-def test_files_outside_the_users_home_are_not_read(tmp_path: Path, home: Path) -> None:
+def test_files_outside_the_users_home_are_not_read(tmp_path: Path, user_home: Path) -> None:
     outside = tmp_path / "elsewhere"
     (outside / "billing").mkdir(parents=True)
     (outside / "billing" / "address.py").write_text(ADDRESS)
@@ -145,7 +136,7 @@ def test_files_outside_the_users_home_are_not_read(tmp_path: Path, home: Path) -
 
 
 @pytest.fixture
-def local_hooks(settings: Settings, home: Path) -> Iterator[Hooks]:
+def local_hooks(settings: Settings, user_home: Path) -> Iterator[Hooks]:
     prepare_home(settings)
     migrate(settings)
     yield from _hooks(settings)
@@ -316,15 +307,15 @@ def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
 
 
 def test_a_moved_project_and_files_missing_at_capture_leave_records_unchecked(
-    storage: Storage, repo: Path, home: Path
+    storage: Storage, repo: Path, user_home: Path
 ) -> None:
     record = cited()
     storage.put_memory_record(record)
     with storage.transaction() as tx:
         tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
-    repo.rename(home / "moved")
+    repo.rename(user_home / "moved")
     assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "unchecked"
     never = cited().model_copy(update={"files_touched": ["billing/never.py"]})
-    anchors = capture(never, str(home / "moved"), readable=True)
+    anchors = capture(never, str(user_home / "moved"), readable=True)
     assert anchors is not None and anchors.hashed
     assert CodeCheck(storage).verdict(anchors).state == "unchecked"

@@ -21,15 +21,6 @@ from .conftest import ACTOR, FIXTURES, Hooks, _hooks, load
 FINAL = json.loads((FIXTURES / "claude-code" / "Stop.json").read_text())["last_assistant_message"]
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The server process's home (``Path.home()`` reads ``$HOME``)."""
-    home = tmp_path / "user"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
-
-
 def _transcript(path: Path) -> Path:
     # A long history first: only the tail is read, and the cut first line is skipped.
     filler = json.dumps({"type": "user", "message": {"role": "user", "content": "x" * 1000}})
@@ -61,16 +52,16 @@ def _refused(hooks: Hooks) -> int:
 
 
 def test_a_transcript_in_the_servers_home_is_read(
-    sqlite_hooks: Hooks, home: Path, project_dir: Path, namespace: str
+    sqlite_hooks: Hooks, user_home: Path, project_dir: Path, namespace: str
 ) -> None:
-    path = _transcript(home / ".claude" / "projects" / "shop" / "s.jsonl")
+    path = _transcript(user_home / ".claude" / "projects" / "shop" / "s.jsonl")
     before = _refused(sqlite_hooks)
     assert _stop(sqlite_hooks, project_dir, namespace, str(path)) == FINAL
     assert _refused(sqlite_hooks) == before
 
 
 def test_a_transcript_outside_home_is_not_read(
-    sqlite_hooks: Hooks, home: Path, tmp_path: Path, project_dir: Path, namespace: str
+    sqlite_hooks: Hooks, user_home: Path, tmp_path: Path, project_dir: Path, namespace: str
 ) -> None:
     outside = _transcript(tmp_path / "elsewhere" / "s.jsonl")
     before = _refused(sqlite_hooks)
@@ -79,10 +70,10 @@ def test_a_transcript_outside_home_is_not_read(
 
 
 def test_a_symlink_in_home_pointing_out_is_not_followed(
-    sqlite_hooks: Hooks, home: Path, tmp_path: Path, project_dir: Path, namespace: str
+    sqlite_hooks: Hooks, user_home: Path, tmp_path: Path, project_dir: Path, namespace: str
 ) -> None:
     outside = _transcript(tmp_path / "elsewhere" / "s.jsonl")
-    link = home / ".claude" / "link.jsonl"
+    link = user_home / ".claude" / "link.jsonl"
     link.parent.mkdir()
     link.symlink_to(outside)
     before = _refused(sqlite_hooks)
@@ -91,24 +82,24 @@ def test_a_symlink_in_home_pointing_out_is_not_followed(
 
 
 def test_a_symlink_within_home_is_read(
-    sqlite_hooks: Hooks, home: Path, project_dir: Path, namespace: str
+    sqlite_hooks: Hooks, user_home: Path, project_dir: Path, namespace: str
 ) -> None:
-    real = _transcript(home / "real" / "s.jsonl")
-    link = home / "link.jsonl"
+    real = _transcript(user_home / "real" / "s.jsonl")
+    link = user_home / "link.jsonl"
     link.symlink_to(real)
     assert _stop(sqlite_hooks, project_dir, namespace, str(link)) == FINAL
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "missing", "relative", "nul"])
 def test_what_is_not_a_regular_file_is_not_read(
-    sqlite_hooks: Hooks, home: Path, project_dir: Path, namespace: str, kind: str
+    sqlite_hooks: Hooks, user_home: Path, project_dir: Path, namespace: str, kind: str
 ) -> None:
-    path = home / "t.jsonl"
+    path = user_home / "t.jsonl"
     if kind == "fifo":
         os.mkfifo(path)  # opening it for reading would block the request
     elif kind == "directory":
         path.mkdir()
-    name = {"relative": "t.jsonl", "nul": f"{home}/t\x00.jsonl"}.get(kind, str(path))
+    name = {"relative": "t.jsonl", "nul": f"{user_home}/t\x00.jsonl"}.get(kind, str(path))
     before = _refused(sqlite_hooks)
     assert _stop(sqlite_hooks, project_dir, namespace, name) == ""
     assert _refused(sqlite_hooks) == before + 1
@@ -124,9 +115,9 @@ def public_hooks(settings: Settings) -> Iterator[Hooks]:
 
 
 def test_a_server_not_on_loopback_reads_no_client_file(
-    public_hooks: Hooks, home: Path, project_dir: Path, namespace: str
+    public_hooks: Hooks, user_home: Path, project_dir: Path, namespace: str
 ) -> None:
-    path = _transcript(home / "s.jsonl")
+    path = _transcript(user_home / "s.jsonl")
     before = _refused(public_hooks)
     assert _stop(public_hooks, project_dir, namespace, str(path)) == ""
     assert _refused(public_hooks) == before + 1
@@ -140,9 +131,9 @@ def _scoped(hooks: Hooks) -> dict[str, str]:
 
 
 def test_a_scoped_token_never_has_a_transcript_read(
-    sqlite_hooks: Hooks, home: Path, project_dir: Path
+    sqlite_hooks: Hooks, user_home: Path, project_dir: Path
 ) -> None:
-    path = _transcript(home / ".claude" / "projects" / "shop" / "s.jsonl")
+    path = _transcript(user_home / ".claude" / "projects" / "shop" / "s.jsonl")
     payload = load("claude-code", "Stop", project_dir)
     del payload["last_assistant_message"]
     payload["transcript_path"] = str(path)
