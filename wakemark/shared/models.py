@@ -238,6 +238,12 @@ class Retrieval(_Strict):
     candidates: list[RetrievalCandidate] = Field(default_factory=list)
 
     def body_json(self) -> str:
-        return self.model_dump_json(
-            exclude={"retrieval_id", "event_id", "namespace", "session_id", "created_at"}
-        )
+        return self.model_dump_json(exclude=set(ROW_COLUMNS))
+
+    def row(self) -> dict[str, Any]:
+        """The audit table's columns (the rest is ``body``); ``created_at`` as a datetime,
+        for each backend to encode."""
+        return {c: getattr(self, c) for c in ROW_COLUMNS} | {"body": self.body_json()}
+
+
+ROW_COLUMNS = ("retrieval_id", "event_id", "namespace", "session_id", "created_at")

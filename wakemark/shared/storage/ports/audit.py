@@ -6,7 +6,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from wakemark.shared.models import Retrieval
 
@@ -53,6 +53,17 @@ class AuditEntry:
     count: int
     at: datetime
     id: int | None = None  # assigned by storage
+
+    def row(self) -> dict[str, Any]:
+        """The columns an insert writes (``at`` as a datetime, ``targets`` as a list)."""
+        return {
+            "at": self.at,
+            "who": self.who,
+            "action": self.action,
+            "namespace": self.namespace,
+            "targets": list(self.targets),
+            "count": self.count,
+        }
 
 
 class AuditTx(Protocol):

@@ -101,15 +101,7 @@ ORDER BY id DESC LIMIT %s
 
 class PostgresAuditTx(PostgresTxBase):
     def audit(self, entry: AuditEntry) -> None:
-        params = {
-            "at": entry.at,
-            "who": entry.who,
-            "action": entry.action,
-            "namespace": entry.namespace,
-            "targets": list(entry.targets),
-            "count": entry.count,
-        }
-        self.conn.execute(INSERT_AUDIT, params)
+        self.conn.execute(INSERT_AUDIT, entry.row())
 
     def put_token(self, token: ApiToken, secret_sha256: str) -> None:
         self.conn.execute(INSERT_TOKEN, {**vars(token), "secret_sha256": secret_sha256})
@@ -120,17 +112,9 @@ class PostgresAuditTx(PostgresTxBase):
 
 class PostgresAudit(PostgresBase):
     def put_retrieval(self, retrieval: Retrieval) -> None:
-        params = {
-            "retrieval_id": retrieval.retrieval_id,
-            "event_id": retrieval.event_id,
-            "namespace": retrieval.namespace,
-            "session_id": retrieval.session_id,
-            "created_at": retrieval.created_at,
-            "body": retrieval.body_json(),
-        }
         try:
             with self._db.connection() as conn:
-                conn.execute(INSERT_RETRIEVAL, params)
+                conn.execute(INSERT_RETRIEVAL, retrieval.row())
         except psycopg.errors.ForeignKeyViolation as exc:
             raise NotFoundError(f"no prompt event {retrieval.event_id}") from exc
 

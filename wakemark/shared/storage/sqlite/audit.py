@@ -87,14 +87,8 @@ ORDER BY id DESC LIMIT ?
 
 class SqliteAuditTx(SqliteTxBase):
     def audit(self, entry: AuditEntry) -> None:
-        params = {
-            "at": codec.ts(entry.at),
-            "who": entry.who,
-            "action": entry.action,
-            "namespace": entry.namespace,
-            "targets": json.dumps(list(entry.targets)),
-            "count": entry.count,
-        }
+        params = entry.row()
+        params |= {"at": codec.ts(entry.at), "targets": json.dumps(params["targets"])}
         self.conn.execute(INSERT_AUDIT, params)
 
     def put_token(self, token: ApiToken, secret_sha256: str) -> None:
@@ -111,14 +105,7 @@ class SqliteAuditTx(SqliteTxBase):
 
 class SqliteAudit(SqliteBase):
     def put_retrieval(self, retrieval: Retrieval) -> None:
-        params = {
-            "retrieval_id": retrieval.retrieval_id,
-            "event_id": retrieval.event_id,
-            "namespace": retrieval.namespace,
-            "session_id": retrieval.session_id,
-            "created_at": codec.ts(retrieval.created_at),
-            "body": retrieval.body_json(),
-        }
+        params = retrieval.row() | {"created_at": codec.ts(retrieval.created_at)}
         try:
             with self._conns.write() as conn:
                 conn.execute(INSERT_RETRIEVAL, params)
