@@ -194,6 +194,18 @@ def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> Any:
+    """``wakemark ARGS`` in a process of its own, from the checkout, output captured."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "wakemark.services.cli.main", *args],
+        env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+
+
 def stop(proc: Any) -> None:
     """End a server process the way its service manager would: SIGTERM, then a kill if it
     has not exited within 30 s."""

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.conftest import run_cli
 from wakemark.services.cli.main import COMMANDS
 
 
 def _wakemark(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wakemark.services.cli.main", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    return run_cli(*args, env=env)
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import onnx
 import pytest
 
+from tests.conftest import run_cli
 from wakemark.shared.config import Settings
 from wakemark.shared.embedding import Embedder, export_onnx, is_valid_export
 from wakemark.shared.embedding.export import WEIGHTS_SHA256, manifest_path
@@ -24,13 +25,7 @@ def _wakemark(
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WAKEMARK_HOME": str(home), **(env or {})}
     env.pop("WAKEMARK_MODEL_PATH", None)
-    return subprocess.run(
-        [sys.executable, "-m", "wakemark.services.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_cli(*args, env=env, timeout=300)
 
 
 @pytest.fixture
