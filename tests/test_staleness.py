@@ -202,6 +202,7 @@ def test_local_install_marks_changed_and_leaves_out_gone_records(
     gone = post(local_hooks, "UserPromptSubmit", repo, "s5", prompt=ASK)
     assert record.title not in gone
     assert record.title not in post(local_hooks, "SessionStart", repo, "s6")
+    local_hooks.runtime.retriever.flush_audit()  # written after the answer
     [row, *_] = local_hooks.runtime.storage.list_retrievals(session_id="s5")
     [candidate] = [c for c in row.candidates if c.record_id == record.record_id]
     assert candidate.skipped == "gone: billing/address.py" and not candidate.injected
@@ -215,6 +216,7 @@ def test_a_scoped_token_gets_no_check_and_the_audit_says_so(local_hooks: Hooks, 
                            read_only=False, expires=None, name="bob", who="test")[1]  # fmt: skip
     reply = post(local_hooks, "UserPromptSubmit", repo, "s7", token=secret, prompt=ASK)
     assert record.title in reply  # not read, so not known to be gone
+    local_hooks.runtime.retriever.flush_audit()  # written after the answer
     [row] = local_hooks.runtime.storage.list_retrievals(session_id="s7")
     assert NOT_READ in row.reason
 
