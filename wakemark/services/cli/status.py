@@ -13,7 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def fetch(host: str, port: int, path: str, token: str | None = None) -> tuple[int, Any]:
-    """GET a JSON route of the local server; raises OSError if it is not reachable."""
+    """GET a JSON route of the local server; raises OSError if it is not reachable, or
+    if what answers there does not speak HTTP."""
     connect = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     conn = http.client.HTTPConnection(connect, port, timeout=3)
     try:
@@ -21,8 +22,11 @@ def fetch(host: str, port: int, path: str, token: str | None = None) -> tuple[in
         if token:
             headers["Authorization"] = f"Bearer {token}"
         conn.request("GET", path, headers=headers)
-        res = conn.getresponse()
-        raw = res.read()
+        try:
+            res = conn.getresponse()
+            raw = res.read()
+        except http.client.HTTPException as exc:
+            raise ConnectionError(f"{connect}:{port} does not answer HTTP: {exc!r}") from exc
         try:
             return res.status, json.loads(raw)
         except ValueError:
