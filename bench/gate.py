@@ -38,6 +38,7 @@ from wakemark.shared.models import Event, Retrieval, new_ulid
 from wakemark.shared.retrieval import retriever as retrieval
 from wakemark.shared.retrieval.formatting import format_context
 from wakemark.shared.retrieval.retriever import PROMPT_CANDIDATES, PROMPT_LIMIT
+from wakemark.shared.storage import SearchQuery
 
 DEPTH = 10
 COST_QUERIES = 200  # searches timed for the gate's own cost
@@ -172,7 +173,8 @@ def gate_cost_us(project: _codemem.Project) -> float:
     total = 0.0
     queries = (project.queries + project.negatives)[:COST_QUERIES]
     for q in queries:
-        ranked = {leg.name: leg.search(project.namespace, q.text, k) for leg in r._legs}
+        where = SearchQuery(project.namespace, k)
+        ranked = {leg.name: leg.search(where, q.text) for leg in r._legs}
         items = r.search(project.namespace, q.text, PROMPT_CANDIDATES).items
         start = time.perf_counter()
         r._with_relevance(project.namespace, q.text, items, ranked)

@@ -34,7 +34,7 @@ from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.retriever import CANDIDATES, PROMPT_LIMIT
 from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage import migrate
+from wakemark.shared.storage import SearchQuery, migrate
 
 SIZES = (1_000, 10_000, 50_000)
 QUERIES = 500
@@ -170,7 +170,7 @@ def _stages(runtime: Runtime, queries: list[str]) -> dict[str, dict[str, float]]
     queries = queries[:STAGE_QUERIES]
     k = max(10, PROMPT_LIMIT) * CANDIDATES
     out = {
-        f"leg_{leg.name}": _timed(lambda q, leg=leg: leg.search(NS, q, k), queries)
+        f"leg_{leg.name}": _timed(lambda q, leg=leg: leg.search(SearchQuery(NS, k), q), queries)
         for leg in retriever.legs
     }
     session = "bench-" + uuid.uuid4().hex[:8]

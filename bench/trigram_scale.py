@@ -37,6 +37,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.retrieval.legs import TrigramLeg
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import SearchQuery
 
 URL = os.environ.get(
     "WAKEMARK_SCALE_DATABASE_URL", "postgresql://wakemark@127.0.0.1:5432/wakemark_scale"
@@ -89,7 +90,7 @@ def _measure(rt: Runtime, texts: list[str], probe: psycopg.Connection) -> dict[s
     leg, alone = TrigramLeg(rt.storage), []
     for text in texts[:10]:
         t = time.perf_counter()
-        leg.search(data.BIG_NS, text, K)
+        leg.search(SearchQuery(data.BIG_NS, K), text)
         alone.append((time.perf_counter() - t) * 1000.0)
     n = len(texts)
     return {

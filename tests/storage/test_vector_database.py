@@ -176,16 +176,16 @@ def test_a_namespace_over_the_budget_is_searched_in_the_database(
     query = _query(5)
     leg = _leg(pg_storage, settings, query, cache_mb=1)
     for _ in range(3):
-        found = leg.search(BIG, "anything", 40)
+        found = leg.search(SearchQuery(BIG, 40), "anything")
         assert [(c.record_id, round(c.score, 5)) for c in found] == [
             (c.record_id, round(c.score, 5)) for c in _exact(pg_storage, BIG, query, 40)
         ]
-    small = leg.search(NS, "anything", 10)  # fits: loaded (in the background) and kept
+    small = leg.search(SearchQuery(NS, 10), "anything")  # fits: loaded (in the background) and kept
     assert [c.record_id for c in small] == [c.record_id for c in _exact(pg_storage, NS, query, 10)]
     for _ in range(100):
         if leg.cache_stats()["namespaces"] == 1:
             break
-        leg.search(NS, "anything", 10)
+        leg.search(SearchQuery(NS, 10), "anything")
     stats = leg.cache_stats()
     assert stats["namespaces"] == 1 and stats["rows"] == 40  # BIG never cached
     assert stats["in_database"] == 1 and stats["bytes"] <= stats["budget_bytes"]

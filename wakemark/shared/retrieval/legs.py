@@ -19,8 +19,7 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 
 import numpy as np
@@ -100,16 +99,9 @@ class Leg:
     def build(cls, parts: LegParts) -> Leg:
         raise NotImplementedError
 
-    def search(
-        self,
-        namespace: str,
-        query: str,
-        k: int,
-        observation_type: str | None = None,
-        since: datetime | None = None,
-        timeout_s: float | None = None,
-    ) -> list[Candidate]:
-        """At most ``k`` candidates under the namespace (a prefix), best first."""
+    def search(self, where: SearchQuery, query: str) -> list[Candidate]:
+        """At most ``where.limit`` candidates under ``where.namespace`` (a prefix), best
+        first; ``where.timeout_s`` bounds the database's statements."""
         raise NotImplementedError
 
     def runs_beside(self, query: str) -> bool:
@@ -158,18 +150,16 @@ class LexicalLeg(DatabaseLeg):
     name = LEXICAL
     evidence = "lexical"
 
-    def search(
-        self,
-        namespace: str,
-        query: str,
-        k: int,
-        observation_type: str | None = None,
-        since: datetime | None = None,
-        timeout_s: float | None = None,
-    ) -> list[Candidate]:
+    def search(self, where: SearchQuery, query: str) -> list[Candidate]:
         try:
             hits = search_lexical(
-                self._storage, namespace, query, k, observation_type, since, timeout_s
+                self._storage,
+                where.namespace,
+                query,
+                where.limit,
+                where.observation_type,
+                where.since,
+                where.timeout_s,
             )
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
@@ -238,21 +228,12 @@ class TrigramLeg(DatabaseLeg):
     def runs_after(self, query: str, first: list[Candidate], k: int) -> bool:
         return not has_cjk(query) and len(first) < k
 
-    def search(
-        self,
-        namespace: str,
-        query: str,
-        k: int,
-        observation_type: str | None = None,
-        since: datetime | None = None,
-        timeout_s: float | None = None,
-    ) -> list[Candidate]:
+    def search(self, where: SearchQuery, query: str) -> list[Candidate]:
         wanted = fragments(query)
         if not wanted:
             return []
         bigrams, idents = cjk_bigrams(query), _identifiers(query)
         try:
-            where = SearchQuery(namespace, k, observation_type, since, timeout_s)
             records = self._storage.search_fragments(where, wanted)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
@@ -314,17 +295,9 @@ class VectorLeg(Leg):
     def build(cls, parts: LegParts) -> VectorLeg:
         return cls(parts.settings, parts.storage, parts.embedder, parts.epochs)
 
-    def search(
-        self,
-        namespace: str,
-        query: str,
-        k: int,
-        observation_type: str | None = None,
-        since: datetime | None = None,
-        timeout_s: float | None = None,
-    ) -> list[Candidate]:
-        """``timeout_s`` bounds the database's search, not the query's embedding."""
-        end = None if timeout_s is None else time.monotonic() + timeout_s
+    def search(self, where: SearchQuery, query: str) -> list[Candidate]:
+        """``where.timeout_s`` bounds the database's search, not the query's embedding."""
+        end = None if where.timeout_s is None else time.monotonic() + where.timeout_s
         if self._settings.embedder == "off":
             raise Unavailable("embedder off")
         state = self._embedder.state
@@ -333,36 +306,32 @@ class VectorLeg(Leg):
             raise Unavailable("embedder not loaded yet (warming up)")
         if state != "ready":
             raise Unavailable(f"embedder {state}")
-        vectors = self._cache.get_within(namespace, self._wait)
+        vectors = self._cache.get_within(where.namespace, self._wait)
         if vectors is None and not self._in_database:
             raise Unavailable("vectors of the namespace still loading")
         if vectors is None:
-            return self._search_database(namespace, query, k, observation_type, since, end)
+            return self._search_database(where, query, end)
         if not vectors.ids:
             raise NothingToSearch("no embedded records in the namespace")
-        return vectors.top(self._query_vector(query), k, observation_type, since)
+        return vectors.top(
+            self._query_vector(query), where.limit, where.observation_type, where.since
+        )
 
     def _search_database(
-        self,
-        namespace: str,
-        query: str,
-        k: int,
-        observation_type: str | None,
-        since: datetime | None,
-        end: float | None,
+        self, where: SearchQuery, query: str, end: float | None
     ) -> list[Candidate]:
         """``end``: ``time.monotonic()`` past which the database's statement is cancelled."""
-        rows = self._cache.rows(namespace)
+        rows = self._cache.rows(where.namespace)
         if rows is None:  # neither cached nor counted yet: the load counts it soon
-            rows = self._storage.count_embeddings(namespace)
+            rows = self._storage.count_embeddings(where.namespace)
         if rows == 0:
             raise NothingToSearch("no embedded records in the namespace")
         vector = self._query_vector(query)
         self.database_searches += 1
         left = None if end is None else end - time.monotonic()
         try:
-            where = SearchQuery(namespace, k, observation_type, since, left)
-            hits = self._storage.search_vector(where, vector, exact=rows <= EXACT_MAX_ROWS)
+            bounded = replace(where, timeout_s=left)
+            hits = self._storage.search_vector(bounded, vector, exact=rows <= EXACT_MAX_ROWS)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]

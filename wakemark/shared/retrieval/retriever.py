@@ -22,7 +22,7 @@ from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, NothingToSearch,
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import QuerySource, query_text
 from wakemark.shared.retrieval.staleness import NOT_READ, UNCHECKED, CodeCheck, Verdict
-from wakemark.shared.storage import Anchors, Records, RetrievalLog, Search, Vectors
+from wakemark.shared.storage import Anchors, Records, RetrievalLog, Search, SearchQuery, Vectors
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
@@ -303,15 +303,15 @@ class Retriever:
         # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
         first, *others = self._legs
-        args = (namespace, text, k, observation_type, since)
+        where = SearchQuery(namespace, k, observation_type, since)
 
         def submit(leg: Leg) -> tuple[Leg, Future[list[Candidate]]]:
-            return leg, self._inner.submit(_bounded, leg, args, legs_deadline)
+            return leg, self._inner.submit(_bounded, leg, where, text, legs_deadline)
 
         futures = [submit(leg) for leg in others if leg.runs_beside(text)]
         degraded = False
         try:
-            ranked = {first.name: _bounded(first, args, legs_deadline)}
+            ranked = {first.name: _bounded(first, where, text, legs_deadline)}
         except Unavailable as exc:
             # The other legs' hits alone, or none: degraded, not failed.
             self._warn(reason := f"{first.name}: {exc}", reason)
@@ -433,12 +433,10 @@ def _marked(hit: SearchHit, verdict: Verdict) -> SearchHit:
     return replace(hit, record=hit.record.model_copy(update={"title": title}))
 
 
-def _bounded(
-    leg: Leg, args: tuple[str, str, int, str | None, datetime | None], deadline: float
-) -> list[Candidate]:
+def _bounded(leg: Leg, where: SearchQuery, text: str, deadline: float) -> list[Candidate]:
     """The leg's search with what is left until ``deadline`` (``time.perf_counter()``)
     when it starts, not when it was queued."""
-    return leg.search(*args, timeout_s=deadline - time.perf_counter())
+    return leg.search(replace(where, timeout_s=deadline - time.perf_counter()), text)
 
 
 def _ms(start: float) -> float:
