@@ -13,9 +13,19 @@ HERE = Path(__file__).resolve().parent
 
 
 def main(argv: list[str]) -> int:
-    names = argv or sorted(
-        m.name for m in pkgutil.iter_modules([str(HERE)]) if not m.name.startswith("_")
+    known = sorted(
+        m.name
+        for m in pkgutil.iter_modules([str(HERE)])
+        if not m.name.startswith("_") and m.name != "tests"
     )
+    if {"-h", "--help"} & set(argv):
+        print(f"usage: python -m bench [NAME ...]\n\n{__doc__}\nbenches: {' '.join(known)}")
+        return 0
+    unknown = [n for n in argv if n not in known]
+    if unknown:
+        print(f"bench: unknown bench {unknown[0]!r} (known: {' '.join(known)})", file=sys.stderr)
+        return 2
+    names = argv or known
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     for name in names:
