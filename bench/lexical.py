@@ -16,6 +16,9 @@ every variant below in turn, rotating the order, so all of them see the same mac
   whole namespace scored, no window. Its build time and bytes are reported; ``agree@10``
   is its top 10 against FTS5 bm25 ranking the whole namespace, for queries of single-stem
   tokens (an identifier's phrase is approximated here by all its parts).
+- ``tantivy``: the same terms, each a phrase in every field (boosts 4/2/1), in a tantivy
+  index held in RAM (its ``en_stem`` tokenizer), built from the records' text; only when
+  the ``tantivy`` package is importable (it is no dependency of wakemark).
 
 Run: ``python -m bench lexical``; ``WAKEMARK_BENCH_LEXICAL_RECORDS`` sets the size and
 ``WAKEMARK_BENCH_LEXICAL_HOME`` keeps the built database there for the next run.
@@ -67,6 +70,8 @@ SELECT term, doc, sum(CASE col WHEN 'title' THEN 4.0 WHEN 'summary' THEN 2.0
                                WHEN 'facts_text' THEN 1.0 ELSE 0.0 END)
   FROM temp.bench_instances GROUP BY term, doc
 """
+FIELDS = {"title": 4.0, "summary": 2.0, "facts": 1.0}
+TEXTS = "SELECT id, title, summary, coalesce(facts_text, '') FROM memory_records"
 LENGTHS = "SELECT doc, count(*) FROM temp.bench_instances GROUP BY doc ORDER BY doc"
 
 
@@ -122,6 +127,42 @@ class MemoryIndex:
         return [int(r) for r in self.rowids[best]]
 
 
+class TantivyIndex:
+    """The namespace's records in a tantivy index held in RAM."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        for field in FIELDS:
+            builder.add_text_field(field, stored=False, tokenizer_name="en_stem")
+        builder.add_integer_field("rowid", stored=True, fast=True)
+        self._index = tantivy.Index(builder.build())
+        writer = self._index.writer(heap_size=100_000_000, num_threads=1)
+        for rowid, *texts in conn.execute(TEXTS):
+            writer.add_document(
+                tantivy.Document(rowid=rowid, **dict(zip(FIELDS, texts, strict=True)))
+            )
+        writer.commit()
+        self._index.reload()
+        self._searcher = self._index.searcher()
+
+    def top(self, terms: list[str], k: int) -> list[int]:
+        query = self._index.parse_query(
+            " OR ".join(lexical.quote_term(t) for t in terms), list(FIELDS), field_boosts=FIELDS
+        )
+        hits = self._searcher.search(query, k).hits
+        return [int(self._searcher.doc(address)["rowid"][0]) for _, address in hits]
+
+
+def _tantivy(conn: sqlite3.Connection) -> tuple[TantivyIndex | None, float]:
+    try:
+        began = time.perf_counter()
+        return TantivyIndex(conn), time.perf_counter() - began
+    except ImportError:
+        return None, 0.0
+
+
 def _build(home: Path) -> Settings:
     settings = Settings(home=home)
     prepare_home(settings)
@@ -150,6 +191,7 @@ def _measure(settings: Settings) -> dict[str, Any]:
         index = MemoryIndex(conn)
         build_s = time.perf_counter() - began
         plans = {q: _plan(storage, conn, q) for q in queries}
+        tv, tv_build_s = _tantivy(conn)
 
         def run(sql: str, *args: Any) -> Callable[[str], Any]:
             return lambda q: conn.execute(sql, (plans[q][0], *args)).fetchall()
@@ -161,6 +203,8 @@ def _measure(settings: Settings) -> dict[str, Any]:
             "one_walk": lambda q: sorted(run(ONE_WALK, WINDOW)(q), key=lambda r: r[1])[:K],
             "in_memory": lambda q: index.top(plans[q][1], K),
         }
+        if tv is not None:
+            variants["tantivy"] = lambda q: tv.top(plans[q][2], K)
         samples: dict[str, list[float]] = {name: [] for name in variants}
         names = list(variants)
         for i, q in enumerate(queries):
@@ -168,12 +212,20 @@ def _measure(settings: Settings) -> dict[str, Any]:
                 t = time.perf_counter()
                 variants[name](q)
                 samples[name].append((time.perf_counter() - t) * 1000.0)
-        agree = [
-            len(set(index.top(phrases, 10)) & {r[0] for r in conn.execute(WHOLE, (match,))}) / 10
-            for match, phrases in plans.values()
-            if all(len(p) == 1 for p in phrases)
-        ]
+        single = [p for p in plans.values() if all(len(stems) == 1 for stems in p[1])]
+        whole = [{r[0] for r in conn.execute(WHOLE, (p[0],))} for p in single]
+        agree = [len(set(index.top(p[1], 10)) & w) / 10 for p, w in zip(single, whole, strict=True)]
+        if tv is not None:
+            tv_agree = [
+                len(set(tv.top(p[2], 10)) & w) / 10 for p, w in zip(single, whole, strict=True)
+            ]
+        tantivy = (
+            {"tantivy_build_s": round(tv_build_s, 1), "tantivy_agree_at_10": _mean(tv_agree)}
+            if tv is not None
+            else {}
+        )
         return {
+            **tantivy,
             "records": RECORDS,
             "queries": len(queries),
             "window": WINDOW,
@@ -181,7 +233,7 @@ def _measure(settings: Settings) -> dict[str, Any]:
             "in_memory_build_s": round(build_s, 1),
             "in_memory_mb": round(index.nbytes / 2**20, 1),
             "in_memory_terms": len(index.postings),
-            "agree_at_10": round(float(np.mean(agree)), 3) if agree else None,
+            "agree_at_10": _mean(agree),
             "agree_queries": len(agree),
         }
     finally:
@@ -189,13 +241,19 @@ def _measure(settings: Settings) -> dict[str, Any]:
         storage.close()
 
 
-def _plan(storage: Any, conn: sqlite3.Connection, query: str) -> tuple[str, list[list[str]]]:
-    """The MATCH the leg runs first (its rarest terms), and those terms' stems."""
+def _mean(values: list[float]) -> float | None:
+    return round(float(np.mean(values)), 3) if values else None
+
+
+def _plan(
+    storage: Any, conn: sqlite3.Connection, query: str
+) -> tuple[str, list[list[str]], list[str]]:
+    """The MATCH the leg runs first (its rarest terms), those terms' stems, and the terms."""
     tokens = lexical.tokenize(query)
     stats = storage.term_stats(tokens)
     terms = select_terms(tokens, lambda _: stats.doc_freq, total=stats.total)
     stems = fts._stems(conn, terms)
-    return lexical.or_query(terms), [stems[t] for t in terms if t in stems]
+    return lexical.or_query(terms), [stems[t] for t in terms if t in stems], terms
 
 
 def run() -> dict[str, Any]:
@@ -207,7 +265,9 @@ def run() -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    rows = ["leg", "bm25_fixed", "walk", "one_walk", "in_memory"]
+    rows = [
+        r for r in ("leg", "bm25_fixed", "walk", "one_walk", "in_memory", "tantivy") if r in result
+    ]
     lines = [
         f"# SQLite lexical leg at {result['records']} records: where the time goes",
         "",
@@ -229,4 +289,10 @@ def markdown(result: dict[str, Any]) -> str:
         f"top 10 agrees with FTS5 bm25 over the whole namespace at {result['agree_at_10']} "
         f"({result['agree_queries']} queries of single-stem terms).",
     ]
+    if "tantivy" in result:
+        lines.append(
+            f"\ntantivy (RAM, `en_stem`): built in {result['tantivy_build_s']} s from the "
+            f"records' text; top 10 agrees with FTS5 bm25 at {result['tantivy_agree_at_10']} "
+            "on the same queries."
+        )
     return "\n".join(lines) + "\n"
