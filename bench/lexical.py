@@ -43,7 +43,8 @@ import numpy as np
 from bench.search import BATCH, NS, _queries, _record, _stats
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.retrieval.lexical import search_lexical, select_terms
-from wakemark.shared.storage import lexical, migrate, open_storage
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import lexical, migrate
 from wakemark.shared.storage.sqlite import fts
 
 RECORDS = int(os.environ.get("WAKEMARK_BENCH_LEXICAL_RECORDS", "50000"))
@@ -169,7 +170,8 @@ def _build(home: Path) -> Settings:
     migrate(settings)
     if (home / "bench-built").exists():
         return settings
-    storage = open_storage(settings)
+    runtime = Runtime.build(settings)
+    storage = runtime.storage
     rng, base = random.Random(7), datetime(2024, 1, 1, tzinfo=UTC)
     try:
         for lo in range(0, RECORDS, BATCH):
@@ -177,13 +179,14 @@ def _build(home: Path) -> Settings:
                 for i in range(lo, min(RECORDS, lo + BATCH)):
                     tx.put_memory_record(_record(rng, i, base))
     finally:
-        storage.close()
+        runtime.close()
     (home / "bench-built").write_text(f"{RECORDS}\n")
     return settings
 
 
 def _measure(settings: Settings) -> dict[str, Any]:
-    storage = open_storage(settings)
+    runtime = Runtime.build(settings)
+    storage = runtime.storage
     conn = sqlite3.connect(settings.sqlite_path)
     try:
         queries = _queries(random.Random(11))[:QUERIES]
@@ -238,7 +241,7 @@ def _measure(settings: Settings) -> dict[str, Any]:
         }
     finally:
         conn.close()
-        storage.close()
+        runtime.close()
 
 
 def _mean(values: list[float]) -> float | None:
