@@ -52,7 +52,6 @@ QUERIES = 200
 K = 40  # what bench/search.py's lexical stage asks for
 WINDOW = fts.WINDOW
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
-WEIGHTS = {"title": 4.0, "summary": 2.0, "facts_text": 1.0}  # the leg's bm25() weights
 BM25 = "bm25(memory_fts, 4.0, 2.0, 1.0, 0.0)"
 FIXED = f"SELECT rowid, {BM25} FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid DESC LIMIT 1"
 WALK = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
