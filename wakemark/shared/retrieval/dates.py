@@ -204,9 +204,19 @@ _RULES: list[tuple[re.Pattern[str], Rule]] = [
 ]
 
 
+# A word every phrase has: most queries have none, and one search of this settles them.
+_ANY = re.compile(
+    r"\b(?:ago|yesterday|today|tonight|last|past|night|weekend|week|month|year|morning"
+    r"|afternoon|evening|(?:19|20)\d\d|" + "|".join([*WEEKDAYS, *(m[:3] for m in MONTHS)]) + ")",
+    re.IGNORECASE,
+)
+
+
 def resolve(query: str, now: datetime) -> Window | None:
     """The window the query's first relative date names, or None. ``now``: an aware
     datetime, the query's time in the asker's time zone."""
+    if _ANY.search(query) is None:
+        return None
     found: list[tuple[int, int, re.Match[str], Rule]] = []
     for pattern, rule in _RULES:
         m = pattern.search(query)
