@@ -166,6 +166,18 @@ class Settings:
     fusion: str = _setting(
         "rrf", _choice("rrf", "tuned"), "Rank fusion: plain RRF (k=60) or the tuned variant."
     )
+    dates: str = _setting(
+        "on",
+        _choice("on", "off"),
+        "Relative dates in a query (yesterday, last week, in March) favour the records of"
+        " that time; `off` searches the words only.",
+    )
+    session_neighbours: int = _setting(
+        0,
+        _int(0, 5),
+        "Records next to the search's best hit in its session (time order) that join the"
+        " results, each side; 0: off.",
+    )
     embedder: str = _setting(
         "onnx", _choice("onnx", "off"), "Embedding runtime; `off` runs lexical-only search."
     )

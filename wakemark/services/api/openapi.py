@@ -96,7 +96,8 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/search",
         "hybrid search → `{items: [{record, match_source, score, relevance, code?}], latency_ms, "
-        "degraded}`; `match_source` is `fts`, `semantic`, `trigram` or `hybrid`; "
+        "degraded}`; `match_source` is `fts`, `semantic`, `trigram`, `hybrid` or `session` "
+        "(next to the best hit in its session); "
         "`relevance` 0–1 is the gate's; `namespace` may be an actor prefix `/actor/<actor>/` "
         "(all projects); "
         "`limit` 1–100 (10); `min_relevance` 0–1 keeps only hits that reach it (unset: all, "

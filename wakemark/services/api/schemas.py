@@ -247,7 +247,7 @@ class CodeState(BaseModel):
 
 class SearchHit(BaseModel):
     record: MemoryRecord
-    match_source: Literal["fts", "semantic", "trigram", "hybrid"]
+    match_source: Literal["fts", "semantic", "trigram", "hybrid", "session"]
     score: float
     relevance: float = Field(ge=0.0, le=1.0, description="the relevance gate's estimate")
     code: CodeState | None = Field(

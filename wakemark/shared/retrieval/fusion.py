@@ -28,7 +28,9 @@ class Candidate:
 class Fused:
     record_id: str
     score: float
-    match_source: str  # the one leg that found it ("fts", "semantic", "trigram"), or "hybrid"
+    # The one leg that found it ("fts", "semantic", "trigram"), "hybrid", or (a neighbour of
+    # the best hit, ``retriever.SESSION``) "session".
+    match_source: str
     created_ts: float
 
 
@@ -41,6 +43,10 @@ class FusionParams:
     floors: Mapping[str, float] = field(default_factory=dict)
     # At most this many hits only this leg found on a page.
     caps: Mapping[str, int] = field(default_factory=dict)
+    # The weight of the list of favoured hits (``fuse``'s ``favoured``): as much as a leg,
+    # so a hit of the query's time outranks one of another time that a leg ranked a
+    # little higher, not one that every leg ranked first.
+    favour: float = 1.0
 
 
 PLAIN = FusionParams()
@@ -72,11 +78,16 @@ def params_for(name: str, legs: Iterable[Weighed]) -> FusionParams:
 
 
 def fuse(
-    ranked: Mapping[str, Sequence[Candidate]], limit: int, params: FusionParams = PLAIN
+    ranked: Mapping[str, Sequence[Candidate]],
+    limit: int,
+    params: FusionParams = PLAIN,
+    favoured: Sequence[str] = (),
 ) -> list[Fused]:
     """Each leg's list best first, by leg name; returns at most ``limit`` ordered by
     (score desc, created_at desc, record_id asc). A record found again further down the
-    same list counts once, at its best rank; its time is taken from the first leg."""
+    same list counts once, at its best rank; its time is taken from the first leg.
+    ``favoured``: record ids, best first, that gain a list's share of score (the legs'
+    hits of the query's time); it finds nothing itself, nor changes a hit's label."""
     found = {name: {c.record_id for c in cands} for name, cands in ranked.items()}
     scores: dict[str, float] = {}
     created: dict[str, float] = {}
@@ -94,6 +105,9 @@ def fuse(
             scores[rid] = scores.get(rid, 0.0) + weight / (params.k + rank + 1)
             created.setdefault(rid, cand.created_ts)
             sources.setdefault(rid, set()).add(name)
+    for rank, rid in enumerate(dict.fromkeys(favoured)):
+        if rid in scores:
+            scores[rid] += params.favour / (params.k + rank + 1)
     order = sorted(scores, key=lambda rid: (-scores[rid], -created[rid], rid))
     out: list[Fused] = []
     alone: dict[str, int] = {}  # hits per leg that only that leg found

@@ -13,7 +13,7 @@ from wakemark.shared.retrieval import gate
 @dataclass(frozen=True)
 class SearchHit:
     record: MemoryRecord
-    match_source: str  # "fts" | "semantic" | "trigram" | "hybrid"
+    match_source: str  # "fts" | "semantic" | "trigram" | "hybrid" | "session"
     score: float
     relevance: float = 0.0  # the gate's calibrated estimate, 0-1
     evidence: gate.Evidence | None = None

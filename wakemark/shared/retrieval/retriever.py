@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wakemark.shared.models import Event, MemoryRecord, is_namespace_prefix, new_ulid
-from wakemark.shared.retrieval import gate, inject
+from wakemark.shared.retrieval import dates, gate, inject
 from wakemark.shared.retrieval.audit import Audit, Queued, build_row
 from wakemark.shared.retrieval.formatting import format_index
 from wakemark.shared.retrieval.fusion import Candidate, Fused, fuse, params_for
@@ -22,7 +22,15 @@ from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, NothingToSearch,
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import QuerySource, query_text
 from wakemark.shared.retrieval.staleness import NOT_READ, UNCHECKED, CodeCheck, Verdict
-from wakemark.shared.storage import Anchors, Records, RetrievalLog, Search, SearchQuery, Vectors
+from wakemark.shared.storage import (
+    Anchors,
+    NotFoundError,
+    Records,
+    RetrievalLog,
+    Search,
+    SearchQuery,
+    Vectors,
+)
 
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
@@ -43,6 +51,13 @@ WARN_EVERY_S = 60.0  # one warning per degrade reason per minute, not one per se
 # trigram leg took seconds (bench/results/scale.md) and ran on after the search had
 # given up.
 LEG_SHARE = 0.8
+# The session of the best hit, for its neighbours: records in the namespace's time order
+# no further from it than this (a record of the next day is another session).
+SESSION_GAP = timedelta(hours=1)
+# A neighbour's score is the best hit's times this, once per step away: next to the best
+# hit, above the hits that only one leg ranked lower.
+NEIGHBOUR_SHARE = 0.9
+SESSION = "session"  # the label of a hit only the best hit's session brought
 
 
 class RetrieverStorage(Search, Vectors, Records, RetrievalLog, Anchors, Protocol):
@@ -106,7 +121,10 @@ class Retriever:
         limit: int = 10,
         observation_type: str | None = None,
         days: int | None = None,
+        now: datetime | None = None,
     ) -> SearchResult:
+        """``now``: when the query is asked, for its relative dates; default: now, in the
+        server's time zone (the asker's, for a local server)."""
         start = time.perf_counter()
         try:
             text = query_text(query)
@@ -121,6 +139,7 @@ class Retriever:
                 limit,
                 observation_type,
                 since,
+                now or datetime.now().astimezone(),
                 start + budget_s * LEG_SHARE,
                 start + budget_s,
             )
@@ -293,6 +312,7 @@ class Retriever:
         limit: int,
         observation_type: str | None,
         since: datetime | None,
+        now: datetime,
         legs_deadline: float,
         deadline: float,
     ) -> _Outcome:
@@ -302,6 +322,9 @@ class Retriever:
         # At least the prompt's depth: the gate's rarity pool and cosine baseline are then
         # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
+        window = dates.resolve(text, now) if self._settings.dates == "on" else None
+        # The legs and the gate read the query's other words: "yesterday" names no topic.
+        text = (window.strip(text) if window else "") or text
         first, *others = self._legs
         where = SearchQuery(namespace, k, observation_type, since)
 
@@ -325,10 +348,49 @@ class Retriever:
             degraded |= missed
             if found is not None:
                 ranked[leg.name] = found
-        fused = fuse(ranked, limit, self._fusion)
-        items = self._hydrate(namespace, fused, ranked.values())
+        # Every hit, for the window's order and the neighbours; cut to the limit after.
+        fused = fuse(ranked, len({c.record_id for cs in ranked.values() for c in cs}), self._fusion)
+        if window is not None:
+            favoured = [f.record_id for f in fused if window.holds(f.created_ts)]
+            fused = fuse(ranked, len(fused), self._fusion, favoured)
+        fused, neighbours = self._with_neighbours(namespace, fused)
+        items = self._hydrate(namespace, fused[:limit], [*ranked.values(), neighbours])
         items = self._with_relevance(namespace, text, items, ranked)
         return _Outcome(items, degraded, len(ranked[first.name]))
+
+    def _with_neighbours(
+        self, namespace: str, fused: list[Fused]
+    ) -> tuple[list[Fused], list[Candidate]]:
+        """The hits with the best hit's session neighbours among them, and those as
+        candidates (their records read). A question that needs two facts often finds one
+        and not the other, said in the same conversation a few turns away."""
+        n = self._settings.session_neighbours
+        if not n or not fused:
+            return fused, []
+        best = fused[0]
+        try:
+            around = self._storage.timeline(best.record_id, n, n)
+        except NotFoundError:  # deleted since the legs read it
+            return fused, []
+        at = next((i for i, r in enumerate(around) if r.record_id == best.record_id), None)
+        if at is None:
+            return fused, []
+        scores = {f.record_id: f for f in fused}
+        found: list[Candidate] = []
+        for i, record in enumerate(around):
+            ts = record.created_at.timestamp()
+            near = abs(ts - best.created_ts) <= SESSION_GAP.total_seconds()
+            if i == at or not near or not record.namespace.startswith(namespace):
+                continue
+            score = best.score * NEIGHBOUR_SHARE ** abs(i - at)
+            known = scores.get(record.record_id)
+            if known is None:
+                scores[record.record_id] = Fused(record.record_id, score, SESSION, ts)
+            elif known.score < score:
+                scores[record.record_id] = replace(known, score=score)
+            found.append(Candidate(record.record_id, ts, record=record))
+        order = sorted(scores.values(), key=lambda f: (-f.score, -f.created_ts, f.record_id))
+        return order, found
 
     def _leg_result(
         self, leg: Leg, future: Future[list[Candidate]], deadline: float
