@@ -77,7 +77,7 @@ def test_an_identifier_is_left_to_the_lexical_leg_when_it_has_enough_candidates(
 def test_an_english_query_is_left_to_the_other_legs(runtime: Runtime) -> None:
     put(runtime, [CHINESE, JAPANESE, LOADER, ENGLISH])
     query = "redis timeout webhook"
-    assert TrigramLeg(runtime.storage).search(NS, query, 20) == []
+    assert TrigramLeg(runtime.storage).search(SearchQuery(NS, 20), query) == []
     lexical = search_lexical(runtime.storage, NS, query, 20)
     assert _hits(runtime, query) == [(h.record.record_id, "fts") for h in lexical]
     assert _hits(runtime, query) == [(ENGLISH.record_id, "fts")]
