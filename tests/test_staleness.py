@@ -7,6 +7,7 @@ out) and of a scoped token (nothing read, the audit says so)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -115,6 +116,46 @@ def test_the_hash_cache_sees_an_edit_and_an_edit_back(storage: Storage, repo: Pa
     assert check.verdicts([record.record_id])[record.record_id].state == "changed"
     git(repo, "checkout", "--", "billing/address.py")
     assert check.verdicts([record.record_id])[record.record_id].state == "current"
+
+
+def test_the_first_check_of_unmoved_files_reads_none(
+    storage: Storage, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    reads: list[str] = []
+    real = staleness._read
+
+    def counted(root: str, rel: str) -> tuple[bytes, tuple[int, int]] | None:
+        reads.append(rel)
+        return real(root, rel)
+
+    monkeypatch.setattr(staleness, "_read", counted)
+    # A new process: nothing cached but the (mtime, size) each file had when captured.
+    assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "current"
+    assert reads == []
+    edit(repo, "order.city", "order.town")
+    assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "changed"
+    assert reads == ["billing/address.py", "billing/address.py"]  # its hash, then the name
+
+
+def test_reads_past_the_budget_are_left_unchecked_and_done_in_the_background(
+    storage: Storage, repo: Path
+) -> None:
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    edit(repo, "order.city", "order.town")
+    check = CodeCheck(storage)
+    first = check.verdicts([record.record_id], read_budget=0)[record.record_id]
+    assert first.state == "unchecked"
+    check.drain()
+    # The edited file's hash is known now; naming the identifier still needs a read.
+    second = check.verdicts([record.record_id], read_budget=staleness.FILE_COST)
+    assert second[record.record_id].state == "changed"
 
 
 def test_a_server_that_may_not_read_files_anchors_paths_only(repo: Path) -> None:
@@ -304,6 +345,9 @@ def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
     with storage.transaction() as tx:
         tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
     monkeypatch.setattr(staleness, "MAX_FILE_BYTES", 8)  # every cited file is now too large
+    for path in ("billing/address.py", "billing/tax.py"):  # and written since capture
+        info = (repo / path).stat()
+        os.utime(repo / path, ns=(info.st_atime_ns, info.st_mtime_ns + 10**9))
     verdict = CodeCheck(storage).verdicts([record.record_id])[record.record_id]
     assert (verdict.state, verdict.paths) == ("changed", ("billing/address.py", "billing/tax.py"))
 

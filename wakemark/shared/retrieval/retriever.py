@@ -21,7 +21,13 @@ from wakemark.shared.retrieval.hits import PromptContext, SearchHit, SearchResul
 from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, NothingToSearch, Unavailable
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import QuerySource, query_text
-from wakemark.shared.retrieval.staleness import NOT_READ, UNCHECKED, CodeCheck, Verdict
+from wakemark.shared.retrieval.staleness import (
+    NOT_READ,
+    PROMPT_READ_BYTES,
+    UNCHECKED,
+    CodeCheck,
+    Verdict,
+)
 from wakemark.shared.storage import Anchors, Records, RetrievalLog, Search, Vectors
 
 if TYPE_CHECKING:
@@ -90,6 +96,7 @@ class Retriever:
         """A forked child inherits pools whose threads do not exist and locks another
         thread may hold: start afresh."""
         self._start_pools()
+        self._code.after_fork()
         for leg in self._legs:
             leg.after_fork()
         self._audit.after_fork()
@@ -206,9 +213,10 @@ class Retriever:
 
     def code_verdicts(self, record_ids: list[str]) -> dict[str, Verdict]:
         """Each record's state against the project's files now (records without anchors
-        are left out); a failed check is logged and leaves them all out."""
+        are left out), reading no more than a prompt may; a failed check is logged and
+        leaves them all out."""
         try:
-            return self._code.verdicts(record_ids)
+            return self._code.verdicts(record_ids, read_budget=PROMPT_READ_BYTES)
         except Exception:
             log.exception("code check failed; records left unchecked")
             return {}
