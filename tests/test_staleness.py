@@ -365,3 +365,33 @@ def test_a_moved_project_and_files_missing_at_capture_leave_records_unchecked(
     anchors = capture(never, str(user_home / "moved"), readable=True)
     assert anchors is not None and anchors.hashed
     assert CodeCheck(storage).verdict(anchors).state == "unchecked"
+
+
+def test_the_viewers_code_states_for_the_local_client_only(local_hooks: Hooks, repo: Path) -> None:
+    record = work_turn(local_hooks, repo)
+    edit(repo, "order.city", "order.town")
+    other = "mr_" + "0" * 26
+
+    def states(token: str, ns: str = record.namespace) -> Any:
+        res = local_hooks.client.get(
+            "/v1/memories/code",
+            query_string={"namespace": ns, "ids": f"{record.record_id},{other}"},
+            headers={"Authorization": f"Bearer {token}", "Host": "127.0.0.1:37800"},
+        )
+        assert res.status_code == 200, res.data
+        return json.loads(res.data)
+
+    assert states(local_hooks.token) == {"checked": True, "note": "", "items": {
+        record.record_id: {"state": "changed", "paths": ["billing/address.py"],
+                           "identifiers": []}}}  # fmt: skip
+    assert states(local_hooks.token, "/actor/nobody/")["items"] == {}
+    scope = project.project_id(str(repo))
+    secret = tokens.create(local_hooks.runtime.storage, actor=ACTOR, project=scope,
+                           read_only=True, expires=None, name="bob", who="test")[1]  # fmt: skip
+    assert states(secret) == {"checked": False, "note": NOT_READ, "items": {}}
+    bad = local_hooks.client.get(
+        "/v1/memories/code",
+        query_string={"namespace": record.namespace, "ids": "../x"},
+        headers={"Authorization": f"Bearer {local_hooks.token}", "Host": "127.0.0.1:37800"},
+    )
+    assert bad.status_code == 400
