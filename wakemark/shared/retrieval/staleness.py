@@ -24,7 +24,7 @@ import re
 import stat
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -44,6 +44,43 @@ FILE_COST = 16 << 10  # opening a file costs about as much as reading this many 
 
 State = Literal["current", "changed", "gone", "unchecked"]
 NOT_READ = "code not checked: this server does not read the client's files"
+FROM_CLIENT = "code checked from the hashes the client's forwarder sent (names not checked)"
+
+
+HASHES_HEADER = "X-Wakemark-Hashes"  # the forwarder's: ``path=sha256`` (``-``: not there), ``;``
+WATCH_HEADER = "X-Wakemark-Watch"  # the server's: the paths it asks about, ``;``-separated
+MAX_REPORTED = 32  # files a forwarder hashes per call (services/forwarder/hook.py)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _unescape(text: str) -> str:
+    return text.replace("%3B", ";").replace("%3D", "=").replace("%25", "%")
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%25").replace(";", "%3B").replace("=", "%3D")
+
+
+def parse_reported(value: str | None) -> dict[str, str | None] | None:
+    """A forwarder's hashes header, by project-relative path; None when absent. Entries
+    that are not a relative path and a SHA-256 (or ``-``) are left out."""
+    if value is None:
+        return None
+    out: dict[str, str | None] = {}
+    for item in value.split(";")[:MAX_REPORTED]:
+        path, _, digest = item.partition("=")
+        path = _unescape(path.strip())
+        if not path or path.startswith(("/", "../")) or "\0" in path:
+            continue
+        if digest == "-":
+            out[path] = None
+        elif _HEX64.fullmatch(digest):
+            out[path] = digest
+    return out
+
+
+def watch_value(paths: Sequence[str]) -> str:
+    return ";".join(_escape(p) for p in paths[:MAX_REPORTED])
 
 
 def local_install(settings: Any) -> bool:
@@ -203,21 +240,48 @@ class CodeCheck:
         root: str | None = None,
         read_budget: int | None = None,
         reported: Mapping[str, str | None] | None = None,
+        baselines: list[CodeAnchors] | None = None,
     ) -> dict[str, Verdict]:
         """The verdict of each record that has anchors; ``root`` (else the one at capture)
         is where the project is now; ``reported``: the client's own hashes of the files,
-        by project-relative path, used instead of reading any (a team server)."""
+        by project-relative path, used instead of reading any (a team server), and the
+        anchors that took their hashes from it appended to ``baselines`` (to store)."""
+        known = self._load(record_ids)
+        budget = _Budget(read_budget)
+        if reported is not None:
+            for rid, a in known.items():
+                kept = None if a is None else self.baseline(a, reported)
+                if kept is not None:
+                    known[rid] = kept
+                    if baselines is not None:
+                        baselines.append(kept)
+            return {rid: self.reported(a, reported) for rid, a in known.items() if a is not None}
+        return {rid: self.verdict(a, root, budget) for rid, a in known.items() if a is not None}
+
+    def baseline(self, anchors: CodeAnchors, now: Mapping[str, str | None]) -> CodeAnchors | None:
+        """Anchors a server that read nothing at capture takes from the client's first
+        report of the cited files (None: nothing new to keep). The file as first reported
+        stands for the file at capture: a change between the two goes unseen."""
+        if anchors.hashed or not any(now.get(f.path) for f in anchors.files):
+            return None
+        files = tuple(replace(f, sha256=now.get(f.path)) for f in anchors.files)
+        kept = replace(anchors, files=files, hashed=True)
+        self._anchors[anchors.record_id] = kept
+        return kept
+
+    def cited(self, record_ids: Sequence[str]) -> list[str]:
+        """The files the records cite."""
+        found = self._load(record_ids).values()
+        return list(dict.fromkeys(f.path for a in found if a is not None for f in a.files))
+
+    def _load(self, record_ids: Sequence[str]) -> dict[str, CodeAnchors | None]:
         missing = [rid for rid in record_ids if rid not in self._anchors]
         if missing:
             found = self._storage.get_anchors(missing)
             if len(self._anchors) + len(missing) > CACHE_ENTRIES:
                 self._anchors.clear()
             self._anchors.update({rid: found.get(rid) for rid in missing})
-        known = {rid: self._anchors.get(rid) for rid in record_ids}
-        budget = _Budget(read_budget)
-        if reported is not None:
-            return {rid: self.reported(a, reported) for rid, a in known.items() if a is not None}
-        return {rid: self.verdict(a, root, budget) for rid, a in known.items() if a is not None}
+        return {rid: self._anchors.get(rid) for rid in record_ids}
 
     def reported(self, anchors: CodeAnchors, now: Mapping[str, str | None]) -> Verdict:
         """The verdict from the client's hashes (None: the file is not there). Names are
