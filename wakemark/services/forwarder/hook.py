@@ -39,6 +39,7 @@ WATCH_HEADER = b"x-wakemark-watch"
 HASHES_HEADER = "X-Wakemark-Hashes"
 MAX_WATCHED = 32  # staleness.MAX_REPORTED
 MAX_HASHED_BYTES = 1 << 20  # per file: a larger one is not reported (not code)
+MAX_HASHES_HEADER = 7000  # under a proxy's usual 8 KB limit for one header line
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -121,6 +122,7 @@ def _hashes(root: str) -> str:
         from _sha256 import sha256  # type: ignore[import-not-found,no-redef]
     base = os.path.join(os.path.normpath(root), "")
     out = []
+    size = 0
     for escaped in lines[1 : MAX_WATCHED + 1]:
         rel = escaped.replace("%3B", ";").replace("%3D", "=").replace("%25", "%")
         full = os.path.normpath(os.path.join(base, rel))
@@ -135,6 +137,9 @@ def _hashes(root: str) -> str:
             digest = "-"
         except OSError:
             continue
+        size += len(escaped) + len(digest) + 2
+        if size > MAX_HASHES_HEADER:
+            break
         out.append(f"{escaped}={digest}")
     return ";".join(out)
 
