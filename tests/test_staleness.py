@@ -66,6 +66,15 @@ def cited(ns: str = "/actor/a/project/p/") -> MemoryRecord:
     )
 
 
+def anchored(storage: Storage, repo: Path) -> MemoryRecord:
+    """``cited()`` stored with its anchors captured from ``repo``."""
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    return record
+
+
 def edit(repo: Path, old: str, new: str) -> None:
     path = repo / "billing" / "address.py"
     path.write_text(path.read_text().replace(old, new))
@@ -106,10 +115,7 @@ def test_states_after_each_change_on_each_backend(
 
 
 def test_the_hash_cache_sees_an_edit_and_an_edit_back(storage: Storage, repo: Path) -> None:
-    record = cited()
-    storage.put_memory_record(record)
-    with storage.transaction() as tx:
-        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    record = anchored(storage, repo)
     check = CodeCheck(storage)
     assert check.verdicts([record.record_id])[record.record_id].state == "current"
     edit(repo, "order.city", "order.town")
@@ -121,10 +127,7 @@ def test_the_hash_cache_sees_an_edit_and_an_edit_back(storage: Storage, repo: Pa
 def test_the_first_check_of_unmoved_files_reads_none(
     storage: Storage, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record = cited()
-    storage.put_memory_record(record)
-    with storage.transaction() as tx:
-        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    record = anchored(storage, repo)
     reads: list[str] = []
     real = staleness._read
 
@@ -144,10 +147,7 @@ def test_the_first_check_of_unmoved_files_reads_none(
 def test_reads_past_the_budget_are_left_unchecked_and_done_in_the_background(
     storage: Storage, repo: Path
 ) -> None:
-    record = cited()
-    storage.put_memory_record(record)
-    with storage.transaction() as tx:
-        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    record = anchored(storage, repo)
     edit(repo, "order.city", "order.town")
     check = CodeCheck(storage)
     first = check.verdicts([record.record_id], read_budget=0)[record.record_id]
@@ -340,10 +340,7 @@ def open_store(settings: Settings) -> Iterator[Storage]:
 def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
     storage: Storage, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record = cited()
-    storage.put_memory_record(record)
-    with storage.transaction() as tx:
-        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    record = anchored(storage, repo)
     monkeypatch.setattr(staleness, "MAX_FILE_BYTES", 8)  # every cited file is now too large
     for path in ("billing/address.py", "billing/tax.py"):  # and written since capture
         info = (repo / path).stat()
@@ -355,10 +352,7 @@ def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
 def test_a_moved_project_and_files_missing_at_capture_leave_records_unchecked(
     storage: Storage, repo: Path, user_home: Path
 ) -> None:
-    record = cited()
-    storage.put_memory_record(record)
-    with storage.transaction() as tx:
-        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    record = anchored(storage, repo)
     repo.rename(user_home / "moved")
     assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "unchecked"
     never = cited().model_copy(update={"files_touched": ["billing/never.py"]})
