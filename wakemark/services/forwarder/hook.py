@@ -117,9 +117,12 @@ def _hashes(root: str) -> str:
     if lines[0] != root:
         return ""  # another project with the same checksum
     try:
-        from _sha2 import sha256  # type: ignore[import-not-found]  # 3.12+; hashlib costs more
+        from _sha2 import sha256  # 3.12+; hashlib costs more
     except ImportError:
-        from _sha256 import sha256  # type: ignore[import-not-found,no-redef]
+        try:
+            from _sha256 import sha256
+        except ImportError:  # a Python built without its own hashes
+            from hashlib import sha256
     base = os.path.join(os.path.normpath(root), "")
     out = []
     size = 0
