@@ -7,6 +7,7 @@ out) and of a scoped token (nothing read, the audit says so)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,6 +66,15 @@ def cited(ns: str = "/actor/a/project/p/") -> MemoryRecord:
     )
 
 
+def anchored(storage: Storage, repo: Path) -> MemoryRecord:
+    """``cited()`` stored with its anchors captured from ``repo``."""
+    record = cited()
+    storage.put_memory_record(record)
+    with storage.transaction() as tx:
+        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    return record
+
+
 def edit(repo: Path, old: str, new: str) -> None:
     path = repo / "billing" / "address.py"
     path.write_text(path.read_text().replace(old, new))
@@ -105,16 +115,47 @@ def test_states_after_each_change_on_each_backend(
 
 
 def test_the_hash_cache_sees_an_edit_and_an_edit_back(storage: Storage, repo: Path) -> None:
-    record = cited()
-    storage.put_memory_record(record)
-    with storage.transaction() as tx:
-        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    record = anchored(storage, repo)
     check = CodeCheck(storage)
     assert check.verdicts([record.record_id])[record.record_id].state == "current"
     edit(repo, "order.city", "order.town")
     assert check.verdicts([record.record_id])[record.record_id].state == "changed"
     git(repo, "checkout", "--", "billing/address.py")
     assert check.verdicts([record.record_id])[record.record_id].state == "current"
+
+
+def test_the_first_check_of_unmoved_files_reads_none(
+    storage: Storage, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = anchored(storage, repo)
+    reads: list[str] = []
+    real = staleness._read
+
+    def counted(root: str, rel: str) -> tuple[bytes, tuple[int, int]] | None:
+        reads.append(rel)
+        return real(root, rel)
+
+    monkeypatch.setattr(staleness, "_read", counted)
+    # A new process: nothing cached but the (mtime, size) each file had when captured.
+    assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "current"
+    assert reads == []
+    edit(repo, "order.city", "order.town")
+    assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "changed"
+    assert reads == ["billing/address.py", "billing/address.py"]  # its hash, then the name
+
+
+def test_reads_past_the_budget_are_left_unchecked_and_done_in_the_background(
+    storage: Storage, repo: Path
+) -> None:
+    record = anchored(storage, repo)
+    edit(repo, "order.city", "order.town")
+    check = CodeCheck(storage)
+    first = check.verdicts([record.record_id], read_budget=0)[record.record_id]
+    assert first.state == "unchecked"
+    check.drain()
+    # The edited file's hash is known now; naming the identifier still needs a read.
+    second = check.verdicts([record.record_id], read_budget=staleness.FILE_COST)
+    assert second[record.record_id].state == "changed"
 
 
 def test_a_server_that_may_not_read_files_anchors_paths_only(repo: Path) -> None:
@@ -299,11 +340,11 @@ def open_store(settings: Settings) -> Iterator[Storage]:
 def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
     storage: Storage, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record = cited()
-    storage.put_memory_record(record)
-    with storage.transaction() as tx:
-        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    record = anchored(storage, repo)
     monkeypatch.setattr(staleness, "MAX_FILE_BYTES", 8)  # every cited file is now too large
+    for path in ("billing/address.py", "billing/tax.py"):  # and written since capture
+        info = (repo / path).stat()
+        os.utime(repo / path, ns=(info.st_atime_ns, info.st_mtime_ns + 10**9))
     verdict = CodeCheck(storage).verdicts([record.record_id])[record.record_id]
     assert (verdict.state, verdict.paths) == ("changed", ("billing/address.py", "billing/tax.py"))
 
@@ -311,13 +352,101 @@ def test_a_file_that_is_there_but_unreadable_is_changed_not_gone(
 def test_a_moved_project_and_files_missing_at_capture_leave_records_unchecked(
     storage: Storage, repo: Path, user_home: Path
 ) -> None:
-    record = cited()
-    storage.put_memory_record(record)
-    with storage.transaction() as tx:
-        tx.put_anchors(capture(record, str(repo), readable=True))  # type: ignore[arg-type]
+    record = anchored(storage, repo)
     repo.rename(user_home / "moved")
     assert CodeCheck(storage).verdicts([record.record_id])[record.record_id].state == "unchecked"
     never = cited().model_copy(update={"files_touched": ["billing/never.py"]})
     anchors = capture(never, str(user_home / "moved"), readable=True)
     assert anchors is not None and anchors.hashed
     assert CodeCheck(storage).verdict(anchors).state == "unchecked"
+
+
+def test_the_viewers_code_states_for_the_local_client_only(local_hooks: Hooks, repo: Path) -> None:
+    record = work_turn(local_hooks, repo)
+    edit(repo, "order.city", "order.town")
+    other = "mr_" + "0" * 26
+
+    def states(token: str, ns: str = record.namespace) -> Any:
+        res = local_hooks.client.get(
+            "/v1/memories/code",
+            query_string={"namespace": ns, "ids": f"{record.record_id},{other}"},
+            headers={"Authorization": f"Bearer {token}", "Host": "127.0.0.1:37800"},
+        )
+        assert res.status_code == 200, res.data
+        return json.loads(res.data)
+
+    assert states(local_hooks.token) == {"checked": True, "note": "", "items": {
+        record.record_id: {"state": "changed", "paths": ["billing/address.py"],
+                           "identifiers": []}}}  # fmt: skip
+    assert states(local_hooks.token, "/actor/nobody/")["items"] == {}
+    scope = project.project_id(str(repo))
+    secret = tokens.create(local_hooks.runtime.storage, actor=ACTOR, project=scope,
+                           read_only=True, expires=None, name="bob", who="test")[1]  # fmt: skip
+    assert states(secret) == {"checked": False, "note": NOT_READ, "items": {}}
+    bad = local_hooks.client.get(
+        "/v1/memories/code",
+        query_string={"namespace": record.namespace, "ids": "../x"},
+        headers={"Authorization": f"Bearer {local_hooks.token}", "Host": "127.0.0.1:37800"},
+    )
+    assert bad.status_code == 400
+
+
+def test_a_team_server_checks_the_hashes_the_forwarder_sends(
+    settings: Settings, repo: Path, tmp_path: Path
+) -> None:
+    import hashlib
+    import threading
+
+    from werkzeug.serving import make_server
+
+    from tests.hooks.test_forwarder import _env, _free_port, _hook
+    from wakemark.services.api import create_app
+    from wakemark.services.api.security import ensure_token
+    from wakemark.shared.runtime import Runtime
+
+    # Bound to all interfaces: its clients are other machines, whose files it never reads.
+    settings = settings.replace(port=_free_port(), host="0.0.0.0", min_prompt_relevance=0.0,
+                                min_relevance=0.05)  # fmt: skip
+    prepare_home(settings)
+    migrate(settings)
+    rt = Runtime.build(settings)
+    http = make_server("127.0.0.1", settings.port, create_app(runtime=rt))
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    try:
+        ns = project.namespace_for(ACTOR, project.project_id(str(repo)))
+        record = cited(ns)
+        rt.storage.put_memory_record(record)
+        with rt.storage.transaction() as tx:
+            tx.put_anchors(capture(record, str(repo), readable=False))  # type: ignore[arg-type]
+        env = _env(tmp_path / "client", settings.port, ensure_token(settings))
+        env["CLAUDE_PROJECT_DIR"] = str(repo)
+
+        def ask(session: str) -> str:
+            payload = load("claude-code", "UserPromptSubmit", repo)
+            payload.update(session_id=session, prompt=ASK)
+            done = _hook(env, repo, "claude-code", stdin=json.dumps(payload).encode())
+            assert done.returncode == 0
+            return done.stdout.decode()
+
+        # First prompt: nothing to check yet; the reply asks for the cited files.
+        assert record.title in ask("t1")
+        [watched] = (tmp_path / "client" / "watch").iterdir()
+        assert watched.read_text().split("\n")[1:3] == ["billing/address.py", "billing/tax.py"]
+        # Second: the forwarder sends their hashes, which become the record's anchors.
+        assert record.title in ask("t2")
+        anchors = rt.storage.get_anchors([record.record_id])[record.record_id]
+        sha = hashlib.sha256((repo / "billing" / "address.py").read_bytes()).hexdigest()
+        assert anchors.hashed and anchors.files[0].sha256 == sha
+        # Third, after an edit: marked; after a delete: left out, and the audit says why.
+        edit(repo, "order.city", "order.town")
+        assert "(changed since: billing/address.py)" in ask("t3")
+        git(repo, "rm", "-qf", "billing/tax.py")
+        assert record.title not in ask("t4")
+        rt.retriever.flush_audit()
+        [row] = rt.storage.list_retrievals(session_id="t4")
+        [candidate] = [c for c in row.candidates if c.record_id == record.record_id]
+        assert candidate.skipped == "gone: billing/tax.py"
+        assert staleness.FROM_CLIENT in row.reason
+    finally:
+        http.shutdown()
+        rt.close()

@@ -13,7 +13,7 @@ import pytest
 from tests.storage.conftest import event, record, vec
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.storage import Storage, migrate, open_storage
+from wakemark.shared.storage import CodeAnchors, FileAnchor, Storage, migrate, open_storage
 from wakemark.shared.transfer import ImportFormatError, export_lines, import_lines
 
 NS = "/actor/a/project/a/"
@@ -256,3 +256,46 @@ def test_an_open_turn_of_a_session_open_here_too_arrives_closed(
     assert (
         turn is not None and turn.closed and [e.event_id for e in turn.events] == [first.event_id]
     )
+
+
+def _anchors(rec: MemoryRecord, sha: str = "a" * 64) -> CodeAnchors:
+    files = (FileAnchor("auth.py", sha, "b" * 40, 1_700_000_000_000_000_000, 812),
+             FileAnchor("gone.py", None))  # fmt: skip
+    return CodeAnchors(rec.record_id, rec.namespace, "/home/u/proj", files, ("login",), True)
+
+
+@pytest.mark.postgres
+def test_code_anchors_travel_with_their_records_to_the_other_backend(
+    storage: Storage, other: Storage
+) -> None:
+    ids = populate(storage)
+    rec = storage.get_memory_record(ids["records"][0])
+    assert rec is not None
+    with storage.transaction() as tx:
+        tx.put_anchors(_anchors(rec))
+    first = export(storage, events=True, vectors=True)
+    import_lines(other, lines_of(first))
+    assert other.get_anchors(ids["records"]) == {rec.record_id: _anchors(rec)}
+    assert export(other, events=True, vectors=True) == first
+    # A record already there keeps the anchors it was captured with.
+    with other.transaction() as tx:
+        tx.put_anchors(_anchors(rec, sha="c" * 64))
+    import_lines(other, lines_of(first))
+    assert other.get_anchors([rec.record_id])[rec.record_id] == _anchors(rec, sha="c" * 64)
+
+
+def test_bad_anchors_are_refused_with_their_line(storage: Storage, tmp_path: Path) -> None:
+    rec = record("cookie fix", files_touched=["auth.py"])
+    storage.put_memory_record(rec)
+    with storage.transaction() as tx:
+        tx.put_anchors(_anchors(rec))
+    lines = lines_of(export(storage))
+    target = _sqlite(tmp_path)
+    for path in ("/etc/passwd", "../outside.py"):
+        line = json.loads(lines[1])
+        line["anchors"]["files"][0][0] = path
+        with pytest.raises(ImportFormatError, match="line 2: anchors.files"):
+            import_lines(target, [lines[0], json.dumps(line).encode(), lines[2]])
+    assert target.stats()["memories"] == 0
+    import_lines(target, lines)
+    assert target.get_anchors([rec.record_id]) == {rec.record_id: _anchors(rec)}

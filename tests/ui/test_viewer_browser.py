@@ -415,3 +415,44 @@ def test_a_token_pasted_into_an_open_tab_replaces_the_old_one(server: Server, pa
     page.wait_for_selector(f"tr[data-namespace='{NS}']")
     assert page.evaluate("sessionStorage.getItem('wakemark.token')") == server.token
     assert seen["dialogs"] == []
+
+
+def test_each_record_shows_its_code_state_in_the_list_and_its_page(
+    server: Server, page: Any, user_home: Path
+) -> None:
+    from wakemark.shared.retrieval.staleness import capture
+
+    rt = server.runtime
+    root = user_home / "shop"
+    (root / "src").mkdir(parents=True)
+    for name in ("cart.py", "coupon.py", "tax.py"):
+        (root / "src" / name).write_text(f"def {name[:-3]}_total(x):\n    return x\n")
+    made = {}
+    for name in ("cart.py", "coupon.py", "tax.py", "remote.py"):
+        rec = _record(rt, f"about {name}", minutes=len(made), files_touched=[f"src/{name}"])
+        anchors = capture(rec, str(root), readable=name != "remote.py")
+        assert anchors is not None
+        with rt.storage.transaction() as tx:
+            tx.put_anchors(anchors)
+        made[name] = rec
+    _record(rt, "a note citing no file", minutes=9)
+    (root / "src" / "coupon.py").write_text("def coupon_total(x):\n    return x * 2\n")
+    (root / "src" / "tax.py").unlink()
+
+    _open(page, server)
+    page.get_by_role("button", name="Open").click()
+    page.wait_for_selector("[data-code]")
+    badges = {
+        name: page.locator(f"tr[data-record='{rec.record_id}'] [data-code]").inner_text()
+        for name, rec in made.items()
+    }
+    assert badges == {
+        "cart.py": "current",
+        "coupon.py": "changed since: src/coupon.py",
+        "tax.py": "gone: src/tax.py",
+        "remote.py": "unchecked",  # anchored by a server that did not read the files
+    }
+    shot(page, "code-states", user_home)
+    page.click(f"tr[data-record='{made['coupon.py'].record_id}'] a")
+    page.wait_for_selector("#record-code [data-code]")
+    assert page.inner_text("#record-code") == "Code: changed since: src/coupon.py"

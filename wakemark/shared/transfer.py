@@ -20,10 +20,10 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, Protocol
 
 import numpy as np
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from wakemark.shared.models import (
     EMBEDDING_DIM,
@@ -35,7 +35,16 @@ from wakemark.shared.models import (
     UlidStr,
     is_namespace_prefix,
 )
-from wakemark.shared.storage import ImportBatch, ImportCounts, TurnRow, Upkeep
+from wakemark.shared.retrieval.staleness import MAX_FILES, MAX_IDENTIFIERS
+from wakemark.shared.storage import (
+    Anchors,
+    CodeAnchors,
+    ImportBatch,
+    ImportCounts,
+    TurnRow,
+    Upkeep,
+)
+from wakemark.shared.storage.anchors_codec import from_body, to_body
 
 FORMAT = "wakemark-export"
 VERSION = 1
@@ -43,6 +52,15 @@ MODEL = "all-MiniLM-L6-v2"
 PAGE = 500  # rows per keyset page read by export
 IMPORT_BATCH = 500  # lines per import transaction (a turn and its events never split)
 
+
+def _relative(path: str) -> str:
+    if path.startswith(("/", "../")):
+        raise ValueError("an anchored path is relative to the project root")
+    return path
+
+
+_RelPath = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_relative)]
+_Hex = Annotated[str, Field(pattern=r"^[0-9a-f]{40,64}$")]
 Progress = Callable[[int, int], None]
 _F32_LE = np.dtype("<f4")
 
@@ -74,7 +92,12 @@ def header(namespace: str | None, events: bool, vectors: bool) -> dict[str, Any]
     }
 
 
-def record_line(record: MemoryRecord, vector: np.ndarray | None, vectors: bool) -> dict:
+def record_line(
+    record: MemoryRecord,
+    vector: np.ndarray | None,
+    vectors: bool,
+    anchors: CodeAnchors | None = None,
+) -> dict:
     line: dict[str, Any] = {
         "type": "record",
         "record_id": record.record_id,
@@ -91,6 +114,8 @@ def record_line(record: MemoryRecord, vector: np.ndarray | None, vectors: bool) 
         "pinned": bool(record.pinned),
         "created_at": _ts(record.created_at),
     }
+    if anchors is not None:
+        line["anchors"] = to_body(anchors)
     if vectors:
         raw = None if vector is None else np.asarray(vector).astype(_F32_LE).tobytes()
         line["vector"] = None if raw is None else base64.b64encode(raw).decode()
@@ -129,8 +154,12 @@ def event_line(event: StoredEvent) -> dict[str, Any]:
     }
 
 
+class Stored(Upkeep, Anchors, Protocol):
+    """What export reads."""
+
+
 def export_lines(
-    storage: Upkeep,
+    storage: Stored,
     namespace: str | None = None,
     events: bool = False,
     vectors: bool = False,
@@ -145,8 +174,9 @@ def export_lines(
     after: str | None = None
     while True:
         page = storage.export_records(namespace, after, PAGE, vectors)
+        anchors = storage.get_anchors([record.record_id for record, _ in page])
         for record, vector in page:
-            yield dumps(record_line(record, vector, vectors))
+            yield dumps(record_line(record, vector, vectors, anchors.get(record.record_id)))
         n_records += len(page)
         done += len(page)
         if progress:
@@ -182,6 +212,22 @@ class ImportFormatError(ValueError):
         super().__init__(f"line {line}: {message}")
         self.line = line
         self.report: ImportReport | None = None  # what was committed before it
+
+
+class _AnchorsLine(BaseModel):
+    """A record's code anchors as ``anchors_codec.to_body`` writes them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root: str | None = Field(max_length=4096)
+    files: list[tuple[_RelPath, _Hex | None, _Hex | None, int | None, int | None]] = Field(
+        max_length=MAX_FILES
+    )
+    identifiers: list[ShortStr] = Field(max_length=MAX_IDENTIFIERS)
+    hashed: bool
+
+    def anchors(self, record: MemoryRecord) -> CodeAnchors:
+        return from_body(record.record_id, record.namespace, self.model_dump())
 
 
 class _TurnLine(BaseModel):
@@ -253,6 +299,13 @@ def _vector(raw: Any) -> np.ndarray | None:
     if not np.isfinite(vector).all():
         raise ValueError("vector holds NaN or infinity")
     return vector
+
+
+def _anchors(raw: Any, record: MemoryRecord) -> CodeAnchors:
+    try:
+        return _AnchorsLine.model_validate(raw).anchors(record)
+    except ValidationError as exc:
+        raise ValueError(f"anchors.{_error_text(exc)}") from None
 
 
 def _check_header(obj: Any) -> bool:
@@ -356,7 +409,10 @@ def _import(
                 if kind == "record":
                     raw_vector = obj.pop("vector", None)
                     vector = _vector(raw_vector)
+                    raw_anchors = obj.pop("anchors", None)
                     record = MemoryRecord.model_validate(obj)
+                    if raw_anchors is not None:
+                        batch.anchors[record.record_id] = _anchors(raw_anchors, record)
                     if vector is not None and not keep_vectors:
                         report.vectors_dropped += 1
                         vector = None

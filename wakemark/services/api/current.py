@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from flask import current_app
 
@@ -97,8 +97,13 @@ def reads_client_files() -> bool:
     return client_files.local_client(runtime().settings, security.principal())
 
 
-def retrieve_for(event: Event, min_relevance: float | None = None) -> PromptContext:
-    """Context for a prompt (empty, never an error, when retrieval fails)."""
+def retrieve_for(
+    event: Event,
+    min_relevance: float | None = None,
+    reported: Mapping[str, str | None] | None = None,
+) -> PromptContext:
+    """Context for a prompt (empty, never an error, when retrieval fails); ``reported``:
+    the hashes a client whose files are not read sent of them."""
     return runtime().retriever.for_prompt(
-        event.namespace, event, min_relevance, read_files=reads_client_files()
+        event.namespace, event, min_relevance, read_files=reads_client_files(), reported=reported
     )

@@ -33,7 +33,8 @@ from wakemark.services.api.schemas import HookQuery
 from wakemark.shared import project
 from wakemark.shared.models import utcnow
 from wakemark.shared.privacy import scrub
-from wakemark.shared.storage import PutEventResult
+from wakemark.shared.retrieval import staleness
+from wakemark.shared.storage import CodeAnchors, PutEventResult
 
 bp = Blueprint("hooks", __name__)
 log = logging.getLogger(__name__)
@@ -108,10 +109,19 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     if mapped.events:
         results, ignored = current.store_events(mapped.events)
     context = ""
+    watch: list[str] = []
     if handler.wants_context(mapped):
         if mapped.intent == PROMPT and mapped.events:
             prompt = current.as_stored(mapped.events[0], results[0])
-            context = current.retrieve_for(prompt).context
+            reported = None
+            if not current.reads_client_files():
+                raw = request.headers.get(staleness.HASHES_HEADER)  # UTF-8 read as Latin-1
+                reported = staleness.parse_reported(
+                    None if raw is None else raw.encode("latin-1").decode("utf-8", "replace")
+                )
+            found = current.retrieve_for(prompt, reported=reported)
+            context, watch = found.context, found.watch
+            _keep_baselines(found.baselines)
         elif mapped.intent == SESSION_START and namespace:
             index = current.runtime().retriever.session_index(
                 namespace, read_files=current.reads_client_files()
@@ -120,11 +130,28 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     body = handler.reply(mapped, context)
     # Claude Code: a 2xx with an empty body is "success"
     response = Response(status=204) if body is None else jsonify(body)
+    if watch:
+        # The forwarder hashes these files for the next prompt (``staleness``).
+        value = staleness.watch_value(watch)
+        response.headers[staleness.WATCH_HEADER] = value.encode("utf-8").decode("latin-1")
     if ignored:
         # The forwarder writes this into its log: the user sees why nothing was stored.
         note = f"{len(mapped.events)} event(s) not stored: " + "; ".join(ignored.values())
         response.headers[IGNORED_HEADER] = note.encode("ascii", "backslashreplace").decode()
     return response
+
+
+def _keep_baselines(baselines: list[CodeAnchors]) -> None:
+    """Anchors that took their hashes from a client's report, stored; one that fails
+    (its record deleted meanwhile) costs the prompt nothing."""
+    if not baselines:
+        return
+    try:
+        with current.runtime().storage.transaction() as tx:
+            for anchors in baselines:
+                tx.put_anchors(anchors)
+    except Exception as exc:
+        log.warning("anchors from the client's hashes not stored: %r", exc)
 
 
 def _context(agent: str, payload: dict[str, Any]) -> HookContext:

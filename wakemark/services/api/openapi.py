@@ -105,6 +105,14 @@ ROUTES: tuple[Route, ...] = (
         {200: s.SearchResult}, query=s.SearchQuery,
     ),
     Route(
+        "GET", "/v1/memories/code",
+        "each listed record (`ids`, comma-separated, at most 100) checked against the "
+        "project's files now → `{checked, note, items: {record_id: {state, paths, "
+        "identifiers}}}`; records citing no file, or outside `namespace`, are left out; "
+        "`checked` is false (and `items` empty) unless the client is the server's own user",
+        {200: s.CodeStates}, query=s.CodeStateQuery,
+    ),
+    Route(
         "GET", "/v1/context",
         "the session-start index (pinned, then recent) within a byte budget (default "
         f"`WAKEMARK_CONTEXT_MAX_BYTES`, at most {s.MAX_CONTEXT_BYTES}) → `{{context, used_bytes}}`",

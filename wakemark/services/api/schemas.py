@@ -102,6 +102,11 @@ class HookQuery(Query):
     )
 
 
+class CodeStateQuery(Query):
+    namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
+    ids: str = Field(max_length=4000, description="record ids, comma-separated (at most 100)")
+
+
 class SearchQuery(Query):
     namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
     q: str = Field(
@@ -255,6 +260,12 @@ class SearchHit(BaseModel):
         description="the record checked against the project's files now (the local "
         "client only, records citing files)",
     )
+
+
+class CodeStates(BaseModel):
+    checked: bool = Field(description="false: this server does not read the client's files")
+    note: str
+    items: dict[str, CodeState] = Field(description="by record id; records citing files")
 
 
 class SearchResult(BaseModel):

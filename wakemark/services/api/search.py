@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
 
 from wakemark.services.api import metrics
 from wakemark.services.api.current import reads_client_files, runtime
+from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import query
-from wakemark.services.api.schemas import ContextQuery, SearchQuery
+from wakemark.services.api.resources import RECORD_ID_RE
+from wakemark.services.api.schemas import CodeStateQuery, ContextQuery, SearchQuery
+from wakemark.shared.retrieval.staleness import NOT_READ, Verdict
 
 bp = Blueprint("search", __name__)
+
+MAX_CODE_IDS = 100  # a page of the viewer's list
 
 
 @bp.get("/v1/search")
@@ -27,9 +33,31 @@ def search() -> Response:
         for item in body["items"]:
             verdict = verdicts.get(item["record"]["record_id"])
             if verdict is not None:
-                item["code"] = {"state": verdict.state, "paths": list(verdict.paths),
-                                "identifiers": list(verdict.identifiers)}  # fmt: skip
+                item["code"] = _code_json(verdict)
     return jsonify(body)
+
+
+@bp.get("/v1/memories/code")
+def code_state() -> Response:
+    """Each listed record's state against the project's files now (the viewer's badges):
+    records without anchors, or of another scope, are left out; ``checked`` is false when
+    this server does not read the client's files."""
+    args = query(CodeStateQuery)
+    ids = list(dict.fromkeys(i for i in args.ids.split(",") if i))
+    if len(ids) > MAX_CODE_IDS or not all(RECORD_ID_RE.match(i) for i in ids):
+        raise ApiError(400, f"ids: up to {MAX_CODE_IDS} record ids, comma-separated")
+    if not reads_client_files():
+        return jsonify({"checked": False, "note": NOT_READ, "items": {}})
+    records = runtime().storage.get_memory_records(ids)
+    mine = [r.record_id for r in records if r.namespace.startswith(args.namespace)]
+    verdicts = runtime().retriever.code_verdicts(mine)
+    items = {rid: _code_json(v) for rid, v in verdicts.items()}
+    return jsonify({"checked": True, "note": "", "items": items})
+
+
+def _code_json(verdict: Verdict) -> dict[str, Any]:
+    return {"state": verdict.state, "paths": list(verdict.paths),
+            "identifiers": list(verdict.identifiers)}  # fmt: skip
 
 
 @bp.get("/v1/context")

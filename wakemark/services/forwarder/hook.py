@@ -33,6 +33,13 @@ DEFAULT_PORT = 37800
 # fails when the two differ.
 FAILSAFE = {"cursor": '{"continue": true}', "gemini-cli": "{}"}
 IGNORED_HEADER = b"x-wakemark-ignored"  # services/api/hooks.py IGNORED_HEADER, lower-cased
+# A server that does not read this machine's files asks (WATCH) which of them to hash,
+# and gets their SHA-256 with the next prompt (HASHES): shared/retrieval/staleness.py.
+WATCH_HEADER = b"x-wakemark-watch"
+HASHES_HEADER = "X-Wakemark-Hashes"
+MAX_WATCHED = 32  # staleness.MAX_REPORTED
+MAX_HASHED_BYTES = 1 << 20  # per file: a larger one is not reported (not code)
+MAX_HASHES_HEADER = 7000  # under a proxy's usual 8 KB limit for one header line
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -71,7 +78,8 @@ def _forward(agent: str, rest: list[str], deadline: float) -> None:
         payload = _read_stdin(deadline)
     if not payload.strip():
         raise ValueError("empty payload")
-    status, head, body = _post(agent, event, payload, deadline)
+    root = _project_dir()
+    status, head, body = _post(agent, event, payload, deadline, root)
     if not 200 <= status < 300:
         raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
     _print(_stdout_for(agent, body))
@@ -79,6 +87,64 @@ def _forward(agent: str, rest: list[str], deadline: float) -> None:
         name, _, value = line.partition(b":")
         if name.strip().lower() == IGNORED_HEADER:
             _log(f"{agent} {event or '-'}: {value.strip().decode('ascii', 'replace')}")
+        elif name.strip().lower() == WATCH_HEADER:
+            _keep_watch(root, value.strip().decode("utf-8", "replace"))
+
+
+def _watch_file(root: str) -> str:
+    from binascii import crc32  # a C module: no start-up to speak of
+
+    home = os.path.expanduser(os.environ.get("WAKEMARK_HOME") or "~/.wakemark")
+    name = f"{crc32(root.encode('utf-8', 'surrogateescape')):08x}"
+    return os.path.join(home, "watch", name)
+
+
+def _keep_watch(root: str, value: str) -> None:
+    path = _watch_file(root)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write(root + "\n" + "\n".join(value.split(";")[:MAX_WATCHED]) + "\n")
+
+
+def _hashes(root: str) -> str:
+    """The header value for the files the server asked about in this project: each as
+    ``path=sha256`` (``-``: not there); empty when it asked about none."""
+    try:
+        with open(_watch_file(root), encoding="utf-8", errors="surrogateescape") as fh:
+            lines = fh.read().split("\n")
+    except OSError:
+        return ""  # the usual case: a local server reads the files itself
+    if lines[0] != root:
+        return ""  # another project with the same checksum
+    try:
+        from _sha2 import sha256  # 3.12+; hashlib costs more
+    except ImportError:
+        try:
+            from _sha256 import sha256
+        except ImportError:  # a Python built without its own hashes
+            from hashlib import sha256
+    base = os.path.join(os.path.normpath(root), "")
+    out = []
+    size = 0
+    for escaped in lines[1 : MAX_WATCHED + 1]:
+        rel = escaped.replace("%3B", ";").replace("%3D", "=").replace("%25", "%")
+        full = os.path.normpath(os.path.join(base, rel))
+        if not rel or not full.startswith(base):
+            continue
+        try:
+            with open(full, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size > MAX_HASHED_BYTES:
+                    continue
+                digest = sha256(fh.read(MAX_HASHED_BYTES)).hexdigest()
+        except FileNotFoundError:
+            digest = "-"
+        except OSError:
+            continue
+        size += len(escaped) + len(digest) + 2
+        if size > MAX_HASHES_HEADER:
+            break
+        out.append(f"{escaped}={digest}")
+    return ";".join(out)
 
 
 def _stdout_for(agent: str, body: bytes) -> str:
@@ -143,7 +209,9 @@ def _project_module():  # -> ModuleType; `types` and `typing` cost more than the
     return module
 
 
-def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int, bytes, bytes]:
+def _post(
+    agent: str, event: str, payload: bytes, deadline: float, root: str
+) -> tuple[int, bytes, bytes]:
     import _socket  # the C module: see the module docstring
 
     port = int(os.environ.get("WAKEMARK_PORT") or DEFAULT_PORT)
@@ -155,8 +223,14 @@ def _post(agent: str, event: str, payload: bytes, deadline: float) -> tuple[int,
         "Content-Type: application/json",
         f"Content-Length: {len(payload)}",
         f"Authorization: Bearer {_token()}",
-        f"X-Wakemark-Project: {_header_value(_project_dir())}",
+        f"X-Wakemark-Project: {_header_value(root)}",
     ]
+    # Only a prompt is checked against the files; a tool use need not pay for hashing.
+    # The hook's name is in ``event`` or near the payload's start, as the agents send it.
+    named = (event.encode() + payload[:4096]).lower()
+    hashes = _hashes(root) if b"prompt" in named or b"beforeagent" in named else ""
+    if hashes:
+        headers.append(f"{HASHES_HEADER}: {_header_value(hashes)}")
     if os.environ.get("WAKEMARK_ACTOR"):
         headers.append(f"X-Wakemark-Actor: {_header_value(os.environ['WAKEMARK_ACTOR'])}")
     request = ("\r\n".join(headers) + "\r\n\r\n").encode("utf-8", "surrogateescape") + payload

@@ -8,6 +8,7 @@ from typing import Any
 
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval import gate
+from wakemark.shared.storage import CodeAnchors
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ class PromptContext:
     retrieval_id: str | None = None  # its audit row, when the prompt was a stored event
     # A preview's weighing (``audit=False``): each candidate's relevance and why not.
     candidates: list[dict[str, Any]] | None = None
+    # A client whose files the server does not read: the files its candidates cite (to
+    # hash for the next prompt), and anchors that took their hashes from its report.
+    watch: list[str] = field(default_factory=list)
+    baselines: list[CodeAnchors] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
@@ -21,7 +21,14 @@ from wakemark.shared.retrieval.hits import PromptContext, SearchHit, SearchResul
 from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, NothingToSearch, Unavailable
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import QuerySource, query_text
-from wakemark.shared.retrieval.staleness import NOT_READ, UNCHECKED, CodeCheck, Verdict
+from wakemark.shared.retrieval.staleness import (
+    FROM_CLIENT,
+    NOT_READ,
+    PROMPT_READ_BYTES,
+    UNCHECKED,
+    CodeCheck,
+    Verdict,
+)
 from wakemark.shared.storage import (
     Anchors,
     NotFoundError,
@@ -105,6 +112,7 @@ class Retriever:
         """A forked child inherits pools whose threads do not exist and locks another
         thread may hold: start afresh."""
         self._start_pools()
+        self._code.after_fork()
         for leg in self._legs:
             leg.after_fork()
         self._audit.after_fork()
@@ -169,19 +177,21 @@ class Retriever:
         min_relevance: float | None = None,
         audit: bool = True,
         read_files: bool = False,
+        reported: Mapping[str, str | None] | None = None,
     ) -> PromptContext:
         """The gated context block for a prompt, with ``retrieval_id`` when ``event`` is a
         stored prompt event (its audit row). With ``audit=False`` (a preview) nothing is
         written or counted, and the audit row's ``candidates`` (relevance, injected, why
         not) come back instead. ``read_files``: the client is the server's own user, whose
-        project files the hits are checked against (``staleness``)."""
+        project files the hits are checked against (``staleness``); else ``reported``: the
+        client's own hashes of its files, when its forwarder sent them."""
         start = time.perf_counter()
         try:
             threshold = self._settings.min_relevance if min_relevance is None else min_relevance
             min_prompt = self._settings.min_prompt_relevance
             result = self.search(namespace, event, limit=PROMPT_CANDIDATES)
             seen = self._seen(event) if isinstance(event, Event) else set()
-            items, gone, note = self._checked(result.items, read_files)
+            items, gone, note, report = self._checked(result.items, read_files, reported)
             selection = inject.select(
                 items,
                 min_prompt,
@@ -197,6 +207,8 @@ class Retriever:
                 selection.context,
                 [h.record.record_id for h in selection.injected],
                 result.latency_ms,
+                watch=report.watch,
+                baselines=report.baselines,
             )
             if isinstance(event, Event) and event.namespace == namespace:
                 args = (event, result, selection, min_prompt, threshold, _ms(start))
@@ -225,24 +237,36 @@ class Retriever:
 
     def code_verdicts(self, record_ids: list[str]) -> dict[str, Verdict]:
         """Each record's state against the project's files now (records without anchors
-        are left out); a failed check is logged and leaves them all out."""
+        are left out), reading no more than a prompt may; a failed check is logged and
+        leaves them all out."""
         try:
-            return self._code.verdicts(record_ids)
+            return self._code.verdicts(record_ids, read_budget=PROMPT_READ_BYTES)
         except Exception:
             log.exception("code check failed; records left unchecked")
             return {}
 
     def _checked(
-        self, hits: list[SearchHit], read_files: bool
-    ) -> tuple[list[SearchHit], dict[str, str], str]:
+        self, hits: list[SearchHit], read_files: bool, reported: Mapping[str, str | None] | None
+    ) -> tuple[list[SearchHit], dict[str, str], str, PromptContext]:
         """The hits to offer the gate (gone ones dropped, changed ones marked and after
-        current ones of equal relevance), why each gone one was dropped, and the note the
-        audit row's reason takes."""
+        current ones of equal relevance), why each gone one was dropped, the note the
+        audit row's reason takes, and (``watch``, ``baselines``) for a client whose files
+        are not read."""
+        report = PromptContext()
         if not hits:
-            return hits, {}, ""
-        if not read_files:
-            return hits, {}, f"; {NOT_READ}"
-        verdicts = self.code_verdicts([h.record.record_id for h in hits])
+            return hits, {}, "", report
+        ids = [h.record.record_id for h in hits]
+        if read_files:
+            verdicts, note = self.code_verdicts(ids), ""
+        else:
+            try:
+                verdicts = {} if reported is None else self._code.verdicts(
+                    ids, reported=reported, baselines=report.baselines)  # fmt: skip
+                report.watch.extend(self._code.cited(ids))
+            except Exception:
+                log.exception("code check failed; records left unchecked")
+                verdicts = {}
+            note = f"; {NOT_READ}" if reported is None else f"; {FROM_CLIENT}"
         kept: list[tuple[bool, SearchHit]] = []
         gone: dict[str, str] = {}
         for hit in hits:
@@ -254,7 +278,7 @@ class Retriever:
         # The gate takes hits by relevance, then in this order: a stable sort puts a
         # changed record after the current ones of equal relevance.
         kept.sort(key=lambda pair: pair[0])
-        return [hit for _, hit in kept], gone, ""
+        return [hit for _, hit in kept], gone, note, report
 
     def _seen(self, event: Event) -> set[str]:
         try:

@@ -10,7 +10,7 @@ from wakemark.shared.storage.ports.anchors import CodeAnchors, FileAnchor
 def to_body(anchors: CodeAnchors) -> dict[str, Any]:
     return {
         "root": anchors.root,
-        "files": [[f.path, f.sha256, f.blob] for f in anchors.files],
+        "files": [[f.path, f.sha256, f.blob, f.mtime_ns, f.size] for f in anchors.files],
         "identifiers": list(anchors.identifiers),
         "hashed": anchors.hashed,
     }
@@ -21,7 +21,7 @@ def from_body(record_id: str, namespace: str, body: dict[str, Any]) -> CodeAncho
         record_id=record_id,
         namespace=namespace,
         root=body["root"],
-        files=tuple(FileAnchor(*f) for f in body["files"]),
+        files=tuple(FileAnchor(*f) for f in body["files"]),  # older rows have 3 fields
         identifiers=tuple(body["identifiers"]),
         hashed=body["hashed"],
     )

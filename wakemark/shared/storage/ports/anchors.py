@@ -15,6 +15,10 @@ class FileAnchor:
     path: str  # relative to the project root
     sha256: str | None  # None: the file did not exist (or could not be read) at capture
     blob: str | None = None  # the git blob id, when the project is a git repository
+    # The file's (mtime_ns, size) when it was hashed: a check that finds them unmoved
+    # knows the hash without reading the file.
+    mtime_ns: int | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True)

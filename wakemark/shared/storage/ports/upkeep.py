@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from wakemark.shared.models import MemoryRecord, StoredEvent
+from wakemark.shared.storage.ports.anchors import CodeAnchors
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,12 @@ class TurnRow:
 @dataclass
 class ImportBatch:
     """Rows restored together (``Upkeep.import_batch``): records with their vectors
-    (None: embedded later by the backfill), turns as they were, events in their turns."""
+    (None: embedded later by the backfill), turns as they were, events in their turns;
+    the code anchors of those records (written with a record the import adds, never over
+    the anchors of one already stored)."""
 
     records: list[tuple[MemoryRecord, np.ndarray | None]] = field(default_factory=list)
+    anchors: dict[str, CodeAnchors] = field(default_factory=dict)  # by record id
     turns: list[TurnRow] = field(default_factory=list)
     events: list[StoredEvent] = field(default_factory=list)
 

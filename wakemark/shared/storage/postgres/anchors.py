@@ -26,12 +26,15 @@ SELECT record_id, namespace, body FROM code_anchors
 """
 
 
+def put_params(anchors: CodeAnchors) -> tuple[str, str, Jsonb]:
+    return anchors.record_id, anchors.namespace, Jsonb(to_body(anchors))
+
+
 class PostgresAnchorsTx(PostgresTxBase):
     def put_anchors(self, anchors: CodeAnchors) -> None:
-        params = (anchors.record_id, anchors.namespace, Jsonb(to_body(anchors)))
         try:
             with self.conn.transaction():  # a savepoint: the caller's transaction survives
-                self.conn.execute(PUT_ANCHORS, params)
+                self.conn.execute(PUT_ANCHORS, put_params(anchors))
         except psycopg.errors.ForeignKeyViolation as exc:
             raise NotFoundError(f"no memory record {anchors.record_id}") from exc
 

@@ -13,6 +13,7 @@ from psycopg import sql
 from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
 from wakemark.shared.storage.ports.upkeep import DiskUsage, ImportBatch, ImportCounts, TurnRow
+from wakemark.shared.storage.postgres import anchors as anchors_sql
 from wakemark.shared.storage.postgres.base import (
     LOCK_RECORDS,
     NS,
@@ -206,6 +207,9 @@ class PostgresUpkeep(PostgresBase):
                 }
                 if conn.execute(IMPORT_RECORD, params).fetchone():
                     records += 1
+                    if record.record_id in batch.anchors:
+                        anchors = batch.anchors[record.record_id]
+                        conn.execute(anchors_sql.PUT_ANCHORS, anchors_sql.put_params(anchors))
                     if embedding is not None:
                         vectors += 1
                         changed.add(record.namespace)

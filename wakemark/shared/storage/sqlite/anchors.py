@@ -28,11 +28,14 @@ WHERE {NS} AND record_id > :after ORDER BY record_id LIMIT :limit
 """
 
 
+def put_params(anchors: CodeAnchors) -> tuple[str, str, str]:
+    return anchors.record_id, anchors.namespace, json.dumps(to_body(anchors))
+
+
 class SqliteAnchorsTx(SqliteTxBase):
     def put_anchors(self, anchors: CodeAnchors) -> None:
-        params = (anchors.record_id, anchors.namespace, json.dumps(to_body(anchors)))
         try:
-            self.conn.execute(PUT_ANCHORS, params)
+            self.conn.execute(PUT_ANCHORS, put_params(anchors))
         except sqlite3.IntegrityError as exc:
             raise NotFoundError(f"no memory record {anchors.record_id}") from exc
 

@@ -14,6 +14,7 @@ import numpy as np
 from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
 from wakemark.shared.storage.ports.upkeep import DiskUsage, ImportBatch, ImportCounts, TurnRow
+from wakemark.shared.storage.sqlite import anchors as anchors_sql
 from wakemark.shared.storage.sqlite import codec
 from wakemark.shared.storage.sqlite.base import NS, T_NS, SqliteBase, snapshot
 from wakemark.shared.storage.sqlite.events import INSERT_EVENT, TURNS_EVENTS, count_added_events
@@ -191,6 +192,9 @@ class SqliteUpkeep(SqliteBase):
                 for record, vector in batch.records:
                     if conn.execute(IMPORT_RECORD, codec.record_params(record)).rowcount:
                         records += 1
+                        if record.record_id in batch.anchors:
+                            anchors = batch.anchors[record.record_id]
+                            conn.execute(anchors_sql.PUT_ANCHORS, anchors_sql.put_params(anchors))
                         if vector is not None:
                             conn.execute(
                                 SET_EMBEDDING,

@@ -1,4 +1,4 @@
-import { call, namespace } from "../api.js";
+import { call, get, namespace } from "../api.js";
 import { confirmDialog, h, link, t, when } from "../dom.js";
 
 export function requireProject(view) {
@@ -14,9 +14,24 @@ export function recordRow(record, extra) {
     h("td", null, link(`/record/${encodeURIComponent(record.record_id)}`, t(record.title)),
       record.pinned ? [" ", h("span", { class: "badge pin" }, "pinned")] : null,
       record.edited_at ? [" ", h("span", { class: "badge" }, "edited")] : null,
+      extra && extra.code ? [" ", codeBadge(extra.code)] : null,
       record.summary ? h("div", { class: "muted" }, t(record.summary.slice(0, 200))) : null),
     extra ? extra.after : null,
     h("td", null, when(record.created_at)));
+}
+
+// Each record's state against the project's files now, by record id (a record citing no
+// file has none); `checked` is false when this server does not read the client's files.
+export async function codeStates(ns, ids) {
+  if (!ids.length) return { checked: true, note: "", items: {} };
+  return get("/v1/memories/code", { namespace: ns, ids: ids.join(",") });
+}
+
+export function codeBadge(code) {
+  if (!code) return null;
+  const what = code.state === "changed" ? `changed since: ${code.paths.join(", ")}`
+    : code.state === "gone" ? `gone: ${[...code.paths, ...code.identifiers].join(", ")}` : code.state;
+  return h("span", { class: `badge code ${code.state}`, "data-code": code.state }, t(what));
 }
 
 export function plural(n, word) {

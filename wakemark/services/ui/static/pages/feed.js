@@ -1,7 +1,7 @@
 import { get } from "../api.js";
 import { errorBox, h, t, table, when } from "../dom.js";
 import { OBSERVATION_TYPES } from "./search.js";
-import { deleteWithConfirmation, recordRow, requireProject } from "./common.js";
+import { codeStates, deleteWithConfirmation, recordRow, requireProject } from "./common.js";
 
 const PAGE = 50;
 const POLL_MS = 2000;
@@ -35,8 +35,9 @@ export async function feedPage(view) {
       get("/v1/memories", { namespace: ns, limit: PAGE, after: starts[starts.length - 1], count: "false" }),
       get("/v1/events", { namespace: ns, limit: 30 }),
     ]);
+    const code = await codeStates(ns, page.items.map((r) => r.record_id));
     status.textContent = `live · updated ${new Date().toLocaleTimeString()}`;
-    const key = JSON.stringify([starts.length, page.items.map((r) => [r.record_id, r.pinned, r.edited_at]), events.items.map((e) => e.event_id)]);
+    const key = JSON.stringify([starts.length, page.items.map((r) => [r.record_id, r.pinned, r.edited_at]), events.items.map((e) => e.event_id), code]);
     if (key === lastKey) return; // nothing new: keep the DOM (and any checkbox focus) as it is
     lastKey = key;
     const box = (r) => h("td", null, h("input", {
@@ -44,7 +45,8 @@ export async function feedPage(view) {
       onchange: (ev) => { ev.target.checked ? selected.add(r.record_id) : selected.delete(r.record_id); },
     }));
     records.replaceChildren(page.items.length
-      ? table(["", "Type", "Record", "Created"], page.items.map((r) => recordRow(r, { before: box(r) })))
+      ? h("div", null, table(["", "Type", "Record", "Created"], page.items.map((r) => recordRow(r, { before: box(r), code: code.items[r.record_id] }))),
+        code.checked ? null : h("p", { class: "muted", id: "code-note" }, t(code.note)))
       : h("p", { class: "muted" }, "No records on this page."));
     turns.replaceChildren(events.items.length
       ? table(["Kind", "Event", "When"], events.items.map((e) => h("tr", null,

@@ -1,6 +1,6 @@
 import { call, get } from "../api.js";
 import { errorBox, h, render, t, table, when } from "../dom.js";
-import { deleteWithConfirmation, plural } from "./common.js";
+import { codeBadge, codeStates, deleteWithConfirmation, plural } from "./common.js";
 
 function fields(record) {
   const rows = [
@@ -52,6 +52,7 @@ function editForm(record, onSaved, message) {
 export async function recordPage(view, [recordId]) {
   const id = encodeURIComponent(recordId || "");
   const [record, source] = await Promise.all([get(`/v1/memories/${id}`), get(`/v1/memories/${id}/source`)]);
+  const code = await codeStates(record.namespace, [record.record_id]);
   const message = h("div");
   const reload = () => recordPage(view, [recordId]).catch((err) => message.replaceChildren(errorBox(err)));
   const withEvents = h("input", { type: "checkbox", id: "record-with-events" });
@@ -73,6 +74,8 @@ export async function recordPage(view, [recordId]) {
   };
   render(view,
     h("h1", { id: "record-title" }, t(record.title)),
+    h("p", { id: "record-code" }, "Code: ", code.items[record.record_id] ? codeBadge(code.items[record.record_id])
+      : h("span", { class: "muted" }, code.checked ? "cites no file to check" : t(code.note))),
     message,
     h("div", { class: "row" },
       h("button", { type: "button", id: "pin", onclick: pin }, record.pinned ? "Unpin" : "Pin"),
