@@ -338,24 +338,34 @@ def _free_port() -> int:
 class _Api:
     """``wakemark serve``, or (``app``) its gunicorn on another app module."""
 
-    def __init__(self, home: Path, model: Path, app: str | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        model: Path,
+        app: str | None = None,
+        workers: int = 2,
+        redis_url: str = REDIS_URL,
+        **settings: str,
+    ) -> None:
+        """``settings``: more ``WAKEMARK_*`` variables, e.g. ``WAKEMARK_DB_POOL_SIZE``."""
         self.port = _free_port()
         self.token = "bench-scale-" + os.urandom(8).hex()
         env = {
             **os.environ,
             "WAKEMARK_HOME": str(home),
             "WAKEMARK_DATABASE_URL": URL,
-            "WAKEMARK_REDIS_URL": REDIS_URL,
+            "WAKEMARK_REDIS_URL": redis_url,
             "WAKEMARK_PORT": str(self.port),
             "WAKEMARK_TOKEN": self.token,
             "WAKEMARK_MODEL_PATH": str(model),
-            "WAKEMARK_WORKERS": "2",
+            "WAKEMARK_WORKERS": str(workers),
             "WAKEMARK_LOG_LEVEL": "warning",
+            **settings,
         }
         argv = [str(Path(sys.executable).with_name("wakemark")), "serve"]
         if app is not None:
             threads = DEFAULT_THREADS["postgres"]
-            argv = [*gunicorn_argv("127.0.0.1", self.port, 2, threads)[:-1], app]
+            argv = [*gunicorn_argv("127.0.0.1", self.port, workers, threads)[:-1], app]
         self.proc = subprocess.Popen(
             argv,
             env=env,

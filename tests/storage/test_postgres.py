@@ -324,3 +324,19 @@ def test_after_one_wait_for_an_unreachable_database_calls_fail_at_once() -> None
     with pytest.raises(TransientStorageError, match="couldn't get a connection"):
         store.ping()  # the hold is over: it tries again
     store.close()
+
+
+def test_pool_size_setting_caps_the_connections_held_at_once(pg_url: str) -> None:
+    from wakemark.shared.config import Settings
+    from wakemark.shared.storage import open_storage
+
+    store = open_storage(Settings(database_url=pg_url, db_pool_size=2, db_timeout_s=0.2))
+    assert isinstance(store, PostgresStorage)
+    try:
+        with store._db.connection() as a, store._db.connection() as b:
+            pids = {a.info.backend_pid, b.info.backend_pid}
+            with pytest.raises(TransientStorageError), store._db.connection():
+                pass  # a third connection waits past the timeout: the pool holds two
+        assert len(pids) == 2
+    finally:
+        store.close()

@@ -142,3 +142,40 @@ def test_one_namespace_takes_its_matches_from_the_namespace_word_index(
         assert "~~" not in "\n".join(plan)
     assert len(search_lexical(store, NS, "walrus", 10)) == 6
     assert search_lexical(store, "/actor/a/", "walrus", 10)[0].record.namespace == NS
+
+
+def test_one_namespace_takes_its_fragments_from_the_namespace_trigram_index(
+    store: PostgresStorage, pg_url: str
+) -> None:
+    from wakemark.shared.storage.postgres import search as q
+
+    other = "/actor/a/project/b/"
+    for i in range(6):
+        store.put_memory_record(rec(f"fix in cache_deadlock {i}", minutes=i))
+        store.put_memory_record(rec(f"fix in cache_deadlock {i}", minutes=i).model_copy(
+            update={"record_id": f"mr_{'B' * 25}{i}", "namespace": other}
+        ))  # fmt: skip
+    params = {**q._search_params(SearchQuery(NS, 10)), "pattern": "%deadlock%", "candidates": 800}
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        indexdef = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'memory_records_namespace_trgm'"
+            " AND schemaname = current_schema()"
+        ).fetchone()
+        assert indexdef and "gin (namespace, wakemark_trgm_text(" in indexdef[0]
+        conn.execute("ANALYZE memory_records")
+        with conn.transaction(force_rollback=True):
+            # The plan of a big project, whose btree range the planner would not read
+            # whole: with those indexes gone and no sequential scan, only the trigram one.
+            for index in ("pinned_first", "namespace_recent", "embedded"):
+                conn.execute(f"DROP INDEX memory_records_{index}")
+            conn.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(
+                r[0] for r in conn.execute("EXPLAIN " + q.SEARCH_TRIGRAM[True], params)
+            )
+        conds = [line for line in plan.splitlines() if "Index Cond" in line]
+        assert any("namespace =" in c and "~~*" in c for c in conds), plan
+    found = store.search_fragments(SearchQuery(NS, 10), ["deadlock"])
+    assert len(found) == 6 and {r.namespace for r in found} == {NS}
+    assert {
+        r.namespace for r in store.search_fragments(SearchQuery("/actor/a/", 20), ["deadlock"])
+    } == {NS, other}

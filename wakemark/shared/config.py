@@ -99,6 +99,7 @@ def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
 
 
 DEFAULT_HOME = Path("~/.wakemark").expanduser()
+DEFAULT_DB_POOL_SIZE = 8
 # The relevance gate's thresholds as fitted by bench/fit_gate.py (bench/results/fit_gate.md).
 DEFAULT_MIN_PROMPT_RELEVANCE = 0.451
 DEFAULT_MIN_RELEVANCE = 0.0116
@@ -123,6 +124,12 @@ class Settings:
         _float(0.1, 60.0),
         "Postgres: seconds a call waits for a connection before it fails as unavailable"
         " (the API answers 503 + Retry-After); keep it under the hooks' 2 s timeout.",
+    )
+    db_pool_size: int = _setting(
+        DEFAULT_DB_POOL_SIZE,
+        _int(1, 100),
+        "Postgres: connections each API process or job worker may hold open at once"
+        " (its pool's ceiling); mind Postgres' max_connections across all processes.",
     )
     redis_url: str | None = _setting(
         None, _redis_url, "Unset: in-process jobs. redis://... : Celery jobs and cache epochs."

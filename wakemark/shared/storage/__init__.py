@@ -101,7 +101,10 @@ def open_storage(settings: Settings, on_change: ChangeHook | None = None) -> Sto
         from wakemark.shared.storage.postgres import PostgresStorage
 
         return PostgresStorage(
-            settings.database_url, on_change=on_change, timeout=settings.db_timeout_s
+            settings.database_url,
+            on_change=on_change,
+            timeout=settings.db_timeout_s,
+            pool_size=settings.db_pool_size,
         )
     from wakemark.shared.storage.sqlite import SqliteStorage
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from wakemark.shared.config import DEFAULT_DB_POOL_SIZE
 from wakemark.shared.storage.base import Storage, Tx
 from wakemark.shared.storage.postgres.connection import POOL_TIMEOUT_S, Connector
 
@@ -51,9 +52,13 @@ class PostgresBase(Storage):
     vector_index = True
 
     def __init__(
-        self, url: str, on_change: ChangeHook | None = None, timeout: float = POOL_TIMEOUT_S
+        self,
+        url: str,
+        on_change: ChangeHook | None = None,
+        timeout: float = POOL_TIMEOUT_S,
+        pool_size: int = DEFAULT_DB_POOL_SIZE,
     ) -> None:
         """``timeout``: seconds to wait for a pooled connection before the call fails with
-        ``TransientStorageError``."""
-        self._db = Connector(url, timeout)
+        ``TransientStorageError``; ``pool_size``: connections open at once, at most."""
+        self._db = Connector(url, timeout, pool_size)
         self._on_change = on_change

@@ -13,12 +13,12 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from wakemark.shared.config import DEFAULT_DB_POOL_SIZE
 from wakemark.shared.storage.errors import StorageError, TransientStorageError
 
 log = logging.getLogger(__name__)
 
 POOL_MIN = 1
-POOL_MAX = 8
 # Seconds a call waits for a pooled connection (and for a new one to connect): short, so
 # an API request answers 503 well inside an agent hook's 2 s timeout while Postgres is
 # down (``WAKEMARK_DB_TIMEOUT_S``).
@@ -49,9 +49,12 @@ def transient_errors() -> Iterator[None]:
 class Connector:
     """Hands out autocommit connections; writes open ``conn.transaction()`` themselves."""
 
-    def __init__(self, url: str, timeout: float = POOL_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, timeout: float = POOL_TIMEOUT_S, size: int = DEFAULT_DB_POOL_SIZE
+    ) -> None:
         self.url = url
         self.timeout = timeout
+        self.size = size
         self._lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._pid = 0
@@ -74,7 +77,7 @@ class Connector:
                 pool: ConnectionPool = ConnectionPool(
                     self.url,
                     min_size=POOL_MIN,
-                    max_size=POOL_MAX,
+                    max_size=self.size,
                     timeout=self.timeout,
                     open=False,
                     configure=configure,
