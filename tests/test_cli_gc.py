@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.storage.test_retention import NS, old_turns
 from tests.test_cli import _env
 from tests.test_cli_transfer import _wakemark
@@ -12,6 +14,7 @@ from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.storage import migrate, open_storage
 
 
+@pytest.mark.slow
 def test_gc_trims_expired_events_and_shrinks_the_file(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path / "home")
     prepare_home(settings)

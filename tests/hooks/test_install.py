@@ -17,6 +17,9 @@ AGENTS = ["claude-code", "kiro-cli", "gemini-cli", "codex", "cursor"]
 FOREIGN_STOP = {"hooks": [{"type": "command", "command": "notify-send done"}]}
 
 
+pytestmark = pytest.mark.slow
+
+
 def _wakemark(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
     env.update(HOME=str(home), WAKEMARK_HOME=str(home / ".wakemark"))

@@ -6,6 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.test_cli import _env
 from tests.test_cli_transfer import _wakemark
 from wakemark.services.importers.claude_mem import records
@@ -71,6 +73,7 @@ def test_observations_and_summaries_become_records(tmp_path: Path) -> None:
     assert again == [r.record_id for r in recs]
 
 
+@pytest.mark.slow
 def test_the_command_imports_once_into_the_named_project(tmp_path: Path) -> None:
     db = make_db(tmp_path / "claude-mem.db")
     env = _env(tmp_path)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.test_cli import _env
 from tests.test_cli_transfer import _wakemark
 from wakemark.services.agents.codex import exit_code
@@ -135,6 +137,7 @@ def test_replayed_rollouts_are_extracted_as_usual_and_import_once(runtime: Runti
     assert set(rec.source_event_ids) <= {e.event_id for e in evs}
 
 
+@pytest.mark.slow
 def test_the_command_imports_a_sessions_directory(tmp_path: Path) -> None:
     day = tmp_path / "sessions" / "2026" / "02" / "23"
     later = tmp_path / "sessions" / "2026" / "06" / "05"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.test_cli import _env
 from tests.test_cli_transfer import _wakemark
 from wakemark.services.importers.markdown import files, records, sections
@@ -40,6 +42,7 @@ def test_cursor_rule_frontmatter_names_the_text_before_any_heading() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_the_command_imports_a_projects_memory_files_once(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
