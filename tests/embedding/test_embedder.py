@@ -105,11 +105,12 @@ def test_batch_equals_one_by_one(onnx_model_path: Path) -> None:
 def test_manifest_prefixes_queries_and_stored_texts(tmp_path: Path, onnx_model_path: Path) -> None:
     # A model trained with prefixes (e5: "query: " / "passage: ") declares them in its
     # manifest; the embedder adds them, so callers never know which model runs.
-    for src in onnx_model_path.parent.iterdir():
-        os.link(src, tmp_path / src.name)
-    manifest = tmp_path / f"{onnx_model_path.name}.json"
-    data = json.loads(manifest.read_text())
-    manifest.write_text(json.dumps({**data, "query_prefix": "query: ", "passage_prefix": "p: "}))
+    manifest = f"{onnx_model_path.name}.json"
+    for name in (onnx_model_path.name, "tokenizer.json"):
+        os.link(onnx_model_path.parent / name, tmp_path / name)
+    data = json.loads((onnx_model_path.parent / manifest).read_text())
+    prefixes = {"query_prefix": "query: ", "passage_prefix": "p: "}
+    (tmp_path / manifest).write_text(json.dumps({**data, **prefixes}))
     prefixed, plain = Embedder(tmp_path / onnx_model_path.name), Embedder(onnx_model_path)
     query = plain.embed_query("query: pool exhausted")
     np.testing.assert_allclose(prefixed.embed_query("pool exhausted"), query, atol=1e-6)
