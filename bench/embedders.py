@@ -138,6 +138,7 @@ def reembed_caches(name: str, base: str = BASELINE) -> list[str]:
 def quality(name: str) -> dict[str, Any]:
     """Search quality per project (hybrid and vectors alone), then the gate's refit."""
     from bench import _codemem, fit_gate
+    from tests.retrieval.relevance import warm
 
     if name != BASELINE:
         reembed_caches(name)
@@ -146,6 +147,7 @@ def quality(name: str) -> dict[str, Any]:
         project = _codemem.open_project(project_name, retrieval_budget_ms=10_000)
         try:
             runtime = project.runtime
+            warm(runtime.retriever, project.namespace, True)
             matrix = runtime.storage.list_embeddings(project.namespace)
             hybrid, vector = [], []
             for q in project.queries:
