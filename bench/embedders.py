@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.embedding import _rss_mb
+
 ROOT = Path(os.environ.get("WAKEMARK_EMBEDDERS_DIR", "/work/data/embedder"))
 MODELS = {
     "all-MiniLM-L6-v2": "minilm/all-MiniLM-L6-v2.onnx",
@@ -79,15 +81,6 @@ def _child(mode: str, name: str) -> dict[str, Any]:
         raise RuntimeError(f"{mode} {name} failed:\n{done.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
-
-
-def _rss() -> dict[str, float]:
-    fields = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = round(int(value.split()[0]) / 1024, 1)
-    return fields
 
 
 def _recall(gold: frozenset[str], ids: list[str]) -> tuple[float, float, float]:
@@ -187,13 +180,13 @@ def speed(name: str) -> dict[str, Any]:
         for project in _codemem.PROJECTS
         for line in (_codemem.DATASET / project / "queries.jsonl").read_text().splitlines()
     ][:QUERIES]
-    before = _rss()
+    before = _rss_mb()
     embedder = Embedder(path)
     start = time.perf_counter()
     embedder.warm()
     embedder.embed_query("warm up")
     load_ms = (time.perf_counter() - start) * 1000
-    loaded = _rss()
+    loaded = _rss_mb()
     times = []
     for text in texts:
         start = time.perf_counter()
@@ -209,8 +202,8 @@ def speed(name: str) -> dict[str, Any]:
         "tokenizer_mb": round(tokenizer_path(path).stat().st_size / 2**20, 1),
         "rss_before_mb": before["VmRSS"],
         "rss_loaded_mb": loaded["VmRSS"],
-        "rss_after_mb": _rss()["VmRSS"],
-        "peak_mb": _rss()["VmHWM"],
+        "rss_after_mb": _rss_mb()["VmRSS"],
+        "peak_mb": _rss_mb()["VmHWM"],
     }
 
 
