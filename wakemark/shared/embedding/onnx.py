@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import threading
@@ -33,6 +34,22 @@ class EmbedderUnavailable(RuntimeError):
 def tokenizer_path(model_path: Path) -> Path:
     """The tokenizer copy that ``export_onnx`` writes beside the model."""
     return model_path.parent / "tokenizer.json"
+
+
+def manifest_path(model_path: Path) -> Path:
+    return model_path.with_name(model_path.name + ".json")
+
+
+def _prefixes(model_path: Path) -> tuple[str, str]:
+    """(query, passage) prefixes the model was trained with, from its manifest: e5 models
+    expect "query: " and "passage: "; all-MiniLM-L6-v2 none."""
+    try:
+        manifest = json.loads(manifest_path(model_path).read_text())
+    except (OSError, ValueError):
+        return "", ""
+    if not isinstance(manifest, dict):
+        return "", ""
+    return str(manifest.get("query_prefix", "")), str(manifest.get("passage_prefix", ""))
 
 
 def _after_fork_in_child() -> None:
@@ -73,6 +90,8 @@ class Embedder:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._query_prefix = ""
+        self._passage_prefix = ""
         self._pid: int | None = None
         self._error: str | None = None
         self._error_key: tuple[int, int] | None = None  # (pid, model mtime) of the failure
@@ -158,18 +177,24 @@ class Embedder:
             self._error_key = self._file_key()
             log.warning("embedder unavailable: %s", self._error)
             raise EmbedderUnavailable(self._error) from exc
+        self._query_prefix, self._passage_prefix = _prefixes(self.model_path)
         self._tokenizer, self._session, self._pid = tokenizer, session, os.getpid()
         self._error = None
         log.info("embedder loaded %s (pid %d)", self.model_path, self._pid)
 
     # --- embedding -----------------------------------------------------------------------
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """L2-normalized float32 ``(len(texts), 384)``; raises EmbedderUnavailable."""
+        """L2-normalized float32 ``(len(texts), 384)`` of stored texts (records); raises
+        EmbedderUnavailable."""
+        self._ensure_loaded()
+        return self._embed([self._passage_prefix + t for t in texts])
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
         session, tokenizer = self._ensure_loaded()
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
-        encodings = tokenizer.encode_batch(list(texts))
+        encodings = tokenizer.encode_batch(texts)
         for chunk in self._batches([len(e.ids) for e in encodings]):
             out[chunk] = self._run(session, [encodings[i] for i in chunk])
         return out
@@ -192,8 +217,9 @@ class Embedder:
         return batches
 
     def embed_query(self, text: str) -> np.ndarray:
-        """One L2-normalized float32 ``(384,)`` vector."""
-        return self.embed([text])[0]
+        """One L2-normalized float32 ``(384,)`` vector of a search query."""
+        self._ensure_loaded()
+        return self._embed([self._query_prefix + text])[0]
 
     @staticmethod
     def _run(session: Any, encodings: list[Any]) -> np.ndarray:
