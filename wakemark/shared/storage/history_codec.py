@@ -1,0 +1,50 @@
+"""The JSON body both backends store for a version: the record and its anchors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage import anchors_codec
+from wakemark.shared.storage.ports.anchors import CodeAnchors
+from wakemark.shared.storage.ports.history import Version
+
+
+def to_body(record: MemoryRecord, anchors: CodeAnchors | None) -> dict[str, Any]:
+    return {
+        "record": record.model_dump(mode="json"),
+        "anchors": None if anchors is None else anchors_codec.to_body(anchors),
+    }
+
+
+def from_row(
+    current_id: str, superseded_by: str, superseded_at: datetime, body: dict[str, Any]
+) -> Version:
+    record = MemoryRecord.model_validate(body["record"])
+    anchors = body.get("anchors")
+    return Version(
+        record=record,
+        current_id=current_id,
+        superseded_by=superseded_by,
+        superseded_at=superseded_at,
+        anchors=None
+        if anchors is None
+        else anchors_codec.from_body(record.record_id, record.namespace, anchors),
+    )
+
+
+def nearest(
+    ids: list[str], matrix: np.ndarray, vector: np.ndarray, limit: int
+) -> list[tuple[str, float]]:
+    """The ``limit`` rows of ``matrix`` (one per id) nearest ``vector`` by cosine."""
+    if not ids:
+        return []
+    m = np.asarray(matrix, dtype=np.float32)
+    v = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norms = np.maximum(np.linalg.norm(m, axis=1), 1e-12) * max(float(np.linalg.norm(v)), 1e-12)
+    cosines = (m @ v) / norms
+    top = np.argsort(-cosines, kind="stable")[:limit]
+    return [(ids[int(i)], float(cosines[int(i)])) for i in top]
