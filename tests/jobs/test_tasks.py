@@ -59,20 +59,19 @@ def test_extract_turns_writes_a_batch_and_skips_what_is_not_pending(
     assert done_before not in ids
 
 
-def test_extract_turns_with_the_merge_on_goes_turn_by_turn(
+def test_a_reasked_question_with_the_same_answer_adds_nothing(
     backend_settings: Settings, make_runtime, onnx_model_path: Path
 ):
-    # The second turn repeats the first: merged into it only if the first is already
-    # written when the second is extracted, as when each turn is its own job.
-    settings = backend_settings.replace(
-        embedder="onnx", model_path=onnx_model_path, merge="conservative"
-    )
-    runtime = make_runtime(settings)
-    first = runtime.storage.put_events(turn_events(1, "a"))[-1].closed_turns[0]
-    again = runtime.storage.put_events(turn_events(1, "b"))[-1].closed_turns[0]
-    ids = extract_turns(runtime.tasks, [first, again])
-    assert len(ids) == 2
-    assert runtime.storage.list_memory_records(NS).total == 1
+    # One batch: the second turn is matched against the first, written earlier in the
+    # same transaction.
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    [first] = runtime.storage.put_events(turn_events(1, "a"))[-1].closed_turns
+    [again] = runtime.storage.put_events(turn_events(1, "b"))[-1].closed_turns
+    [kept] = extract_turns(runtime.tasks, [first, again])
+    assert [r.record_id for r in runtime.storage.list_memory_records(NS).items] == [kept]
+    assert runtime.storage.get_history(kept) == []
+    [info] = runtime.storage.session_turns(NS, "b")
+    assert (info.extracted, info.record_ids, info.skip_reason) == (True, [], "repeat")
 
 
 def test_a_turn_without_work_is_marked_skipped_and_keeps_its_events(
@@ -212,23 +211,26 @@ def test_breaker_opens_after_threshold_and_half_opens_after_cooldown():
 
 
 @pytest.mark.slow
-def test_conservative_merge_folds_a_repeat_into_its_old_twin(
+def test_a_new_record_about_the_subject_supersedes_the_current_one(
     backend_settings: Settings, onnx_model_path: Path, make_runtime
 ):
-    settings = backend_settings.replace(
-        embedder="onnx", model_path=onnx_model_path, merge="conservative"
-    )
-    runtime = make_runtime(settings)
-    [first] = runtime.storage.put_events(turn_events(0, session="a"))[-1].closed_turns
-    [old_id] = extract_turns(runtime.tasks, [first])
-    [again] = runtime.storage.put_events(turn_events(0, session="b"))[-1].closed_turns
-    [merged_id] = extract_turns(runtime.tasks, [again])
-    page = runtime.storage.list_memory_records(NS)
-    assert [r.record_id for r in page.items] == [merged_id] and merged_id != old_id
-    merged = page.items[0]
-    assert merged.strategy == "merged" and len(merged.source_event_ids) == 4
-    assert runtime.storage.has_embedding(merged_id)
-    assert runtime.storage.get_memory_record(old_id) is None
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    storage = runtime.storage
+
+    def turn(answer: str, session: str) -> str:
+        prompt = "Why does the invoice PDF crash on customer names with accents?"
+        events = [event("prompt", prompt, session), event("session_summary", answer, session)]
+        return storage.put_events(events)[-1].closed_turns[0]
+
+    first = "The PDF font lacks accented glyphs; switched the invoice font to DejaVu Sans."
+    later = "The invoice PDF crash came back: the font cache path was wrong, fixed it too."
+    [old_id] = extract_turns(runtime.tasks, [turn(first, "a")])
+    [new_id] = extract_turns(runtime.tasks, [turn(later, "b")])
+    assert [r.record_id for r in storage.list_memory_records(NS).items] == [new_id]
+    (version,) = storage.get_history(new_id)
+    assert version.record.record_id == old_id and version.superseded_by == new_id
+    assert storage.split_version(old_id).record_id == old_id
+    assert {r.record_id for r in storage.list_memory_records(NS).items} == {old_id, new_id}
 
 
 def test_vectors_for_records_deleted_meanwhile_are_dropped_not_fatal(
