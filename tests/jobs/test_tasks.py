@@ -243,3 +243,53 @@ def test_vectors_for_records_deleted_meanwhile_are_dropped_not_fatal(
     runtime.storage.delete_memory_records([gone.record_id])  # after the job read it
     assert _store_vectors(runtime.tasks, [gone, kept], np.ones((2, 384), dtype=np.float32)) == 1
     assert runtime.storage.has_embedding(kept.record_id)
+
+
+FIXES = ["a bundled font", "the font cache", "glyph fallback", "a wider charset", "NFC names"]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_concurrent_workers_leave_one_current_record_per_subject(
+    settings: Settings, pg_url: str, onnx_model_path: Path, make_runtime
+):
+    # Two workers (their own pools, real concurrent transactions) extract turns about one
+    # subject at the same time: every new record reads the subjects under the lock, so
+    # the last one standing is the only current record and the others are its history.
+    settings = settings.replace(database_url=pg_url, embedder="onnx", model_path=onnx_model_path)
+    workers = [make_runtime(settings), make_runtime(settings)]
+    turns: list[list[str]] = [[], []]
+    for n, fix in enumerate(FIXES * 2):
+        session = f"w{n}"
+        prompt = "Why does the invoice PDF crash on customer names with accents?"
+        answer = f"The invoice PDF crashed on accented customer names; fixed with {fix}."
+        events = [event("prompt", prompt, session), event("session_summary", answer, session)]
+        turns[n % 2] += workers[0].storage.put_events(events)[-1].closed_turns
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def work(runtime, mine: list[str]) -> None:  # type: ignore[no-untyped-def]
+        try:
+            start.wait()
+            for turn_id in mine:
+                extract_turns(runtime.tasks, [turn_id])
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=work, args=(w, t)) for w, t in zip(workers, turns, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    storage = workers[0].storage
+    [current] = storage.list_memory_records(NS).items
+    history = storage.get_history(current.record_id)
+    infos = [storage.session_turns(NS, f"w{n}")[0] for n in range(len(FIXES) * 2)]
+    assert all(i.extracted for i in infos)
+    written = [rid for i in infos for rid in i.record_ids]
+    # Each turn wrote its record or was a repeat; every record written is current or history.
+    assert sorted(written) == sorted([current.record_id, *(v.record.record_id for v in history)])
+    assert {i.skip_reason for i in infos if not i.record_ids} <= {"repeat"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests.storage.conftest import NS, T0, record, vec
@@ -85,10 +86,13 @@ def test_subject_neighbours_are_exact_current_and_of_one_namespace(storage: Stor
     storage.put_memory_record(record("no vector yet"))
     with storage.transaction() as tx:
         tx.lock_subjects(NS)
-        found = tx.subject_neighbours(NS, vec(1), 5)
+        found, flipped = tx.subject_neighbours(NS, np.stack([vec(1), -vec(3)]), 5)
+        assert tx.subject_neighbours("/actor/a/project/c/", vec(1)[None, :], 5) == [[]]
     assert [r.record_id for r, _ in found] == [near.record_id, far.record_id]
     assert found[0][1] == pytest.approx(1.0, abs=1e-5)
     assert found[1][1] < 0.5
+    assert [r.record_id for r, _ in flipped] == [near.record_id, far.record_id]
+    assert flipped[1][1] == pytest.approx(-1.0, abs=1e-5)
 
 
 def test_put_version_needs_its_current_record_and_pages(storage: Storage) -> None:

@@ -34,10 +34,18 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
+def _numbers(record: MemoryRecord) -> set[str]:
+    return set(re.findall(r"\d+", f"{record.title} {record.summary}"))
+
+
 def same_subject(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
     """The rule. A record a person pinned or corrected is never superseded: it was kept
-    as it is on purpose."""
+    as it is on purpose. Records that name different numbers are different subjects."""
     if old.namespace != new.namespace or old.pinned or old.edited_at is not None:
+        return False
+    # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
+    # version 2 and 3, cache 1 and cache 2.
+    if _numbers(old) != _numbers(new):
         return False
     if cosine >= SAME_SUBJECT:
         return True

@@ -130,31 +130,51 @@ def extract_turns(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     return written
 
 
-def _subjects(
-    tx: Tx, records: Sequence[MemoryRecord], vectors: np.ndarray | None
-) -> dict[int, Match]:
-    """The current record each of ``records`` is about, by position (see ``subject``).
-    A record without a vector (the embedder is off or down) starts a subject of its own.
-    Each later record of the batch sees the earlier ones as current: they are written
-    before it is matched."""
-    from wakemark.shared.extraction import subject
+class _Subjects:
+    """The subject of each new record of an extraction transaction (``subject.match``).
 
-    found: dict[int, Match] = {}
-    if vectors is None:
-        return found
-    claimed: set[str] = set()  # a current record is superseded once
-    for i, record in enumerate(records):
-        tx.lock_subjects(record.namespace)
-        near = tx.subject_neighbours(record.namespace, vectors[i], subject.NEIGHBOURS)
-        hit = subject.match(record, [(r, c) for r, c in near if r.record_id not in claimed])
-        if hit is not None:
-            found[i] = hit
-            claimed.add(hit.old.record_id)
-    return found
+    Runs inside the transaction, under each namespace's subject lock, so what it reads
+    stays current until the commit. The current records near the transaction's new ones
+    are read once per namespace; the records the transaction writes are matched as they
+    are written, so a later turn of the batch can supersede an earlier one. A record
+    without a vector (the embedder is off or down) starts a subject of its own."""
 
+    def __init__(self, tx: Tx, plans: Sequence[tuple[str, list[MemoryRecord], Any]]) -> None:
+        from wakemark.shared.extraction import subject
 
-def _repeat(found: Match | None) -> bool:
-    return found is not None and found.repeat
+        self._subject = subject
+        self._tx = tx
+        self._near: dict[str, list[tuple[MemoryRecord, float]]] = {}
+        self._gone: set[str] = set()  # superseded by this transaction
+        self._fresh: list[tuple[MemoryRecord, np.ndarray]] = []  # written by it
+        by_ns: dict[str, list[tuple[MemoryRecord, np.ndarray]]] = {}
+        for _, records, vectors in plans:
+            if vectors is not None:
+                for record, vector in zip(records, vectors, strict=True):
+                    by_ns.setdefault(record.namespace, []).append((record, vector))
+        for ns, pairs in by_ns.items():
+            tx.lock_subjects(ns)
+            found = tx.subject_neighbours(ns, np.stack([v for _, v in pairs]), subject.NEIGHBOURS)
+            self._near.update(
+                (r.record_id, near) for (r, _), near in zip(pairs, found, strict=True)
+            )
+
+    def match(self, record: MemoryRecord, vector: np.ndarray) -> Match | None:
+        if record.record_id not in self._near:
+            return None
+        near = [(r, c) for r, c in self._near[record.record_id] if r.record_id not in self._gone]
+        unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        for other, v in self._fresh:
+            if other.namespace == record.namespace and other.record_id not in self._gone:
+                near.append((other, float(unit @ v) / max(float(np.linalg.norm(v)), 1e-12)))
+        near.sort(key=lambda pair: -pair[1])
+        return self._subject.match(record, near[: self._subject.NEIGHBOURS])
+
+    def written(self, record: MemoryRecord, vector: np.ndarray, found: Match | None) -> None:
+        self._fresh.append((record, vector))
+        if found is not None:
+            self._tx.supersede(found.old.record_id, record.record_id, utcnow())
+            self._gone.add(found.old.record_id)
 
 
 def _anchors(
@@ -197,12 +217,15 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     if not plans:
         return []
     anchors = _anchors(ctx, turns, plans)
-    consolidate = ctx.settings.consolidate == "on"
     written: list[str] = []
     with storage.transaction() as tx:
+        subjects = _Subjects(tx, plans) if ctx.settings.consolidate == "on" else None
         for turn_id, records, vectors in plans:
-            subjects = _subjects(tx, records, vectors) if consolidate else {}
-            kept = [(i, r) for i, r in enumerate(records) if not _repeat(subjects.get(i))]
+            found: dict[int, Match] = {}
+            if subjects is not None and vectors is not None:
+                matched = ((i, subjects.match(r, vectors[i])) for i, r in enumerate(records))
+                found = {i: m for i, m in matched if m is not None}
+            kept = [(i, r) for i, r in enumerate(records) if not (i in found and found[i].repeat)]
             ids = [r.record_id for _, r in kept]
             skip = (skipped[turn_id] or ("repeat" if records else None)) if not ids else None
             if not tx.mark_turn_extracted(turn_id, ids, skip):
@@ -212,10 +235,10 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
                 tx.put_memory_record(record)
                 if vectors is not None:
                     tx.put_embedding(record.record_id, vectors[i])
+                    if subjects is not None:
+                        subjects.written(record, vectors[i], found.get(i))
                 if record.record_id in anchors:
                     tx.put_anchors(anchors[record.record_id])
-                if (found := subjects.get(i)) is not None:
-                    tx.supersede(found.old.record_id, record.record_id, utcnow())
             written += ids
         if all_vectors is None and written and ctx.settings.embedder != "off":
             tx.on_commit(lambda: ctx.enqueue(EMBED, written))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from wakemark.shared.models import MemoryRecord
+from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
 from wakemark.shared.storage import anchors_codec
 from wakemark.shared.storage.ports.anchors import CodeAnchors
 from wakemark.shared.storage.ports.history import Version
@@ -37,14 +37,19 @@ def from_row(
 
 
 def nearest(
-    ids: list[str], matrix: np.ndarray, vector: np.ndarray, limit: int
-) -> list[tuple[str, float]]:
-    """The ``limit`` rows of ``matrix`` (one per id) nearest ``vector`` by cosine."""
+    ids: list[str], matrix: np.ndarray, vectors: np.ndarray, limit: int
+) -> list[list[tuple[str, float]]]:
+    """For each row of ``vectors``, the ``limit`` rows of ``matrix`` (one per id) nearest
+    to it by cosine, best first."""
+    queries = np.asarray(vectors, dtype=np.float32).reshape(-1, EMBEDDING_DIM)
     if not ids:
-        return []
+        return [[] for _ in queries]
     m = np.asarray(matrix, dtype=np.float32)
-    v = np.asarray(vector, dtype=np.float32).reshape(-1)
-    norms = np.maximum(np.linalg.norm(m, axis=1), 1e-12) * max(float(np.linalg.norm(v)), 1e-12)
-    cosines = (m @ v) / norms
-    top = np.argsort(-cosines, kind="stable")[:limit]
-    return [(ids[int(i)], float(cosines[int(i)])) for i in top]
+    m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    q = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    cosines = q @ m.T
+    out = []
+    for row in cosines:
+        top = np.argsort(-row, kind="stable")[:limit]
+        out.append([(ids[int(i)], float(row[int(i)])) for i in top])
+    return out

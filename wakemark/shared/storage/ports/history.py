@@ -39,10 +39,11 @@ class HistoryTx(Protocol):
 
     @abc.abstractmethod
     def subject_neighbours(
-        self, namespace: str, vector: np.ndarray, limit: int
-    ) -> list[tuple[MemoryRecord, float]]:
-        """The current records of exactly ``namespace`` that have an embedding, nearest
-        to ``vector`` by cosine (exact, best first), as this transaction sees them."""
+        self, namespace: str, vectors: np.ndarray, limit: int
+    ) -> list[list[tuple[MemoryRecord, float]]]:
+        """For each row of ``vectors``, the current records of exactly ``namespace`` that
+        have an embedding, nearest to it by cosine (exact, best first), as this
+        transaction sees them."""
 
     @abc.abstractmethod
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:

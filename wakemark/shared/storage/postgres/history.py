@@ -10,7 +10,7 @@ import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
-from wakemark.shared.models import MemoryRecord
+from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
 from wakemark.shared.storage import anchors_codec, history_codec, lexical
 from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.ports.history import Version
@@ -73,11 +73,14 @@ class PostgresHistoryTx(PostgresTxBase):
         self._lock_records()
 
     def subject_neighbours(
-        self, namespace: str, vector: np.ndarray, limit: int
-    ) -> list[tuple[MemoryRecord, float]]:
-        params = {"vector": check_vector(vector), "namespace": namespace, "limit": limit}
-        rows = self.conn.execute(SUBJECT_NEIGHBOURS, params).fetchall()
-        return [(memory_record(r[:-1]), float(r[-1])) for r in rows]
+        self, namespace: str, vectors: np.ndarray, limit: int
+    ) -> list[list[tuple[MemoryRecord, float]]]:
+        out = []
+        for vector in np.asarray(vectors, dtype=np.float32).reshape(-1, EMBEDDING_DIM):
+            params = {"vector": check_vector(vector), "namespace": namespace, "limit": limit}
+            rows = self.conn.execute(SUBJECT_NEIGHBOURS, params).fetchall()
+            out.append([(memory_record(r[:-1]), float(r[-1])) for r in rows])
+        return out
 
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         self._lock_records()

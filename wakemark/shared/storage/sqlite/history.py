@@ -67,17 +67,17 @@ class SqliteHistoryTx(SqliteTxBase):
         BEGIN IMMEDIATE, so writers already take turns."""
 
     def subject_neighbours(
-        self, namespace: str, vector: np.ndarray, limit: int
-    ) -> list[tuple[MemoryRecord, float]]:
+        self, namespace: str, vectors: np.ndarray, limit: int
+    ) -> list[list[tuple[MemoryRecord, float]]]:
+        # No vector index here: one exact scan of the namespace serves every vector.
         rows = self.conn.execute(NAMESPACE_EMBEDDINGS, (namespace,)).fetchall()
         ids = [r["record_id"] for r in rows]
-        if not ids:
-            return []
         matrix = codec.decode_embeddings([r["embedding"] for r in rows], ids)
-        best = history_codec.nearest(ids, matrix, vector, limit)
-        found = self.conn.execute(GET_RECORDS, (json.dumps([i for i, _ in best]),))
+        best = history_codec.nearest(ids, matrix, vectors, limit)
+        wanted = sorted({i for row in best for i, _ in row})
+        found = self.conn.execute(GET_RECORDS, (json.dumps(wanted),))
         by_id = {r["record_id"]: codec.to_record(r) for r in found.fetchall()}
-        return [(by_id[i], cosine) for i, cosine in best if i in by_id]
+        return [[(by_id[i], cosine) for i, cosine in row if i in by_id] for row in best]
 
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         row = self.conn.execute(GET_RECORD, (old_id,)).fetchone()
