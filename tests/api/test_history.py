@@ -37,6 +37,11 @@ def test_the_chain_is_listed_on_request_and_a_split_restores(api: Api, runtime: 
     page = api.get(f"/v1/memories?namespace={NS}&superseded=true").json
     assert [v["record"]["record_id"] for v in page["superseded"]] == [v2, v1]
 
+    found = api.get(f"/v1/search?namespace={NS}&q=font&superseded=true").json
+    assert [h["record"]["record_id"] for h in found["items"]] == [v3]
+    assert [v["record"]["record_id"] for v in found["superseded"]] == [v2, v1]
+    assert "superseded" not in api.get(f"/v1/search?namespace={NS}&q=font").json
+
     chain = api.get(f"/v1/memories/{v3}/history").json
     assert chain["current_id"] == v3
     assert [(v["record"]["title"], v["superseded_by"]) for v in chain["items"]] == [

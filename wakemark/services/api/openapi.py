@@ -100,7 +100,8 @@ ROUTES: tuple[Route, ...] = (
         "`relevance` 0–1 is the gate's; `namespace` may be an actor prefix `/actor/<actor>/` "
         "(all projects); "
         "`limit` 1–100 (10); `min_relevance` 0–1 keeps only hits that reach it (unset: all, "
-        "ranked)",
+        "ranked); hits are current records: `superseded=true` adds `superseded`, their "
+        "older versions",
         {200: s.SearchResult}, query=s.SearchQuery,
     ),
     Route(

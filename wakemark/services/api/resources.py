@@ -71,7 +71,7 @@ def _record(record: MemoryRecord) -> dict:
     return record.model_dump(mode="json")
 
 
-def _version(version: Version) -> dict:
+def version_json(version: Version) -> dict:
     return {
         "record": _record(version.record),
         "current_id": version.current_id,
@@ -112,7 +112,7 @@ def list_memories() -> Response:
     more = {}
     if args.superseded:
         history = _storage().get_history
-        more["superseded"] = [_version(v) for r in page.items for v in history(r.record_id)]
+        more["superseded"] = [version_json(v) for r in page.items for v in history(r.record_id)]
     return jsonify(
         items=[_record(r) for r in page.items],
         total=page.total,
@@ -153,7 +153,7 @@ def memory_history(record_id: str) -> Response:
     if record is None and known and (version := storage.get_version(record_id)) is not None:
         record, current_id = version.record, version.current_id
     security.owned(record, "memory record")
-    items = [_version(v) for v in storage.get_history(current_id)]
+    items = [version_json(v) for v in storage.get_history(current_id)]
     return jsonify(
         History.model_validate(
             {"record_id": record_id, "current_id": current_id, "items": items}

@@ -115,6 +115,9 @@ class SearchQuery(Query):
     min_relevance: Relevance | None = Field(
         None, description="only hits whose relevance (0-1) reaches this"
     )
+    superseded: QueryBool = Field(
+        False, description="with `superseded`: the older versions of the hits' records"
+    )
 
 
 class ContextQuery(Query):
@@ -282,6 +285,9 @@ class SearchResult(BaseModel):
     items: list[SearchHit]
     latency_ms: float
     degraded: bool = Field(description="true: lexical only (embedder off or failing)")
+    superseded: list[Version] | None = Field(
+        None, description="with `superseded=true`: the versions of the hits' records"
+    )
 
 
 class RetrievalList(BaseModel):

@@ -9,6 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify
 from wakemark.services.api import metrics
 from wakemark.services.api.current import reads_client_files, runtime
 from wakemark.services.api.params import query
+from wakemark.services.api.resources import version_json
 from wakemark.services.api.schemas import ContextQuery, SearchQuery
 
 bp = Blueprint("search", __name__)
@@ -21,6 +22,10 @@ def search() -> Response:
     if args.min_relevance is not None:
         result = result.at_least(args.min_relevance)
     body = result.to_json()
+    if args.superseded:  # hits are current records; their older versions on request
+        history = runtime().storage.get_history
+        ids = [h.record.record_id for h in result.items]
+        body["superseded"] = [version_json(v) for rid in ids for v in history(rid)]
     if reads_client_files():
         # Each hit's state against the project's files now (``shared/retrieval/staleness.py``).
         verdicts = runtime().retriever.code_verdicts([h.record.record_id for h in result.items])
