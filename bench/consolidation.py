@@ -44,14 +44,8 @@ from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import migrate
 
 TARGET_RATIO = 0.8
-# (SAME_SUBJECT, SAME_CODE): the shipped pair first, then the ones it was chosen among.
-GRID = [
-    (subject.SAME_SUBJECT, subject.SAME_CODE),
-    (0.80, 0.70),
-    (0.90, 0.75),
-    (0.95, 0.80),
-    (0.86, 1.01),
-]
+# SAME_SUBJECT: the shipped value first, then the ones it was chosen among.
+GRID = [subject.SAME_SUBJECT, 0.80, 0.86, 0.95]
 
 
 def _groups(project: str) -> dict[str, int]:
@@ -88,13 +82,12 @@ def _replay(project: str, home: Path, consolidate: str, model: Path) -> tuple[fl
 
 
 @contextmanager
-def _thresholds(same: float, code: float) -> Iterator[None]:
-    saved = subject.SAME_SUBJECT, subject.SAME_CODE
-    subject.SAME_SUBJECT, subject.SAME_CODE = same, code
+def _threshold(same: float) -> Iterator[None]:
+    saved, subject.SAME_SUBJECT = subject.SAME_SUBJECT, same
     try:
         yield
     finally:
-        subject.SAME_SUBJECT, subject.SAME_CODE = saved
+        subject.SAME_SUBJECT = saved
 
 
 def _commit(record: MemoryRecord, by_event: dict[str, str]) -> str:
@@ -175,10 +168,9 @@ def _project(project: str, model: Path, scratch: Path, on_first: bool) -> dict[s
     commit = [_commit(r, by_event) for r in records]
     groups = _groups(project)
     grid = []
-    for same, code in GRID:
-        with _thresholds(same, code):
-            grid.append({"same_subject": same, "same_code": code,
-                         **_score(records, vectors, commit, groups)})  # fmt: skip
+    for same in GRID:
+        with _threshold(same):
+            grid.append({"same_subject": same, **_score(records, vectors, commit, groups)})
     off_runtime.close()
     return {
         "turns": len(rows),
@@ -231,14 +223,14 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Target: ratio ≥ {result['target_ratio']}. First grid row: the shipped thresholds.",
         "",
-        "| project | same subject | same code | labelled subjects (commits) | labelled merges | "
+        "| project | same subject | labelled subjects (commits) | labelled merges | "
         "precision | recall | duplicate current | merged share (all commits) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, p in result["projects"].items():
         for g in p["grid"]:
             lines.append(
-                f"| {name} | {g['same_subject']} | {g['same_code']} | {g['labelled_subjects']} "
+                f"| {name} | {g['same_subject']} | {g['labelled_subjects']} "
                 f"({g['labelled_commits']}) | {g['merges_labelled']} | {g['precision']} | "
                 f"{g['recall']} | {g['duplicate_current_per_subject']} | {g['merged_share']} |"
             )

@@ -1,12 +1,15 @@
 """Which current record a new one is about: one current record per subject.
 
 The evidence, in one project (namespace): the cosine of the two records' embeddings
-(their title, summary and facts, ``MemoryRecord.embedding_text``), and the files they
-touched. A new record about the subject of a current one supersedes it (the old one is
-kept as a version, ``wakemark.shared.storage.ports.history``); one that says the same
-again (a re-asked question with the same answer) adds nothing. The thresholds are set
-on labelled subject pairs of real sessions (``python -m bench capture``, which reports
-the rule's precision and recall).
+(their title, summary and facts, ``MemoryRecord.embedding_text``) and the numbers they
+name. Shared files are no evidence: on real history most changes to one file are
+different subjects (``python -m bench consolidation`` measured it).
+
+A new record about the subject of a current one supersedes it (the old one is kept as a
+version, ``wakemark.shared.storage.ports.history``); one that says the same
+again (a re-asked question with the same answer) adds nothing. The threshold is set on
+codemem-dev's real commit history (``python -m bench consolidation`` reports the rule's
+precision and recall on its labelled subjects, and how many commits it folds together).
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ from dataclasses import dataclass
 from wakemark.shared.models import MemoryRecord
 
 NEIGHBOURS = 5  # nearest current records the rule looks at
-SAME_SUBJECT = 0.86  # cosine from which two records are about the same subject
-SAME_CODE = 0.70  # the bar when both touched the same file
+SAME_SUBJECT = 0.90  # cosine from which two records are about the same subject
 REPEAT = 0.97  # cosine from which the new record says nothing the old one does not
 
 
@@ -35,7 +37,7 @@ def _words(text: str) -> str:
 
 
 def _numbers(record: MemoryRecord) -> set[str]:
-    return set(re.findall(r"\d+", f"{record.title} {record.summary}"))
+    return set(re.findall(r"\d+(?:\.\d+)*", f"{record.title} {record.summary}"))
 
 
 def same_subject(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
@@ -44,15 +46,17 @@ def same_subject(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
     if old.namespace != new.namespace or old.pinned or old.edited_at is not None:
         return False
     # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
-    # version 2 and 3, cache 1 and cache 2.
+    # version 3.0.0 and 3.0.3, cache 1 and cache 2.
     if _numbers(old) != _numbers(new):
         return False
-    if cosine >= SAME_SUBJECT:
-        return True
-    return cosine >= SAME_CODE and bool(set(old.files_touched) & set(new.files_touched))
+    return cosine >= SAME_SUBJECT
 
 
 def is_repeat(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
+    """The same answer again: same type, no file the old one did not touch, and the
+    same words or a near-identical embedding."""
+    if not set(new.files_touched) <= set(old.files_touched):
+        return False
     same_text = _words(new.summary) == _words(old.summary) and _words(new.title) == _words(
         old.title
     )
