@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import numpy as np
 import pytest
 
 from wakemark.shared.config import Settings
-from wakemark.shared.extraction import conservative_merge, dedupe, extract, record_from_note
+from wakemark.shared.extraction import dedupe, extract, record_from_note
 from wakemark.shared.models import Event, MemoryRecord, new_ulid
 
-from .turns import NAMESPACE, T0, data, event, make_turn, text
+from .turns import NAMESPACE, data, event, make_turn, text
 
 OTHER_NS = "/actor/dev/project/other/"
 
@@ -84,29 +82,3 @@ def test_dedupe_keeps_distinct_records_and_checks_lengths() -> None:
     assert dedupe([], []) == ([], [])
     with pytest.raises(ValueError):
         dedupe([a], [])
-
-
-def test_conservative_merge_rules() -> None:
-    new = _record("new title", summary="new summary", observation_type="bugfix", facts=["n"])
-    old = _record("old", observation_type="bugfix", facts=["o"], created_at=T0 - timedelta(days=2))
-    older = _record(
-        "older", observation_type="bugfix", facts=["p"], created_at=T0 - timedelta(days=3)
-    )
-    far = _record("far", observation_type="bugfix")
-    other_type = _record("type", observation_type="feature")
-    pinned = _record("pinned", observation_type="bugfix", pinned=True)
-    merge = conservative_merge(
-        new,
-        [(old, 0.97), (older, 0.951), (far, 0.90), (other_type, 0.99), (pinned, 0.99)],
-    )
-    assert merge is not None
-    assert merge.replaces == [older.record_id, old.record_id]
-    rec = merge.record
-    assert rec.record_id not in {new.record_id, old.record_id, older.record_id}
-    assert (rec.title, rec.summary, rec.strategy) == ("new title", "new summary", "merged")
-    assert rec.source_event_ids == (
-        older.source_event_ids + old.source_event_ids + new.source_event_ids
-    )
-    assert rec.facts == ["n", "p", "o"]
-    assert conservative_merge(new, [(far, 0.94), (other_type, 0.99), (pinned, 1.0)]) is None
-    assert conservative_merge(new, []) is None

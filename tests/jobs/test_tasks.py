@@ -21,6 +21,7 @@ from wakemark.shared.jobs import (
 from wakemark.shared.jobs.breaker import Breaker
 from wakemark.shared.jobs.tasks import _store_vectors
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage import TransientStorageError
 
 from .conftest import NS, assert_extracted_once, event, ingest, turn_events
 
@@ -59,20 +60,19 @@ def test_extract_turns_writes_a_batch_and_skips_what_is_not_pending(
     assert done_before not in ids
 
 
-def test_extract_turns_with_the_merge_on_goes_turn_by_turn(
+def test_a_reasked_question_with_the_same_answer_adds_nothing(
     backend_settings: Settings, make_runtime, onnx_model_path: Path
 ):
-    # The second turn repeats the first: merged into it only if the first is already
-    # written when the second is extracted, as when each turn is its own job.
-    settings = backend_settings.replace(
-        embedder="onnx", model_path=onnx_model_path, merge="conservative"
-    )
-    runtime = make_runtime(settings)
-    first = runtime.storage.put_events(turn_events(1, "a"))[-1].closed_turns[0]
-    again = runtime.storage.put_events(turn_events(1, "b"))[-1].closed_turns[0]
-    ids = extract_turns(runtime.tasks, [first, again])
-    assert len(ids) == 2
-    assert runtime.storage.list_memory_records(NS).total == 1
+    # One batch: the second turn is matched against the first, written earlier in the
+    # same transaction.
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    [first] = runtime.storage.put_events(turn_events(1, "a"))[-1].closed_turns
+    [again] = runtime.storage.put_events(turn_events(1, "b"))[-1].closed_turns
+    [kept] = extract_turns(runtime.tasks, [first, again])
+    assert [r.record_id for r in runtime.storage.list_memory_records(NS).items] == [kept]
+    assert runtime.storage.get_history(kept) == []
+    [info] = runtime.storage.session_turns(NS, "b")
+    assert (info.extracted, info.record_ids, info.skip_reason) == (True, [], "repeat")
 
 
 def test_a_turn_without_work_is_marked_skipped_and_keeps_its_events(
@@ -212,23 +212,26 @@ def test_breaker_opens_after_threshold_and_half_opens_after_cooldown():
 
 
 @pytest.mark.slow
-def test_conservative_merge_folds_a_repeat_into_its_old_twin(
+def test_a_new_record_about_the_subject_supersedes_the_current_one(
     backend_settings: Settings, onnx_model_path: Path, make_runtime
 ):
-    settings = backend_settings.replace(
-        embedder="onnx", model_path=onnx_model_path, merge="conservative"
-    )
-    runtime = make_runtime(settings)
-    [first] = runtime.storage.put_events(turn_events(0, session="a"))[-1].closed_turns
-    [old_id] = extract_turns(runtime.tasks, [first])
-    [again] = runtime.storage.put_events(turn_events(0, session="b"))[-1].closed_turns
-    [merged_id] = extract_turns(runtime.tasks, [again])
-    page = runtime.storage.list_memory_records(NS)
-    assert [r.record_id for r in page.items] == [merged_id] and merged_id != old_id
-    merged = page.items[0]
-    assert merged.strategy == "merged" and len(merged.source_event_ids) == 4
-    assert runtime.storage.has_embedding(merged_id)
-    assert runtime.storage.get_memory_record(old_id) is None
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    storage = runtime.storage
+
+    def turn(answer: str, session: str) -> str:
+        prompt = "Why does the invoice PDF crash on customer names with accents?"
+        events = [event("prompt", prompt, session), event("session_summary", answer, session)]
+        return storage.put_events(events)[-1].closed_turns[0]
+
+    first = "The PDF font lacks accented glyphs; switched the invoice font to DejaVu Sans."
+    later = "The invoice PDF crash came back: the font cache path was wrong, fixed it too."
+    [old_id] = extract_turns(runtime.tasks, [turn(first, "a")])
+    [new_id] = extract_turns(runtime.tasks, [turn(later, "b")])
+    assert [r.record_id for r in storage.list_memory_records(NS).items] == [new_id]
+    (version,) = storage.get_history(new_id)
+    assert version.record.record_id == old_id and version.superseded_by == new_id
+    assert storage.split_version(old_id).record_id == old_id
+    assert {r.record_id for r in storage.list_memory_records(NS).items} == {old_id, new_id}
 
 
 def test_vectors_for_records_deleted_meanwhile_are_dropped_not_fatal(
@@ -241,3 +244,59 @@ def test_vectors_for_records_deleted_meanwhile_are_dropped_not_fatal(
     runtime.storage.delete_memory_records([gone.record_id])  # after the job read it
     assert _store_vectors(runtime.tasks, [gone, kept], np.ones((2, 384), dtype=np.float32)) == 1
     assert runtime.storage.has_embedding(kept.record_id)
+
+
+FIXES = ["a bundled font", "the font cache", "glyph fallback", "a wider charset", "NFC names"]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_concurrent_workers_leave_one_current_record_per_subject(
+    settings: Settings, pg_url: str, onnx_model_path: Path, make_runtime
+):
+    # Two workers (their own pools, real concurrent transactions) extract turns about one
+    # subject at the same time: every new record reads the subjects under the lock, so
+    # the last one standing is the only current record and the others are its history.
+    settings = settings.replace(database_url=pg_url, embedder="onnx", model_path=onnx_model_path)
+    workers = [make_runtime(settings), make_runtime(settings)]
+    turns: list[list[str]] = [[], []]
+    for n, fix in enumerate(FIXES * 2):
+        session = f"w{n}"
+        prompt = "Why does the invoice PDF crash on customer names with accents?"
+        answer = f"The invoice PDF crashed on accented customer names; fixed with {fix}."
+        events = [event("prompt", prompt, session), event("session_summary", answer, session)]
+        turns[n % 2] += workers[0].storage.put_events(events)[-1].closed_turns
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def work(runtime, mine: list[str]) -> None:  # type: ignore[no-untyped-def]
+        try:
+            start.wait()
+            for turn_id in mine:
+                for attempt in range(5):  # a job is retried after a transient error
+                    try:
+                        extract_turns(runtime.tasks, [turn_id])
+                        break
+                    except TransientStorageError:
+                        if attempt == 4:
+                            raise
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=work, args=(w, t)) for w, t in zip(workers, turns, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    storage = workers[0].storage
+    [current] = storage.list_memory_records(NS).items
+    history = storage.get_history(current.record_id)
+    infos = [storage.session_turns(NS, f"w{n}")[0] for n in range(len(FIXES) * 2)]
+    assert all(i.extracted for i in infos)
+    written = [rid for i in infos for rid in i.record_ids]
+    # Each turn wrote its record or was a repeat; every record written is current or history.
+    assert sorted(written) == sorted([current.record_id, *(v.record.record_id for v in history)])
+    assert {i.skip_reason for i in infos if not i.record_ids} <= {"repeat"}

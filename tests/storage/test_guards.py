@@ -111,7 +111,16 @@ def abstract_methods(path: Path) -> set[str]:
 
 
 def test_every_concern_has_a_file_in_each_backend_and_in_the_conformance_suite() -> None:
-    assert concerns() == ["anchors", "audit", "events", "records", "search", "upkeep", "vectors"]
+    assert concerns() == [
+        "anchors",
+        "audit",
+        "events",
+        "history",
+        "records",
+        "search",
+        "upkeep",
+        "vectors",
+    ]
     for backend in BACKENDS:
         missing = [c for c in concerns() if not (STORAGE / backend / f"{c}.py").is_file()]
         assert missing == [], backend

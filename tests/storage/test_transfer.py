@@ -299,3 +299,52 @@ def test_bad_anchors_are_refused_with_their_line(storage: Storage, tmp_path: Pat
     assert target.stats()["memories"] == 0
     import_lines(target, lines)
     assert target.get_anchors([rec.record_id]) == {rec.record_id: _anchors(rec)}
+
+
+@pytest.mark.postgres
+def test_the_history_chain_crosses_backends_and_splits_after_import(
+    storage: Storage, other: Storage
+) -> None:
+    from tests.storage.test_anchors import anchors
+
+    v1, v2, v3 = (record(t, minutes=i) for i, t in enumerate(["font path", "font embed", "cache"]))
+    storage.put_memory_record(v1)
+    with storage.transaction() as tx:
+        tx.put_anchors(anchors(v1.record_id, ns=NS))
+    for old, new in ((v1, v2), (v2, v3)):
+        with storage.transaction() as tx:
+            tx.put_memory_record(new)
+            assert tx.supersede(old.record_id, new.record_id, T0)
+    first = export(storage)
+    kinds = [json.loads(line).get("type") for line in lines_of(first)[1:]]
+    assert kinds == ["record", "version", "version", "end"]
+    assert json.loads(first.splitlines()[-1])["versions"] == 2
+    report = import_lines(other, lines_of(first))
+    assert report.versions == 2 and report.written.records == 1
+    assert export(other) == first
+    assert other.get_history(v3.record_id) == storage.get_history(v3.record_id)
+    assert other.split_version(v2.record_id) == v2
+    assert [v.record.record_id for v in other.get_history(v2.record_id)] == [v1.record_id]
+    assert other.split_version(v1.record_id) == v1
+    assert other.get_anchors([v1.record_id]) == {v1.record_id: anchors(v1.record_id, ns=NS)}
+
+
+def test_a_version_line_needs_its_current_record_and_counts(
+    storage: Storage, tmp_path: Path
+) -> None:
+    old, new = record("old"), record("new", minutes=1)
+    storage.put_memory_record(old)
+    with storage.transaction() as tx:
+        tx.put_memory_record(new)
+        tx.supersede(old.record_id, new.record_id, T0)
+    lines = lines_of(export(storage))
+    without_record = [lines[0], *lines[2:]]
+    end = json.loads(lines[-1])
+    without_record[-1] = (json.dumps({**end, "records": 0}) + "\n").encode()
+    target = _sqlite(tmp_path)
+    with pytest.raises(ImportFormatError, match="current record is missing"):
+        import_lines(target, without_record)
+    with pytest.raises(ImportFormatError, match="versions"):
+        import_lines(target, [*lines[:2], lines[-1]])
+    assert import_lines(target, lines, dry_run=True).versions == 1
+    assert target.get_version(old.record_id) is None

@@ -456,3 +456,30 @@ def test_each_record_shows_its_code_state_in_the_list_and_its_page(
     page.click(f"tr[data-record='{made['coupon.py'].record_id}'] a")
     page.wait_for_selector("#record-code [data-code]")
     assert page.inner_text("#record-code") == "Code: changed since: src/coupon.py"
+
+
+def test_a_record_shows_its_history_and_a_wrong_merge_is_split(
+    server: Server, page: Any, tmp_path: Path
+) -> None:
+    rt = server.runtime
+    old = _record(rt, "coupon applied twice", 9, summary="the cart added the coupon twice")
+    new = _record(rt, "coupon applied once", 2, summary="the cart applies the coupon once")
+    with rt.storage.transaction() as tx:
+        tx.lock_subjects(NS)
+        assert tx.supersede(old.record_id, new.record_id, datetime.now(UTC))
+    seen = _watch(page)
+    _open(page, server)
+    page.goto(f"{server.base}/ui#/record/{new.record_id}")
+    card = page.locator(".card.version")
+    card.wait_for()
+    assert "coupon applied twice" in card.inner_text()
+    assert card.locator("del").all_inner_texts()[:1] == ["twice"]  # title: twice → once
+    assert "once" in " ".join(card.locator("ins").all_inner_texts())
+    shot(page, "viewer-history", tmp_path, full_page=True)
+    card.get_by_role("button", name="Split (wrong merge)").click()
+    page.locator("#confirm").wait_for()
+    page.click("#confirm-ok")
+    page.get_by_text("No older versions").wait_for()
+    assert rt.storage.get_memory_record(old.record_id) == old
+    assert rt.storage.get_history(new.record_id) == []
+    assert seen["errors"] == []

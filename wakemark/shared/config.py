@@ -200,8 +200,10 @@ class Settings:
     task_time_limit_s: int = _setting(
         300, _int(5, 86_400), "Hard time limit of one job; the soft limit is 80 % of it."
     )
-    merge: str = _setting(
-        "off", _choice("off", "conservative"), "Merge new records into near-identical old ones."
+    consolidate: str = _setting(
+        "on",
+        _choice("on", "off"),
+        "A new record about the subject of a current one supersedes it (kept as history).",
     )
     llm_base_url: str | None = _setting(
         None, _optional_str, "OpenAI-compatible endpoint for the LLM extractor (opt-in)."

@@ -1,7 +1,9 @@
 """Export and import: wakemark's data as versioned JSON Lines (format documented in
 docs/data.md, "Export format").
 
-Line 1 is a header; then every record (``record_id`` order), then with events every turn
+Line 1 is a header; then every record (``record_id`` order), then every superseded version
+of a record (``record_id`` order, after the records: each names its current one), then with
+events every turn
 (``turn_id`` order), each followed by its events ((valid_time, event_id) order); the
 last line is an ``end`` trailer with the counts, so a cut-off file is detected. Every
 value is written the same way on both backends (times in UTC with microseconds,
@@ -20,7 +22,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
@@ -37,12 +39,13 @@ from wakemark.shared.models import (
 )
 from wakemark.shared.retrieval.staleness import MAX_FILES, MAX_IDENTIFIERS
 from wakemark.shared.storage import (
-    Anchors,
     CodeAnchors,
     ImportBatch,
     ImportCounts,
+    NotFoundError,
+    Storage,
     TurnRow,
-    Upkeep,
+    Version,
 )
 from wakemark.shared.storage.anchors_codec import from_body, to_body
 
@@ -122,6 +125,20 @@ def record_line(
     return line
 
 
+def version_line(version: Version) -> dict[str, Any]:
+    record = record_line(version.record, None, vectors=False)
+    del record["type"]
+    anchors = version.anchors
+    return {
+        "type": "version",
+        "record": record,
+        "current_id": version.current_id,
+        "superseded_by": version.superseded_by,
+        "superseded_at": _ts(version.superseded_at),
+        "anchors": None if anchors is None else to_body(anchors),
+    }
+
+
 def turn_line(turn: TurnRow) -> dict[str, Any]:
     return {
         "type": "turn",
@@ -154,12 +171,8 @@ def event_line(event: StoredEvent) -> dict[str, Any]:
     }
 
 
-class Stored(Upkeep, Anchors, Protocol):
-    """What export reads."""
-
-
 def export_lines(
-    storage: Stored,
+    storage: Storage,
     namespace: str | None = None,
     events: bool = False,
     vectors: bool = False,
@@ -184,6 +197,16 @@ def export_lines(
         if len(page) < PAGE:
             break
         after = page[-1][0].record_id
+    n_versions = 0
+    after = None
+    while True:
+        versions = storage.list_versions(namespace or "/", PAGE, after)
+        for version in versions:
+            yield dumps(version_line(version))
+        n_versions += len(versions)
+        if len(versions) < PAGE:
+            break
+        after = versions[-1].record.record_id
     after = None
     while events:
         turns = storage.export_turns(namespace, after, PAGE)
@@ -199,7 +222,10 @@ def export_lines(
         if len(turns) < PAGE:
             break
         after = turns[-1][0].turn_id
-    yield dumps({"type": "end", "records": n_records, "turns": n_turns, "events": n_events})
+    end = {"type": "end", "records": n_records, "turns": n_turns, "events": n_events}
+    if n_versions:  # an export without history reads as before this line type existed
+        end["versions"] = n_versions
+    yield dumps(end)
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -251,6 +277,7 @@ class ImportReport:
     lines: dict[str, int] = field(default_factory=lambda: {"record": 0, "turn": 0, "event": 0})
     written: ImportCounts = field(default_factory=ImportCounts)
     vectors_dropped: int = 0  # vectors of another model: left for the backfill
+    versions: int = 0  # superseded versions read (and, unless a dry run, written)
 
     def add(self, counts: ImportCounts) -> None:
         w = self.written
@@ -329,7 +356,7 @@ def _error_text(exc: Exception) -> str:
 
 
 def import_lines(
-    storage: Upkeep,
+    storage: Storage,
     lines: Iterable[bytes],
     namespace_map: list[tuple[str, str]] | None = None,
     dry_run: bool = False,
@@ -350,7 +377,7 @@ def import_lines(
 
 
 def _import(
-    storage: Upkeep,
+    storage: Storage,
     lines: Iterable[bytes],
     mapping: list[tuple[str, str]],
     report: ImportReport,
@@ -366,11 +393,21 @@ def _import(
     number = 0
     headed = False
 
+    versions: list[Version] = []
+
     def flush() -> None:
         nonlocal batch
         if len(batch):
             report.add(storage.import_batch(batch, commit=not dry_run))
             batch = ImportBatch()
+        if versions and not dry_run:  # after the records: each names its current one
+            try:
+                with storage.transaction() as tx:
+                    for version in versions:
+                        tx.put_version(version)
+            except NotFoundError:
+                raise ImportFormatError(number, "a version's current record is missing") from None
+        versions.clear()
         if progress:
             progress(read)
 
@@ -393,6 +430,12 @@ def _import(
             kind = obj.pop("type", None)
             if kind == "end":
                 ended = obj
+                continue
+            if kind == "version":
+                versions.append(_version(obj, mapping))
+                report.versions += 1
+                if len(versions) >= batch_size:
+                    flush()
                 continue
             if kind not in ("record", "turn", "event"):
                 raise ValueError(f"unknown type {kind!r}")
@@ -437,3 +480,31 @@ def _import(
     expected["event"] = ended.get("events")
     if expected != report.lines:
         raise ImportFormatError(number, f"the trailer counts {expected}, the file {report.lines}")
+    if ended.get("versions", 0) != report.versions:
+        found = f"{report.versions} versions"
+        raise ImportFormatError(
+            number, f"the trailer counts {ended.get('versions')}, the file {found}"
+        )
+
+
+class _VersionLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    record: dict[str, Any]
+    current_id: RecordId
+    superseded_by: RecordId
+    superseded_at: AwareDatetime
+    anchors: dict[str, Any] | None = None
+
+
+def _version(obj: dict[str, Any], mapping: list[tuple[str, str]]) -> Version:
+    line = _VersionLine.model_validate(obj)
+    body = {**line.record, "namespace": _remap(line.record.get("namespace"), mapping)}
+    record = MemoryRecord.model_validate(body)
+    anchors = None
+    if line.anchors is not None:
+        try:
+            anchors = from_body(record.record_id, record.namespace, line.anchors)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"anchors: {exc}") from None
+    return Version(record, line.current_id, line.superseded_by, line.superseded_at, anchors)

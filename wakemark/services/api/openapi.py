@@ -101,7 +101,8 @@ ROUTES: tuple[Route, ...] = (
         "`relevance` 0–1 is the gate's; `namespace` may be an actor prefix `/actor/<actor>/` "
         "(all projects); "
         "`limit` 1–100 (10); `min_relevance` 0–1 keeps only hits that reach it (unset: all, "
-        "ranked)",
+        "ranked); hits are current records: `superseded=true` adds `superseded`, their "
+        "older versions",
         {200: s.SearchResult}, query=s.SearchQuery,
     ),
     Route(
@@ -122,7 +123,9 @@ ROUTES: tuple[Route, ...] = (
         "GET", "/v1/memories",
         "records newest first → `{items, total, limit, next}`; `limit` 1–100 (50); the next "
         "page is `after=<next>` (a keyset: a deep page costs what the first does); an "
-        "`offset` other than 0 answers 400",
+        "`offset` other than 0 answers 400; only current records (a record superseded by "
+        "a newer one about its subject is not listed): `superseded=true` adds `superseded`, "
+        "their older versions",
         {200: s.MemoryPage}, query=s.MemoriesQuery,
     ),
     Route(
@@ -135,6 +138,20 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/memories/<record:record_id>",
         "one record, with `source_event_ids` (its provenance)",
+        {200: MemoryRecord},
+    ),
+    Route(
+        "GET", "/v1/memories/<record:record_id>/history",
+        "a record's history: the older versions of its subject, newest first, each with "
+        "`superseded_by` and `superseded_at` → `{record_id, current_id, items}`; for a "
+        "superseded id, the history of its subject's current record",
+        {200: s.History},
+    ),
+    Route(
+        "POST", "/v1/memories/<record:record_id>/split",
+        "undo a wrong merge: the superseded version is a current record again, with the "
+        "versions it had replaced; the rest of the chain stays → the restored record; 404 "
+        "if the id is not a superseded version",
         {200: MemoryRecord},
     ),
     Route(

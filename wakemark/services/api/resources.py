@@ -12,6 +12,7 @@ from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.schemas import (
     EventsQuery,
+    History,
     MemoriesQuery,
     StatsQuery,
     TimelineQuery,
@@ -32,7 +33,7 @@ from wakemark.shared.models import (
     Title,
 )
 from wakemark.shared.privacy import scrub
-from wakemark.shared.storage import PageKey
+from wakemark.shared.storage import PageKey, Version
 
 RECORD_ID_RE = re.compile(RECORD_ID_PATTERN)
 ULID_RE = re.compile(ULID_PATTERN)
@@ -70,6 +71,15 @@ def _record(record: MemoryRecord) -> dict:
     return record.model_dump(mode="json")
 
 
+def version_json(version: Version) -> dict:
+    return {
+        "record": _record(version.record),
+        "current_id": version.current_id,
+        "superseded_by": version.superseded_by,
+        "superseded_at": version.superseded_at.isoformat(),
+    }
+
+
 def _storage():
     return current.runtime().storage
 
@@ -99,11 +109,16 @@ def list_memories() -> Response:
     page = _storage().list_memory_records(
         args.namespace, limit=args.limit, after=after, count=args.count
     )
+    more = {}
+    if args.superseded:
+        history = _storage().get_history
+        more["superseded"] = [version_json(v) for r in page.items for v in history(r.record_id)]
     return jsonify(
         items=[_record(r) for r in page.items],
         total=page.total,
         limit=page.limit,
         next=cursor(page.next.created_at, page.next.record_id) if page.next else None,
+        **more,
     )
 
 
@@ -127,6 +142,34 @@ def _get_record(record_id: str) -> MemoryRecord:
 @bp.get("/v1/memories/<record:record_id>")
 def get_memory(record_id: str) -> Response:
     return jsonify(_record(_get_record(record_id)))
+
+
+@bp.get("/v1/memories/<record:record_id>/history")
+def memory_history(record_id: str) -> Response:
+    """The chain of a current record, or of the current record a version belongs to."""
+    storage = _storage()
+    known = RECORD_ID_RE.match(record_id) is not None
+    record, current_id = storage.get_memory_record(record_id) if known else None, record_id
+    if record is None and known and (version := storage.get_version(record_id)) is not None:
+        record, current_id = version.record, version.current_id
+    security.owned(record, "memory record")
+    items = [version_json(v) for v in storage.get_history(current_id)]
+    return jsonify(
+        History.model_validate(
+            {"record_id": record_id, "current_id": current_id, "items": items}
+        ).model_dump(mode="json")
+    )
+
+
+@bp.post("/v1/memories/<record:record_id>/split")
+def split_memory(record_id: str) -> Response:
+    """Undo a wrong merge: the version is a current record again (and embedded anew)."""
+    storage = _storage()
+    version = storage.get_version(record_id) if RECORD_ID_RE.match(record_id) else None
+    security.owned(version.record if version else None, "superseded memory record")
+    record = storage.split_version(record_id)
+    current.enqueue(EMBED, [record_id])
+    return jsonify(_record(record))
 
 
 @bp.patch("/v1/memories/<record:record_id>")

@@ -120,6 +120,9 @@ class SearchQuery(Query):
     min_relevance: Relevance | None = Field(
         None, description="only hits whose relevance (0-1) reaches this"
     )
+    superseded: QueryBool = Field(
+        False, description="with `superseded`: the older versions of the hits' records"
+    )
 
 
 class ContextQuery(Query):
@@ -136,6 +139,9 @@ class MemoriesQuery(Query):
     # Declared so a client still paging by offset gets a 400, not the first page forever.
     offset: QueryInt = Field(0, ge=0, le=0, description="gone: page with `after`")
     count: QueryBool = Field(True, description="false: no `total` (cheaper on a large project)")
+    superseded: QueryBool = Field(
+        False, description="with `superseded`: the older versions of the page's records"
+    )
 
 
 class EventsQuery(Query):
@@ -233,11 +239,29 @@ class RecordList(BaseModel):
     items: list[MemoryRecord]
 
 
+class Version(BaseModel):
+    """An older version of a record: a newer record about its subject replaced it."""
+
+    record: MemoryRecord
+    current_id: str = Field(description="the current record of its subject")
+    superseded_by: str = Field(description="the record that replaced it")
+    superseded_at: datetime
+
+
 class MemoryPage(BaseModel):
     items: list[MemoryRecord]
     total: int | None = Field(description="null with `count=false`")
     limit: int
     next: str | None = Field(description="`after` for the next page; null after the last")
+    superseded: list[Version] | None = Field(
+        None, description="with `superseded=true`: the versions of `items`, newest first"
+    )
+
+
+class History(BaseModel):
+    record_id: str
+    current_id: str = Field(description="the current record of the subject")
+    items: list[Version] = Field(description="the older versions, newest first")
 
 
 class Created(BaseModel):
@@ -272,6 +296,9 @@ class SearchResult(BaseModel):
     items: list[SearchHit]
     latency_ms: float
     degraded: bool = Field(description="true: lexical only (embedder off or failing)")
+    superseded: list[Version] | None = Field(
+        None, description="with `superseded=true`: the versions of the hits' records"
+    )
 
 
 class RetrievalList(BaseModel):

@@ -11,7 +11,7 @@ from wakemark.services.api import metrics
 from wakemark.services.api.current import reads_client_files, runtime
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import query
-from wakemark.services.api.resources import RECORD_ID_RE
+from wakemark.services.api.resources import RECORD_ID_RE, version_json
 from wakemark.services.api.schemas import CodeStateQuery, ContextQuery, SearchQuery
 from wakemark.shared.retrieval.staleness import NOT_READ, Verdict
 
@@ -27,6 +27,10 @@ def search() -> Response:
     if args.min_relevance is not None:
         result = result.at_least(args.min_relevance)
     body = result.to_json()
+    if args.superseded:  # hits are current records; their older versions on request
+        history = runtime().storage.get_history
+        ids = [h.record.record_id for h in result.items]
+        body["superseded"] = [version_json(v) for rid in ids for v in history(rid)]
     if reads_client_files():
         # Each hit's state against the project's files now (``shared/retrieval/staleness.py``).
         verdicts = runtime().retriever.code_verdicts([h.record.record_id for h in result.items])

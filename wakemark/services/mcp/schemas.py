@@ -160,8 +160,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any], bool]] = {
     ),
     "get_records": (
         "Fetch full memory records by id: summary, facts, concepts, files touched and "
-        "provenance (source events, how it was extracted). Unknown ids are listed as not "
-        "found; the others are still returned.",
+        "provenance (source events, how it was extracted), and its history: the older "
+        "versions a newer record about the same subject superseded, newest first. An old "
+        "id returns its subject's current record. Unknown ids are listed as not found; "
+        "the others are still returned.",
         GET_RECORDS,
         True,
     ),

@@ -93,16 +93,19 @@ def timeline(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
 
 
 def get_records(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
+    """Each record with its history (older versions, newest first). An id that a newer
+    record superseded answers its subject's current record, with the whole chain."""
     records, missing = [], []
     for record_id in args["ids"]:
         try:
-            record = api.request("GET", record_path(record_id))
+            history = api.request("GET", record_path(record_id) + "/history")
+            record = api.request("GET", record_path(history["current_id"]))
         except ApiError as exc:
             if exc.status != 404:
                 raise
             record = None
         if record is not None and scope.covers(record):
-            records.append(record)
+            records.append({**record, "history": history["items"]})
         else:
             missing.append(record_id)
     blocks = [_full(r) for r in records]
@@ -235,4 +238,10 @@ def _full(record: dict[str, Any]) -> str:
         f"namespace {record['namespace']}, "
         + (f"source events {', '.join(sources)}" if sources else "no source events")
     )
+    for version in record.get("history") or []:
+        old = version["record"]
+        lines.append(
+            f"Superseded {str(version['superseded_at'])[:10]}: {old['record_id']} "
+            f"{old['title']}" + (f" — {old['summary']}" if old.get("summary") else "")
+        )
     return "\n".join(lines)

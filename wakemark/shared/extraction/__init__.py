@@ -1,8 +1,8 @@
 """Turn closed turns and notes into memory records; collapse near-duplicates.
 
 Public surface for the jobs layer: ``extract_turn`` (records or why there are none),
-``extract``, ``record_from_note``, ``dedupe``, ``conservative_merge`` (with ``Merge``) and
-``llm_usage``.
+``extract``, ``record_from_note``, ``dedupe``, ``subject`` (one current record per
+subject) and ``llm_usage``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wakemark.shared.config import Settings
+from wakemark.shared.extraction import subject
 from wakemark.shared.extraction.budget import usage as _usage
 from wakemark.shared.extraction.capture import (
     LOOKBACK,
@@ -21,7 +22,7 @@ from wakemark.shared.extraction.capture import (
     may_join,
     turn_skip_reason,
 )
-from wakemark.shared.extraction.dedupe import THRESHOLD, Merge, conservative_merge, dedupe
+from wakemark.shared.extraction.dedupe import THRESHOLD, dedupe
 from wakemark.shared.extraction.deterministic import extract_deterministic
 from wakemark.shared.extraction.notes import record_from_note
 from wakemark.shared.extraction.text import body_text
@@ -33,8 +34,6 @@ __all__ = [
     "LOOKBACK",
     "THRESHOLD",
     "Extracted",
-    "Merge",
-    "conservative_merge",
     "dedupe",
     "extract",
     "extract_turn",
@@ -43,6 +42,7 @@ __all__ = [
     "llm_usage",
     "may_join",
     "record_from_note",
+    "subject",
 ]
 
 log = logging.getLogger(__name__)

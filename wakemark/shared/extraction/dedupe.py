@@ -1,13 +1,12 @@
-"""Collapse near-identical records: within one batch, and (opt-in) into old neighbours."""
+"""Collapse near-identical records within one batch (across batches, see ``subject``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from wakemark.shared.models import MemoryRecord, new_record_id
+from wakemark.shared.models import MemoryRecord
 
 THRESHOLD = 0.95
 MAX_FACTS = 30
@@ -65,41 +64,3 @@ def dedupe(
         records[g[0]] if len(g) == 1 else merge_records([records[i] for i in g]) for g in groups
     ]
     return kept, [np.asarray(vectors[g[0]], dtype=np.float32) for g in groups]
-
-
-@dataclass(frozen=True)
-class Merge:
-    """What the jobs layer writes in one transaction: put ``record``, delete ``replaces``."""
-
-    record: MemoryRecord
-    replaces: list[str]
-
-
-def conservative_merge(
-    record: MemoryRecord,
-    neighbours: Sequence[tuple[MemoryRecord, float]],
-) -> Merge | None:
-    """For ``WAKEMARK_MERGE=conservative``: merge the new record with existing neighbours
-    that are near-identical (cosine ≥ 0.95), of the same type and namespace, and not
-    pinned (a pinned record was kept on purpose). None when nothing qualifies.
-
-    The merged record gets a fresh id (the originals are deleted), keeps the new record's
-    title and summary (the latest word), and lists provenance oldest first."""
-    olds = [
-        old
-        for old, cosine in neighbours
-        if cosine >= THRESHOLD
-        and old.observation_type == record.observation_type
-        and old.namespace == record.namespace
-        and not old.pinned
-        and old.record_id != record.record_id
-    ]
-    if not olds:
-        return None
-    olds.sort(key=lambda r: (r.created_at, r.record_id))
-    merged = merge_records([record, *olds])
-    provenance = _union(*(r.source_event_ids for r in [*olds, record]), cap=1000)
-    merged = merged.model_copy(
-        update={"record_id": new_record_id(), "source_event_ids": provenance}
-    )
-    return Merge(record=merged, replaces=[r.record_id for r in olds])

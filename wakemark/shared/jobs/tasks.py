@@ -31,6 +31,8 @@ from wakemark.shared.storage import CodeAnchors, NotFoundError, Turn
 
 if TYPE_CHECKING:
     from wakemark.shared.extraction import Extracted
+    from wakemark.shared.extraction.subject import Match
+    from wakemark.shared.storage.base import Tx
 
 log = logging.getLogger("wakemark.jobs")
 
@@ -97,41 +99,6 @@ def _dedupe(
     return kept, np.stack(kept_vectors) if kept_vectors else vectors[:0]
 
 
-MERGE_NEIGHBOURS = 5  # nearest existing records offered to the conservative merge
-
-
-def _merge(
-    ctx: Context, records: list[MemoryRecord], vectors: np.ndarray
-) -> tuple[list[MemoryRecord], list[str]]:
-    """Conservative merge into existing neighbours: (records to write, ids to delete).
-
-    Each merged record replaces its candidate (keeping the candidate's vector: the merge
-    keeps the new title and summary); an old record is merged into at most one new one.
-    """
-    from wakemark.shared.extraction import conservative_merge
-
-    out: list[MemoryRecord] = []
-    replaced: set[str] = set()
-    existing = ctx.storage.list_embeddings(records[0].namespace)
-    if not len(existing):
-        return records, []
-    row_ids, matrix = existing.record_ids, existing.vectors
-    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-    for record, vector in zip(records, vectors, strict=True):
-        cosines = matrix @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
-        top = [int(i) for i in np.argsort(-cosines)[:MERGE_NEIGHBOURS]]
-        ids = [row_ids[i] for i in top if row_ids[i] not in replaced]
-        by_id = {r.record_id: r for r in ctx.storage.get_memory_records(ids)}
-        neighbours = [(by_id[row_ids[i]], float(cosines[i])) for i in top if row_ids[i] in by_id]
-        merge = conservative_merge(record, neighbours)
-        if merge is None:
-            out.append(record)
-        else:
-            out.append(merge.record)
-            replaced.update(merge.replaces)
-    return out, sorted(replaced)
-
-
 def extract_turns(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     """Extract closed turns into records, embedded in one call and written in one
     transaction (a commit costs more than a record); returns the ids written. A turn that
@@ -139,10 +106,14 @@ def extract_turns(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     extracted first: none of its records are written.
 
     Should the batch fail, each turn is tried alone, so one bad turn holds no other back;
-    the first error is raised after (its turn stays pending). With the conservative merge
-    on, turns go one transaction each, so each merges against the records of the last.
+    the first error is raised after (its turn stays pending).
+
+    Consolidation (``WAKEMARK_CONSOLIDATE``, on by default) decides each new record's
+    subject inside the transaction, under the namespace's subject lock, against the
+    current records as they are then (the batch's earlier records included): concurrent
+    workers never leave two current records of one subject.
     """
-    if len(turn_ids) > 1 and ctx.settings.merge != "conservative":
+    if len(turn_ids) > 1:
         try:
             return _extract_together(ctx, turn_ids)
         except Exception:
@@ -159,8 +130,55 @@ def extract_turns(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     return written
 
 
+class _Subjects:
+    """The subject of each new record of an extraction transaction (``subject.match``).
+
+    Runs inside the transaction, under each namespace's subject lock, so what it reads
+    stays current until the commit. The current records near the transaction's new ones
+    are read once per namespace; the records the transaction writes are matched as they
+    are written, so a later turn of the batch can supersede an earlier one. A record
+    without a vector (the embedder is off or down) starts a subject of its own."""
+
+    def __init__(self, tx: Tx, plans: Sequence[tuple[str, list[MemoryRecord], Any]]) -> None:
+        from wakemark.shared.extraction import subject
+
+        self._subject = subject
+        self._tx = tx
+        self._near: dict[str, list[tuple[MemoryRecord, float]]] = {}
+        self._gone: set[str] = set()  # superseded by this transaction
+        self._fresh: list[tuple[MemoryRecord, np.ndarray]] = []  # written by it
+        by_ns: dict[str, list[tuple[MemoryRecord, np.ndarray]]] = {}
+        for _, records, vectors in plans:
+            if vectors is not None:
+                for record, vector in zip(records, vectors, strict=True):
+                    by_ns.setdefault(record.namespace, []).append((record, vector))
+        for ns, pairs in by_ns.items():
+            tx.lock_subjects(ns)
+            found = tx.subject_neighbours(ns, np.stack([v for _, v in pairs]), subject.NEIGHBOURS)
+            self._near.update(
+                (r.record_id, near) for (r, _), near in zip(pairs, found, strict=True)
+            )
+
+    def match(self, record: MemoryRecord, vector: np.ndarray) -> Match | None:
+        if record.record_id not in self._near:
+            return None
+        near = [(r, c) for r, c in self._near[record.record_id] if r.record_id not in self._gone]
+        unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        for other, v in self._fresh:
+            if other.namespace == record.namespace and other.record_id not in self._gone:
+                near.append((other, float(unit @ v) / max(float(np.linalg.norm(v)), 1e-12)))
+        near.sort(key=lambda pair: -pair[1])
+        return self._subject.match(record, near[: self._subject.NEIGHBOURS])
+
+    def written(self, record: MemoryRecord, vector: np.ndarray, found: Match | None) -> None:
+        self._fresh.append((record, vector))
+        if found is not None:
+            self._tx.supersede(found.old.record_id, record.record_id, utcnow())
+            self._gone.add(found.old.record_id)
+
+
 def _anchors(
-    ctx: Context, turns: Sequence[Turn], plans: Sequence[tuple[str, list[MemoryRecord], Any, Any]]
+    ctx: Context, turns: Sequence[Turn], plans: Sequence[tuple[str, list[MemoryRecord], Any]]
 ) -> dict[str, CodeAnchors]:
     """Each record's code anchors, its files read now (close to the turn, before the
     transaction) when the server may read its clients' files."""
@@ -173,7 +191,7 @@ def _anchors(
         for t in turns
     }  # fmt: skip
     out: dict[str, CodeAnchors] = {}
-    for turn_id, records, _, _ in plans:
+    for turn_id, records, _ in plans:
         for record in records:
             found = capture(record, roots.get(turn_id), readable)
             if found is not None:
@@ -188,35 +206,39 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     candidates = [e.records for e in extracted]
     skipped = {t.turn_id: e.skipped for t, e in zip(turns, extracted, strict=True)}
     all_vectors = _try_embed(ctx, [r for records in candidates for r in records])
-    plans: list[tuple[str, list[MemoryRecord], np.ndarray | None, list[str]]] = []
+    plans: list[tuple[str, list[MemoryRecord], np.ndarray | None]] = []
     start = 0
     for turn, records in zip(turns, candidates, strict=True):
         vectors = None if all_vectors is None else all_vectors[start : start + len(records)]
         start += len(records)
-        deleted: list[str] = []
         if vectors is not None:
             records, vectors = _dedupe(records, vectors)
-            if ctx.settings.merge == "conservative" and records:
-                records, deleted = _merge(ctx, records, vectors)
-        plans.append((turn.turn_id, records, vectors, deleted))
+        plans.append((turn.turn_id, records, vectors))
     if not plans:
         return []
     anchors = _anchors(ctx, turns, plans)
     written: list[str] = []
     with storage.transaction() as tx:
-        for turn_id, records, vectors, deleted in plans:
-            ids = [r.record_id for r in records]
-            if not tx.mark_turn_extracted(turn_id, ids, skipped[turn_id] if not ids else None):
+        subjects = _Subjects(tx, plans) if ctx.settings.consolidate == "on" else None
+        for turn_id, records, vectors in plans:
+            found: dict[int, Match] = {}
+            if subjects is not None and vectors is not None:
+                matched = ((i, subjects.match(r, vectors[i])) for i, r in enumerate(records))
+                found = {i: m for i, m in matched if m is not None}
+            kept = [(i, r) for i, r in enumerate(records) if not (i in found and found[i].repeat)]
+            ids = [r.record_id for _, r in kept]
+            skip = (skipped[turn_id] or ("repeat" if records else None)) if not ids else None
+            if not tx.mark_turn_extracted(turn_id, ids, skip):
                 log.debug("turn %s already extracted by another worker", turn_id)
                 continue
-            for i, record in enumerate(records):
+            for i, record in kept:
                 tx.put_memory_record(record)
                 if vectors is not None:
                     tx.put_embedding(record.record_id, vectors[i])
+                    if subjects is not None:
+                        subjects.written(record, vectors[i], found.get(i))
                 if record.record_id in anchors:
                     tx.put_anchors(anchors[record.record_id])
-            if deleted:
-                tx.delete_memory_records(deleted)
             written += ids
         if all_vectors is None and written and ctx.settings.embedder != "off":
             tx.on_commit(lambda: ctx.enqueue(EMBED, written))

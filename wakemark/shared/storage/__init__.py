@@ -32,6 +32,7 @@ from wakemark.shared.storage.ports.audit import (
     Tokens,
 )
 from wakemark.shared.storage.ports.events import Events, PutEventResult, Turn, TurnInfo
+from wakemark.shared.storage.ports.history import History, Version
 from wakemark.shared.storage.ports.records import MemoryFilter, Page, PageKey, Records
 from wakemark.shared.storage.ports.search import Search, SearchQuery, TermStats, VectorHit
 from wakemark.shared.storage.ports.upkeep import (
@@ -60,6 +61,7 @@ __all__ = [
     "EmbeddingDecodeError",
     "EmbeddingMatrix",
     "Events",
+    "History",
     "FileAnchor",
     "ImportBatch",
     "ImportCounts",
@@ -89,6 +91,7 @@ __all__ = [
     "Upkeep",
     "VectorHit",
     "Vectors",
+    "Version",
     "migrate",
     "missing_extensions",
     "open_storage",

@@ -18,9 +18,11 @@ from typing import Protocol
 import numpy as np
 
 from wakemark.shared.models import Event, MemoryRecord
+from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.ports.anchors import Anchors, AnchorsTx
 from wakemark.shared.storage.ports.audit import Audit, AuditTx
 from wakemark.shared.storage.ports.events import Events, EventsTx, PutEventResult
+from wakemark.shared.storage.ports.history import History, HistoryTx, Version
 from wakemark.shared.storage.ports.records import Records, RecordsTx
 from wakemark.shared.storage.ports.search import Search
 from wakemark.shared.storage.ports.upkeep import Upkeep
@@ -29,7 +31,7 @@ from wakemark.shared.storage.ports.vectors import Vectors, VectorsTx
 log = logging.getLogger(__name__)
 
 
-class Tx(EventsTx, RecordsTx, VectorsTx, AuditTx, AnchorsTx):
+class Tx(EventsTx, RecordsTx, VectorsTx, AuditTx, AnchorsTx, HistoryTx):
     """A write transaction: all of its calls commit together or none do."""
 
     def __init__(self) -> None:
@@ -58,7 +60,7 @@ class Transactions(Protocol):
     def transaction(self) -> AbstractContextManager[Tx]: ...
 
 
-class Storage(Events, Records, Vectors, Search, Audit, Upkeep, Anchors):
+class Storage(Events, Records, Vectors, Search, Audit, Upkeep, Anchors, History):
     backend: str  # "sqlite" | "postgres"
     vector_index = False
 
@@ -77,6 +79,22 @@ class Storage(Events, Records, Vectors, Search, Audit, Upkeep, Anchors):
         with self.transaction() as tx:
             tx.put_memory_record(record)
 
+    def split_version(self, record_id: str) -> MemoryRecord:
+        """Undo a wrong merge: the version ``record_id`` is a current record again
+        (without an embedding: the embed job redoes it), with the older versions it
+        had replaced as its own history; the rest of the chain stays where it was.
+        Raises NotFoundError when ``record_id`` is not a version."""
+        with self.transaction() as tx:
+            version = tx.take_version(record_id)
+            if version is None:
+                raise NotFoundError(f"no superseded version {record_id}")
+            chain = self.get_history(version.current_id)
+            tx.put_memory_record(version.record)
+            if version.anchors is not None:
+                tx.put_anchors(version.anchors)
+            tx.move_versions(_replaced_by(record_id, chain), record_id)
+        return version.record
+
     def put_embedding(self, record_id: str, vector: np.ndarray) -> None:
         with self.transaction() as tx:
             tx.put_embedding(record_id, vector)
@@ -92,3 +110,14 @@ class Storage(Events, Records, Vectors, Search, Audit, Upkeep, Anchors):
     @abc.abstractmethod
     def close(self) -> None:
         """Idempotent."""
+
+
+def _replaced_by(record_id: str, chain: Sequence[Version]) -> list[str]:
+    """The versions of ``chain`` that ``record_id`` replaced, directly or through others."""
+    found: list[str] = []
+    heads = {record_id}
+    for version in chain:  # newest first: a successor comes before what it replaced
+        if version.superseded_by in heads and version.record.record_id != record_id:
+            found.append(version.record.record_id)
+            heads.add(version.record.record_id)
+    return found

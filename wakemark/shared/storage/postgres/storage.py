@@ -10,6 +10,7 @@ from wakemark.shared.storage.base import Tx
 from wakemark.shared.storage.postgres.anchors import PostgresAnchors, PostgresAnchorsTx
 from wakemark.shared.storage.postgres.audit import PostgresAudit, PostgresAuditTx
 from wakemark.shared.storage.postgres.events import PostgresEvents, PostgresEventsTx
+from wakemark.shared.storage.postgres.history import PostgresHistory, PostgresHistoryTx
 from wakemark.shared.storage.postgres.records import PostgresRecords, PostgresRecordsTx
 from wakemark.shared.storage.postgres.search import PostgresSearch
 from wakemark.shared.storage.postgres.upkeep import PostgresUpkeep
@@ -19,7 +20,12 @@ PING = "SELECT 1"
 
 
 class PostgresTx(
-    PostgresEventsTx, PostgresRecordsTx, PostgresVectorsTx, PostgresAuditTx, PostgresAnchorsTx
+    PostgresEventsTx,
+    PostgresRecordsTx,
+    PostgresVectorsTx,
+    PostgresAuditTx,
+    PostgresAnchorsTx,
+    PostgresHistoryTx,
 ):
     """A write transaction: the writes of every concern, on one connection."""
 
@@ -32,6 +38,7 @@ class PostgresStorage(
     PostgresAudit,
     PostgresUpkeep,
     PostgresAnchors,
+    PostgresHistory,
 ):
     @contextmanager
     def transaction(self) -> Iterator[Tx]:

@@ -10,6 +10,7 @@ from wakemark.shared.storage.base import Tx
 from wakemark.shared.storage.sqlite.anchors import SqliteAnchors, SqliteAnchorsTx
 from wakemark.shared.storage.sqlite.audit import SqliteAudit, SqliteAuditTx
 from wakemark.shared.storage.sqlite.events import SqliteEvents, SqliteEventsTx
+from wakemark.shared.storage.sqlite.history import SqliteHistory, SqliteHistoryTx
 from wakemark.shared.storage.sqlite.records import SqliteRecords, SqliteRecordsTx
 from wakemark.shared.storage.sqlite.search import SqliteSearch
 from wakemark.shared.storage.sqlite.upkeep import SqliteUpkeep
@@ -18,7 +19,14 @@ from wakemark.shared.storage.sqlite.vectors import SqliteVectors, SqliteVectorsT
 PING = "SELECT 1"
 
 
-class SqliteTx(SqliteEventsTx, SqliteRecordsTx, SqliteVectorsTx, SqliteAuditTx, SqliteAnchorsTx):
+class SqliteTx(
+    SqliteEventsTx,
+    SqliteRecordsTx,
+    SqliteVectorsTx,
+    SqliteAuditTx,
+    SqliteAnchorsTx,
+    SqliteHistoryTx,
+):
     """A write transaction: the writes of every concern, on one connection."""
 
 
@@ -30,6 +38,7 @@ class SqliteStorage(
     SqliteAudit,
     SqliteUpkeep,
     SqliteAnchors,
+    SqliteHistory,
 ):
     @contextmanager
     def transaction(self) -> Iterator[Tx]:

@@ -1,6 +1,7 @@
 import { call, get } from "../api.js";
 import { errorBox, h, render, t, table, when } from "../dom.js";
 import { codeBadge, codeStates, deleteWithConfirmation, plural } from "./common.js";
+import { historySection } from "./history.js";
 
 function fields(record) {
   const rows = [
@@ -51,7 +52,7 @@ function editForm(record, onSaved, message) {
 
 export async function recordPage(view, [recordId]) {
   const id = encodeURIComponent(recordId || "");
-  const [record, source] = await Promise.all([get(`/v1/memories/${id}`), get(`/v1/memories/${id}/source`)]);
+  const [record, source, history] = await Promise.all([get(`/v1/memories/${id}`), get(`/v1/memories/${id}/source`), get(`/v1/memories/${id}/history`)]);
   const code = await codeStates(record.namespace, [record.record_id]);
   const message = h("div");
   const reload = () => recordPage(view, [recordId]).catch((err) => message.replaceChildren(errorBox(err)));
@@ -85,6 +86,7 @@ export async function recordPage(view, [recordId]) {
     h("h2", null, "Summary"), record.summary ? h("p", { class: "summary" }, t(record.summary)) : h("p", { class: "muted" }, "none"),
     h("h2", null, "Facts"), record.facts.length ? h("ul", { class: "facts" }, record.facts.map((f) => h("li", null, t(f)))) : h("p", { class: "muted" }, "none"),
     h("h2", null, "Fields"), fields(record),
+    historySection(record, history, reload, message),
     h("h2", null, "Provenance"),
     source.turns.length ? source.turns.map((turn, i) => turnCard(turn, source.turns.length > 1 ? `Source turn ${i + 1}` : "Source turn"))
       : h("p", { class: "muted" }, record.source_event_ids.length ? "The source events are no longer stored." : "Written directly (no source turn)."),

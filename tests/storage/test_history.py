@@ -1,0 +1,112 @@
+"""Record history, the storage contract: each test runs on each backend (``storage``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.storage.conftest import NS, T0, record, vec
+from tests.storage.test_anchors import anchors
+from wakemark.shared.models import MemoryRecord, new_record_id
+from wakemark.shared.retrieval.lexical import search_lexical
+from wakemark.shared.storage import NotFoundError, Storage, Version
+
+
+def _supersede(storage: Storage, old: MemoryRecord, new: MemoryRecord) -> bool:
+    with storage.transaction() as tx:
+        tx.lock_subjects(new.namespace)
+        tx.put_memory_record(new)
+        tx.put_embedding(new.record_id, vec(2))
+        return tx.supersede(old.record_id, new.record_id, T0)
+
+
+def _chain(storage: Storage, record_id: str) -> list[str]:
+    return [v.record.record_id for v in storage.get_history(record_id)]
+
+
+def test_a_superseded_record_leaves_the_records_and_joins_the_chain(storage: Storage) -> None:
+    old = record("invoice PDF crash: fix font path", summary="fonts were missing")
+    storage.put_memory_record(old)
+    storage.put_embedding(old.record_id, vec(1))
+    with storage.transaction() as tx:
+        tx.put_anchors(anchors(old.record_id))
+    new = record("invoice PDF crash: embed the font", summary="embedding the font", minutes=5)
+    assert _supersede(storage, old, new)
+    assert storage.get_memory_record(old.record_id) is None
+    listed = [r.record_id for r in storage.list_memory_records(NS).items]
+    assert listed == [new.record_id]
+    assert [h.record.title for h in search_lexical(storage, NS, "invoice font", 5)] == [new.title]
+    (version,) = storage.get_history(new.record_id)
+    assert version.record == old
+    assert (version.current_id, version.superseded_by) == (new.record_id, new.record_id)
+    assert version.anchors == anchors(old.record_id)
+    assert storage.get_version(old.record_id) == version
+    assert storage.get_version(new.record_id) is None
+    assert storage.get_anchors([old.record_id]) == {}
+
+
+def test_a_chain_follows_its_newest_record_and_goes_with_it(storage: Storage) -> None:
+    a, b, c = (record(t, minutes=i) for i, t in enumerate(["v1", "v2", "v3"]))
+    storage.put_memory_record(a)
+    assert _supersede(storage, a, b)
+    assert _supersede(storage, b, c)
+    assert _chain(storage, c.record_id) == [b.record_id, a.record_id]
+    assert storage.get_version(a.record_id).superseded_by == b.record_id  # type: ignore[union-attr]
+    assert not _supersede(storage, a, record("again"))  # no longer current
+    assert storage.delete_memory_records([c.record_id]) == [c.record_id]
+    assert storage.get_version(a.record_id) is None and storage.get_version(b.record_id) is None
+
+
+def test_split_restores_a_version_with_what_it_had_replaced(storage: Storage) -> None:
+    a, b, c = (record(t, minutes=i) for i, t in enumerate(["v1", "v2", "v3"]))
+    storage.put_memory_record(a)
+    with storage.transaction() as tx:
+        tx.put_anchors(anchors(a.record_id))
+    _supersede(storage, a, b)
+    _supersede(storage, b, c)
+    restored = storage.split_version(b.record_id)
+    assert restored == b
+    assert storage.get_memory_record(b.record_id) == b
+    assert not storage.has_embedding(b.record_id)  # the embed job redoes it
+    assert _chain(storage, b.record_id) == [a.record_id]
+    assert _chain(storage, c.record_id) == []
+    assert storage.split_version(a.record_id) == a
+    assert storage.get_anchors([a.record_id]) == {a.record_id: anchors(a.record_id)}
+    with pytest.raises(NotFoundError):
+        storage.split_version(a.record_id)
+    with pytest.raises(NotFoundError):
+        storage.split_version(new_record_id())
+
+
+def test_subject_neighbours_are_exact_current_and_of_one_namespace(storage: Storage) -> None:
+    near, far, other = record("near"), record("far"), record("other", ns="/actor/a/project/b/")
+    for rec, seed in ((near, 1), (far, 3), (other, 1)):
+        storage.put_memory_record(rec)
+        storage.put_embedding(rec.record_id, vec(seed))
+    storage.put_memory_record(record("no vector yet"))
+    with storage.transaction() as tx:
+        tx.lock_subjects(NS)
+        found, flipped = tx.subject_neighbours(NS, np.stack([vec(1), -vec(3)]), 5)
+        assert tx.subject_neighbours("/actor/a/project/c/", vec(1)[None, :], 5) == [[]]
+    assert [r.record_id for r, _ in found] == [near.record_id, far.record_id]
+    assert found[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert found[1][1] < 0.5
+    assert [r.record_id for r, _ in flipped] == [near.record_id, far.record_id]
+    assert flipped[1][1] == pytest.approx(-1.0, abs=1e-5)
+
+
+def test_put_version_needs_its_current_record_and_pages(storage: Storage) -> None:
+    head = record("head")
+    storage.put_memory_record(head)
+    versions = [Version(record(f"v{i}"), head.record_id, head.record_id, T0) for i in range(3)]
+    with pytest.raises(NotFoundError), storage.transaction() as tx:
+        tx.put_version(Version(record("x"), new_record_id(), new_record_id(), T0))
+    with storage.transaction() as tx:
+        for v in versions:
+            tx.put_version(v)
+    ids = sorted(v.record.record_id for v in versions)
+    page = storage.list_versions(NS, limit=2)
+    assert [v.record.record_id for v in page] == ids[:2]
+    rest = storage.list_versions(NS, limit=2, after=page[-1].record.record_id)
+    assert [v.record.record_id for v in rest] == ids[2:]
+    assert storage.list_versions("/actor/a/project/b/") == []

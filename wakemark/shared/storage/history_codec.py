@@ -1,0 +1,55 @@
+"""The JSON body both backends store for a version: the record and its anchors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
+from wakemark.shared.storage import anchors_codec
+from wakemark.shared.storage.ports.anchors import CodeAnchors
+from wakemark.shared.storage.ports.history import Version
+
+
+def to_body(record: MemoryRecord, anchors: CodeAnchors | None) -> dict[str, Any]:
+    return {
+        "record": record.model_dump(mode="json"),
+        "anchors": None if anchors is None else anchors_codec.to_body(anchors),
+    }
+
+
+def from_row(
+    current_id: str, superseded_by: str, superseded_at: datetime, body: dict[str, Any]
+) -> Version:
+    record = MemoryRecord.model_validate(body["record"])
+    anchors = body.get("anchors")
+    return Version(
+        record=record,
+        current_id=current_id,
+        superseded_by=superseded_by,
+        superseded_at=superseded_at,
+        anchors=None
+        if anchors is None
+        else anchors_codec.from_body(record.record_id, record.namespace, anchors),
+    )
+
+
+def nearest(
+    ids: list[str], matrix: np.ndarray, vectors: np.ndarray, limit: int
+) -> list[list[tuple[str, float]]]:
+    """For each row of ``vectors``, the ``limit`` rows of ``matrix`` (one per id) nearest
+    to it by cosine, best first."""
+    queries = np.asarray(vectors, dtype=np.float32).reshape(-1, EMBEDDING_DIM)
+    if not ids:
+        return [[] for _ in queries]
+    m = np.asarray(matrix, dtype=np.float32)
+    m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    q = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    cosines = q @ m.T
+    out = []
+    for row in cosines:
+        top = np.argsort(-row, kind="stable")[:limit]
+        out.append([(ids[int(i)], float(row[int(i)])) for i in top])
+    return out

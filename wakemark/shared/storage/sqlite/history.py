@@ -1,0 +1,140 @@
+"""Record history of the SQLite backend."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.storage import anchors_codec, history_codec, lexical
+from wakemark.shared.storage.errors import NotFoundError
+from wakemark.shared.storage.ports.history import Version
+from wakemark.shared.storage.sqlite import codec
+from wakemark.shared.storage.sqlite.base import NS, SqliteBase, SqliteTxBase
+
+NAMESPACE_EMBEDDINGS = """
+SELECT record_id, embedding FROM memory_records
+WHERE namespace = ? AND embedding IS NOT NULL
+"""
+
+GET_RECORDS = "SELECT * FROM memory_records WHERE record_id IN (SELECT value FROM json_each(?))"
+
+GET_RECORD = "SELECT * FROM memory_records WHERE record_id = ?"
+
+GET_ANCHORS = "SELECT body FROM code_anchors WHERE record_id = ?"
+
+PUT_VERSION = """
+INSERT INTO record_history (record_id, current_id, superseded_by, namespace, superseded_at, body)
+VALUES (:record_id, :current_id, :superseded_by, :namespace, :superseded_at, :body)
+ON CONFLICT (record_id) DO UPDATE SET current_id = excluded.current_id,
+    superseded_by = excluded.superseded_by, namespace = excluded.namespace,
+    superseded_at = excluded.superseded_at, body = excluded.body
+"""
+
+FOLLOW = "UPDATE record_history SET current_id = ? WHERE current_id = ?"
+
+TAKE_VERSION = "DELETE FROM record_history WHERE record_id = ? RETURNING *"
+
+MOVE_VERSIONS = """
+UPDATE record_history SET current_id = ?
+WHERE record_id IN (SELECT value FROM json_each(?))
+"""
+
+DELETE_RECORD = "DELETE FROM memory_records WHERE record_id = ?"
+
+_COLUMNS = "record_id, current_id, superseded_by, namespace, superseded_at, body"
+
+GET_HISTORY = f"""
+SELECT {_COLUMNS} FROM record_history WHERE current_id = ?
+ORDER BY superseded_at DESC, record_id DESC
+"""
+
+GET_VERSION = f"SELECT {_COLUMNS} FROM record_history WHERE record_id = ?"
+
+LIST_VERSIONS = f"""
+SELECT {_COLUMNS} FROM record_history
+WHERE {NS} AND record_id > :after ORDER BY record_id LIMIT :limit
+"""
+
+
+class SqliteHistoryTx(SqliteTxBase):
+    def lock_subjects(self, namespace: str) -> None:
+        """Nothing to take: a write transaction holds the database's write lock from its
+        BEGIN IMMEDIATE, so writers already take turns."""
+
+    def subject_neighbours(
+        self, namespace: str, vectors: np.ndarray, limit: int
+    ) -> list[list[tuple[MemoryRecord, float]]]:
+        # No vector index here: one exact scan of the namespace serves every vector.
+        rows = self.conn.execute(NAMESPACE_EMBEDDINGS, (namespace,)).fetchall()
+        ids = [r["record_id"] for r in rows]
+        matrix = codec.decode_embeddings([r["embedding"] for r in rows], ids)
+        best = history_codec.nearest(ids, matrix, vectors, limit)
+        wanted = sorted({i for row in best for i, _ in row})
+        found = self.conn.execute(GET_RECORDS, (json.dumps(wanted),))
+        by_id = {r["record_id"]: codec.to_record(r) for r in found.fetchall()}
+        return [[(by_id[i], cosine) for i, cosine in row if i in by_id] for row in best]
+
+    def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
+        row = self.conn.execute(GET_RECORD, (old_id,)).fetchone()
+        if row is None or old_id == new_id:
+            return False
+        old = codec.to_record(row)
+        found = self.conn.execute(GET_ANCHORS, (old_id,)).fetchone()
+        anchors = None
+        if found is not None:
+            anchors = anchors_codec.from_body(old_id, old.namespace, json.loads(found[0]))
+        self.conn.execute(FOLLOW, (new_id, old_id))
+        self.put_version(Version(old, new_id, new_id, at, anchors))
+        self.conn.execute(DELETE_RECORD, (old_id,))
+        self.changed.add(old.namespace)
+        return True
+
+    def put_version(self, version: Version) -> None:
+        params = {
+            "record_id": version.record.record_id,
+            "current_id": version.current_id,
+            "superseded_by": version.superseded_by,
+            "namespace": version.record.namespace,
+            "superseded_at": codec.ts(version.superseded_at),
+            "body": json.dumps(history_codec.to_body(version.record, version.anchors)),
+        }
+        try:
+            self.conn.execute(PUT_VERSION, params)
+        except sqlite3.IntegrityError as exc:
+            raise NotFoundError(f"no memory record {version.current_id}") from exc
+
+    def take_version(self, record_id: str) -> Version | None:
+        row = self.conn.execute(TAKE_VERSION, (record_id,)).fetchone()
+        return None if row is None else _version(row)
+
+    def move_versions(self, record_ids: Sequence[str], current_id: str) -> None:
+        self.conn.execute(MOVE_VERSIONS, (current_id, json.dumps(list(record_ids))))
+
+
+class SqliteHistory(SqliteBase):
+    def get_history(self, record_id: str) -> list[Version]:
+        return [_version(r) for r in self._read(GET_HISTORY, (record_id,))]
+
+    def get_version(self, record_id: str) -> Version | None:
+        rows = self._read(GET_VERSION, (record_id,))
+        return _version(rows[0]) if rows else None
+
+    def list_versions(
+        self, namespace: str, limit: int = 500, after: str | None = None
+    ) -> list[Version]:
+        params = {**lexical.namespace_range(namespace), "after": after or "", "limit": limit}
+        return [_version(r) for r in self._read(LIST_VERSIONS, params)]
+
+
+def _version(row: sqlite3.Row) -> Version:
+    return history_codec.from_row(
+        row["current_id"],
+        row["superseded_by"],
+        codec.from_ts(row["superseded_at"]),
+        json.loads(row["body"]),
+    )
