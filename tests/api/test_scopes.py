@@ -276,6 +276,28 @@ def _memory_source(w: World, bob: Api) -> list[Any]:
     return [other, mine]
 
 
+def _memory_history(w: World, bob: Api) -> list[Any]:
+    other = bob.get(f"/v1/memories/{w.records[ALICE]}/history")
+    mine = bob.get(f"/v1/memories/{w.records[BOB]}/history")
+    assert (other.status_code, mine.status_code) == (404, 200)
+    return [other, mine]
+
+
+def _split_memory(w: World, bob: Api) -> list[Any]:
+    res = bob.post(f"/v1/memories/{w.records[ALICE]}/split", json={})
+    assert res.status_code == 404
+    assert w.storage.get_memory_record(w.records[ALICE]) is not None
+    return [res]
+
+
+def _code_state(w: World, bob: Api) -> list[Any]:
+    other = bob.get("/v1/memories/code", query_string={"namespace": ALICE, "ids": w.records[ALICE]})
+    wide = bob.get("/v1/memories/code", query_string={"namespace": BOB, "ids": w.records[ALICE]})
+    assert other.status_code == 403
+    assert wide.status_code == 200 and wide.json["items"] == {}
+    return [other, wide]
+
+
 def _bulk_delete(w: World, bob: Api) -> list[Any]:
     by_filter = bob.post("/v1/memories/delete", json={"namespace": ALICE, "dry_run": True})
     by_ids = bob.post("/v1/memories/delete", json={"ids": [w.records[ALICE]]})
@@ -308,6 +330,9 @@ def _ui_token(w: World, bob: Api) -> list[Any]:
 CASES: dict[tuple[str, str], Case] = {
     ("GET", "/v1/memories/<record:record_id>/source"): _memory_source,
     ("POST", "/v1/memories/delete"): _bulk_delete,
+    ("GET", "/v1/memories/<record:record_id>/history"): _memory_history,
+    ("POST", "/v1/memories/<record:record_id>/split"): _split_memory,
+    ("GET", "/v1/memories/code"): _code_state,
     ("GET", "/v1/context/preview"): _context_preview,
     ("GET", "/ui"): _ui,
     ("GET", "/ui/"): _ui,
