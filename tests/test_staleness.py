@@ -389,6 +389,13 @@ def test_the_viewers_code_states_for_the_local_client_only(local_hooks: Hooks, r
         headers={"Authorization": f"Bearer {local_hooks.token}", "Host": "127.0.0.1:37800"},
     )
     assert bad.status_code == 400
+    many = ",".join(f"mr_{i:026d}" for i in range(101))
+    too_many = local_hooks.client.get(
+        "/v1/memories/code",
+        query_string={"namespace": record.namespace, "ids": many},
+        headers={"Authorization": f"Bearer {local_hooks.token}", "Host": "127.0.0.1:37800"},
+    )
+    assert too_many.status_code == 400
 
 
 def test_a_team_server_checks_the_hashes_the_forwarder_sends(

@@ -17,6 +17,7 @@ from wakemark.shared.models import (
     NAMESPACE_MAX,
     NAMESPACE_PATTERN,
     NAMESPACE_PREFIX_RE,
+    RECORD_ID_PATTERN,
     MemoryRecord,
     Namespace,
     ObservationType,
@@ -102,9 +103,16 @@ class HookQuery(Query):
     )
 
 
+MAX_CODE_IDS = 100  # a page of the viewer's list
+_RECORD_ID = RECORD_ID_PATTERN.strip("^$")
+
+
 class CodeStateQuery(Query):
     namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
-    ids: str = Field(max_length=4000, description="record ids, comma-separated (at most 100)")
+    ids: str = Field(
+        pattern=rf"^(?:{_RECORD_ID}(?:,{_RECORD_ID}){{0,{MAX_CODE_IDS - 1}}})?$",
+        description=f"record ids, comma-separated (at most {MAX_CODE_IDS})",
+    )
 
 
 class SearchQuery(Query):
