@@ -112,6 +112,7 @@ def gated(project: _codemem.Project) -> dict[str, Any]:
             recall.append(len(q.gold & set(reply["records"])) / len(q.gold))
             records.append(len(reply["records"]))
             sizes.append(size)
+            project.runtime.retriever.flush_audit()  # the audit row is written after the reply
             row = storage.get_retrieval(reply["retrieval_id"])
             assert row is not None
             top = project.runtime.retriever.search(project.namespace, q.text, PROMPT_LIMIT).items
