@@ -1,11 +1,11 @@
 """codemem-dev through the real pipeline: each commit as an agent turn (a prompt, one
 ``tool_use`` edit per file, a ``session_summary``), stored, extracted and embedded by the
 same code the worker runs. The built SQLite database is cached outside the repository
-(``$WAKEMARK_BENCH_CACHE``, default ``~/.wakemark-data/codemem``), keyed by the dataset and
-the extraction code, so a re-run only replays the prompts. Not a benchmark on its own:
-``bench/gate.py`` and ``bench/fit_gate.py`` use it (the leading underscore keeps
-``python -m bench`` from running it). On Postgres there is no cache: each run replays the
-projects into a fresh schema.
+(``$WAKEMARK_BENCH_CACHE``, default ``~/.wakemark-data/codemem``), keyed by the dataset, the
+extraction code and ``WAKEMARK_CONSOLIDATE``, so a re-run only replays the prompts. Not a
+benchmark on its own: ``bench/gate.py`` and ``bench/fit_gate.py`` use it (the leading
+underscore keeps ``python -m bench`` from running it). On Postgres there is no cache: each
+run replays the projects into a fresh schema.
 
 Besides codemem-dev's two ``PROJECTS``, ``extra_projects()`` lists the sets of the same
 format that ``bench/_history_set.py`` builds under ``EXTRA``
@@ -143,12 +143,16 @@ def _fingerprint(project: str) -> str:
         digest.update(path.read_bytes())
     for path in sorted((REPO / "shared" / "extraction").glob("*.py")):
         digest.update(path.read_bytes())
+    # consolidation decides which records stay current, so it shapes the built database
+    digest.update((REPO / "shared" / "jobs" / "tasks.py").read_bytes())
+    digest.update(Settings.from_env().consolidate.encode())
     digest.update(BUILD_VERSION.encode())
     return digest.hexdigest()[:16]
 
 
 def settings_for(home: Path, model: Path | None = None) -> Settings:
-    return Settings(home=home, model_path=model or Settings.from_env().onnx_model_path)
+    env = Settings.from_env()
+    return Settings(home=home, model_path=model or env.onnx_model_path, consolidate=env.consolidate)
 
 
 def build(project: str, settings: Settings) -> None:

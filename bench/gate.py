@@ -18,6 +18,11 @@ The shipped gate was fitted (``bench/fit_gate.py``) on codemem-dev and the sets 
 project's held-out estimate (fitted on all the others) is in ``fit_gate.md``. Both
 backends: SQLite (the cached replay) and Postgres (replayed into a fresh schema of
 ``WAKEMARK_BENCH_DATABASE_URL``, default the test database). Run: ``python -m bench gate``.
+
+``WAKEMARK_GATE_PROJECTS`` chooses the projects: unset, codemem-dev's two; ``all``, those
+and every set of ``bench/_history_set.py`` found (``_codemem.extra_projects()``); else a
+comma-separated list of names. ``WAKEMARK_GATE_BACKENDS`` (default ``sqlite,postgres``)
+chooses the backends.
 """
 
 from __future__ import annotations
@@ -196,10 +201,28 @@ def project_result(project: _codemem.Project) -> dict[str, Any]:
     }
 
 
+def projects() -> list[str]:
+    chosen = os.environ.get("WAKEMARK_GATE_PROJECTS", "").strip()
+    if not chosen:
+        return list(_codemem.PROJECTS)
+    if chosen == "all":
+        return [*_codemem.PROJECTS, *_codemem.extra_projects()]
+    return [name.strip() for name in chosen.split(",") if name.strip()]
+
+
+def backends() -> list[str]:
+    chosen = os.environ.get("WAKEMARK_GATE_BACKENDS", "sqlite,postgres")
+    names = [name.strip() for name in chosen.split(",") if name.strip()]
+    unknown = set(names) - {"sqlite", "postgres"}
+    if unknown or not names:
+        raise SystemExit(f"WAKEMARK_GATE_BACKENDS: sqlite and/or postgres, not {chosen!r}")
+    return names
+
+
 def _backend(database_url: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for name in _codemem.PROJECTS:
+        for name in projects():
             project = _codemem.open_project(
                 name, scratch=Path(scratch), database_url=database_url, retrieval_budget_ms=10_000
             )
@@ -223,16 +246,21 @@ def run() -> dict[str, Any]:
             "min_prompt_relevance": settings.min_prompt_relevance,
             "min_relevance": settings.min_relevance,
             "prompt_max_bytes": settings.prompt_max_bytes,
+            "consolidate": settings.consolidate,
         },
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "backends": {"sqlite": _backend(None)},
+        "backends": {},
     }
-    base = os.environ.get("WAKEMARK_BENCH_DATABASE_URL", DEFAULT_PG)
-    schema, url = _pg_schema_url(base)
-    try:
-        result["backends"]["postgres"] = _backend(url)
-    finally:
-        _drop_schema(base, schema)
+    chosen = backends()
+    if "sqlite" in chosen:
+        result["backends"]["sqlite"] = _backend(None)
+    if "postgres" in chosen:
+        base = os.environ.get("WAKEMARK_BENCH_DATABASE_URL", DEFAULT_PG)
+        schema, url = _pg_schema_url(base)
+        try:
+            result["backends"]["postgres"] = _backend(url)
+        finally:
+            _drop_schema(base, schema)
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return result
 
@@ -247,7 +275,8 @@ def markdown(result: dict[str, Any]) -> str:
         "Gate fitted on all projects of `bench/fit_gate.py` (held-out estimates there); "
         f"`WAKEMARK_MIN_PROMPT_RELEVANCE` "
         f"{s['min_prompt_relevance']}, `WAKEMARK_MIN_RELEVANCE` {s['min_relevance']}, "
-        f"`WAKEMARK_PROMPT_MAX_BYTES` {s['prompt_max_bytes']}. Load average "
+        f"`WAKEMARK_PROMPT_MAX_BYTES` {s['prompt_max_bytes']}, `WAKEMARK_CONSOLIDATE` "
+        f"{s.get('consolidate', 'on')}. Load average "
         f"{result['load_average']} → {result['load_average_after']}. Targets: ≥ 90 % of "
         "negatives without context, gated recall@5 ≥ 0.95 × ungated, ≤ 1 KB mean injected "
         "on real queries, search recall@10 not below the pre-gate .925 (werkzeug) / "
