@@ -7,64 +7,48 @@ import os
 import re
 from typing import Any, BinaryIO
 
-from wakemark.services.agents import configs, legacy
-from wakemark.services.agents.base import (
-    IGNORE,
-    OBSERVE,
-    PROMPT,
-    SESSION_START,
-    Agent,
-    HookContext,
-    Mapped,
-    context_reply,
-    json_body,
-    make_event,
-    session_of,
-    text_body,
-    text_field,
-    tool_data,
-)
+from wakemark.services.agents import base, configs, legacy
 from wakemark.shared.privacy import scrub_text
 
 TRANSCRIPT_TAIL_BYTES = 512 * 1024
 _EXIT_CODE = re.compile(r"^Exit code (\d+)")
 
 
-class ClaudeCode(Agent):
+class ClaudeCode(base.Agent):
     name = "claude-code"
     install_note = "Restart Claude Code; `/hooks` lists the wakemark hooks."
 
-    def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped:
+    def map_payload(self, payload: dict[str, Any], ctx: base.HookContext) -> base.Mapped:
         hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
         if hook == "SessionStart":
-            return Mapped(hook, SESSION_START)
+            return base.Mapped(hook, base.SESSION_START)
         if hook not in ("UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "Stop"):
-            return Mapped(hook, IGNORE)
-        session = session_of(payload, "session_id")
+            return base.Mapped(hook, base.IGNORE)
+        session = base.session_of(payload, "session_id")
         prompt_id = payload.get("prompt_id")
         if hook == "UserPromptSubmit":
-            body = text_body(text_field(payload, "prompt") or "")
-            event = make_event(
+            body = base.text_body(base.text_field(payload, "prompt") or "")
+            event = base.make_event(
                 ctx, session_id=session, kind="prompt", body=body, stable_ids=(prompt_id,)
             )
-            return Mapped(hook, PROMPT, [event])
+            return base.Mapped(hook, base.PROMPT, [event])
         if hook == "Stop":
-            answer = text_field(payload, "last_assistant_message", required=False)
+            answer = base.text_field(payload, "last_assistant_message", required=False)
             if answer is None:
                 # Read server-side after the payload scrub, so scrub this text too.
                 answer = scrub_text(_transcript_answer(payload.get("transcript_path"), ctx) or "")
             # No answer (a tool-only turn, a transcript the server may not read): the Stop
             # still closes the turn, so extraction starts now, not after the idle timeout.
-            body = text_body(answer)
-            event = make_event(
+            body = base.text_body(answer)
+            event = base.make_event(
                 ctx, session_id=session, kind="session_summary", body=body, stable_ids=(prompt_id,)
             )
-            return Mapped(hook, OBSERVE, [event])
-        return Mapped(hook, OBSERVE, [_tool_event(hook, payload, ctx, session)])
+            return base.Mapped(hook, base.OBSERVE, [event])
+        return base.Mapped(hook, base.OBSERVE, [_tool_event(hook, payload, ctx, session)])
 
-    def reply(self, mapped: Mapped, context: str) -> dict[str, Any] | None:
+    def reply(self, mapped: base.Mapped, context: str) -> dict[str, Any] | None:
         if context:
-            return context_reply(mapped.hook, context)
+            return base.context_reply(mapped.hook, context)
         return None  # 2xx with an empty body: "success, nothing to add"
 
     def install_targets(self, w: configs.Where) -> list[tuple[str, configs.Edit]]:
@@ -119,13 +103,13 @@ class ClaudeCode(Agent):
         return [(settings_path, configs.json_edit(settings)), (mcp_path, configs.json_edit(mcp))]
 
 
-def _tool_event(hook: str, payload: dict[str, Any], ctx: HookContext, session: str) -> Any:
-    tool_name = text_field(payload, "tool_name")
+def _tool_event(hook: str, payload: dict[str, Any], ctx: base.HookContext, session: str) -> Any:
+    tool_name = base.text_field(payload, "tool_name")
     if hook == "PostToolUseFailure":
         error = payload.get("error")
         error_text = error if isinstance(error, str) else json.dumps(error)
         match = _EXIT_CODE.match(error_text or "")
-        data = tool_data(
+        data = base.tool_data(
             tool_name,
             payload.get("tool_input"),
             {"error": error_text},
@@ -135,22 +119,22 @@ def _tool_event(hook: str, payload: dict[str, Any], ctx: HookContext, session: s
         )
     else:
         # PostToolUse fires only on success, so a Bash command here exited 0.
-        data = tool_data(
+        data = base.tool_data(
             tool_name,
             payload.get("tool_input"),
             payload.get("tool_response"),
             exit_code=0 if tool_name == "Bash" else None,
         )
-    return make_event(
+    return base.make_event(
         ctx,
         session_id=session,
         kind="tool_use",
-        body=json_body(data),
+        body=base.json_body(data),
         stable_ids=(payload.get("tool_use_id"),),
     )
 
 
-def _transcript_answer(path: Any, ctx: HookContext) -> str | None:
+def _transcript_answer(path: Any, ctx: base.HookContext) -> str | None:
     """The last assistant text of the transcript at ``path``, if the server may read it.
 
     Used only when Stop lacks ``last_assistant_message`` (older Claude Code).

@@ -10,24 +10,7 @@ import shlex
 import tomllib
 from typing import Any
 
-from wakemark.services.agents import configs, legacy
-from wakemark.services.agents.base import (
-    IGNORE,
-    OBSERVE,
-    PROMPT,
-    SESSION_START,
-    Agent,
-    HookContext,
-    Mapped,
-    context_reply,
-    json_body,
-    make_event,
-    project_session,
-    session_of,
-    text_body,
-    text_field,
-    tool_data,
-)
+from wakemark.services.agents import base, configs, legacy
 
 # ``Exit code: N`` (the shell tool), ``Process exited with code N`` (unified exec).
 _EXIT_CODE = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)", re.MULTILINE)
@@ -51,52 +34,52 @@ BEGIN = "# >>> wakemark (managed by `wakemark install codex`) >>>"
 END = "# <<< wakemark <<<"
 
 
-class Codex(Agent):
+class Codex(base.Agent):
     name = "codex"
     install_note = (
         "Open `/hooks` in Codex once and trust the wakemark hooks (Codex asks for review)."
     )
 
-    def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped:
+    def map_payload(self, payload: dict[str, Any], ctx: base.HookContext) -> base.Mapped:
         if payload.get("type") == "agent-turn-complete":
             return _notify(payload, ctx)
         hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
         if hook == "SessionStart":
-            return Mapped(hook, SESSION_START)
+            return base.Mapped(hook, base.SESSION_START)
         if hook not in ("UserPromptSubmit", "PostToolUse", "Stop"):
-            return Mapped(hook, IGNORE)
-        session = session_of(payload, "session_id")
+            return base.Mapped(hook, base.IGNORE)
+        session = base.session_of(payload, "session_id")
         turn = payload.get("turn_id")
         model = payload.get("model")
         if hook == "UserPromptSubmit":
-            body = text_body(text_field(payload, "prompt") or "")
-            event = make_event(
+            body = base.text_body(base.text_field(payload, "prompt") or "")
+            event = base.make_event(
                 ctx, session_id=session, kind="prompt", body=body, stable_ids=(turn,), version=model
             )
-            return Mapped(hook, PROMPT, [event])
+            return base.Mapped(hook, base.PROMPT, [event])
         if hook == "Stop":
             answer = payload.get("last_assistant_message")
-            return Mapped(hook, OBSERVE, _summary(ctx, session, turn, answer))
+            return base.Mapped(hook, base.OBSERVE, _summary(ctx, session, turn, answer))
         response = payload.get("tool_response")
-        data = tool_data(
-            text_field(payload, "tool_name"),
+        data = base.tool_data(
+            base.text_field(payload, "tool_name"),
             payload.get("tool_input"),
             response,
             exit_code=exit_code(response),
         )
-        event = make_event(
+        event = base.make_event(
             ctx,
             session_id=session,
             kind="tool_use",
-            body=json_body(data),
+            body=base.json_body(data),
             stable_ids=(payload.get("tool_use_id"),),
             version=model,
         )
-        return Mapped(hook, OBSERVE, [event])
+        return base.Mapped(hook, base.OBSERVE, [event])
 
-    def reply(self, mapped: Mapped, context: str) -> dict[str, Any] | None:
+    def reply(self, mapped: base.Mapped, context: str) -> dict[str, Any] | None:
         if context:
-            return context_reply(mapped.hook, context)
+            return base.context_reply(mapped.hook, context)
         return None  # Codex's Stop treats any plain stdout as invalid: print nothing
 
     def install_targets(self, w: configs.Where) -> list[tuple[str, configs.Edit]]:
@@ -145,30 +128,32 @@ def _mcp_block(server: dict[str, Any]) -> str:
     return text + f"{END}\n"
 
 
-def _summary(ctx: HookContext, session: str, turn: Any, answer: Any) -> list[Any]:
+def _summary(ctx: base.HookContext, session: str, turn: Any, answer: Any) -> list[Any]:
     # Keyed on the turn id alone plus the text, so the Stop hook and `notify` reporting
     # the same turn store one event.
     if not isinstance(answer, str) or not answer.strip():
         return []
-    body = text_body(answer)
+    body = base.text_body(answer)
     return [
-        make_event(ctx, session_id=session, kind="session_summary", body=body, stable_ids=(turn,))
+        base.make_event(
+            ctx, session_id=session, kind="session_summary", body=body, stable_ids=(turn,)
+        )
     ]
 
 
-def _notify(payload: dict[str, Any], ctx: HookContext) -> Mapped:
+def _notify(payload: dict[str, Any], ctx: base.HookContext) -> base.Mapped:
     # Older Codex sends neither thread-id nor cwd: the turn goes to one session per
     # project (the forwarder's project header), its id still keyed on the turn.
     thread = payload.get("thread-id")
-    session = session_of(payload, "thread-id") if thread else project_session(ctx)
+    session = base.session_of(payload, "thread-id") if thread else base.project_session(ctx)
     turn = payload.get("turn-id")
     events = []
     messages = [m for m in payload.get("input-messages") or [] if isinstance(m, str) and m]
     if messages:
         # Same id as the UserPromptSubmit hook's event for a one-message turn.
-        body = text_body("\n\n".join(messages))
+        body = base.text_body("\n\n".join(messages))
         events.append(
-            make_event(ctx, session_id=session, kind="prompt", body=body, stable_ids=(turn,))
+            base.make_event(ctx, session_id=session, kind="prompt", body=body, stable_ids=(turn,))
         )
     events += _summary(ctx, session, turn, payload.get("last-assistant-message"))
-    return Mapped("agent-turn-complete", OBSERVE, events)
+    return base.Mapped("agent-turn-complete", base.OBSERVE, events)

@@ -5,23 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from wakemark.services.agents import configs
-from wakemark.services.agents.base import (
-    IGNORE,
-    OBSERVE,
-    PROMPT,
-    SESSION_START,
-    Agent,
-    HookContext,
-    Mapped,
-    json_body,
-    make_event,
-    project_session,
-    session_of,
-    text_body,
-    text_field,
-    tool_data,
-)
+from wakemark.services.agents import base, configs
 from wakemark.shared.models import Event
 
 _SESSION_KEYS = ("conversation_id", "session_id")
@@ -36,40 +20,42 @@ HOOKS = (
 )
 
 
-class Cursor(Agent):
+class Cursor(base.Agent):
     name = "cursor"
     failsafe = '{"continue": true}'  # beforeSubmitPrompt gates the prompt on "continue"
     install_note = "Restart Cursor; hooks in a project apply to trusted workspaces only."
 
-    def wants_context(self, mapped: Mapped) -> bool:
-        return mapped.intent == SESSION_START  # beforeSubmitPrompt cannot take context
+    def wants_context(self, mapped: base.Mapped) -> bool:
+        return mapped.intent == base.SESSION_START  # beforeSubmitPrompt cannot take context
 
-    def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped:
+    def map_payload(self, payload: dict[str, Any], ctx: base.HookContext) -> base.Mapped:
         hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
         if hook == "sessionStart":
-            return Mapped(hook, SESSION_START)
+            return base.Mapped(hook, base.SESSION_START)
         if hook == "beforeSubmitPrompt":
             # Stored and answered with {"continue": true}: this hook gates the prompt.
-            return Mapped(hook, PROMPT, [_text_event(payload, ctx, "prompt", "prompt")])
+            return base.Mapped(hook, base.PROMPT, [_text_event(payload, ctx, "prompt", "prompt")])
         if hook == "afterAgentResponse":
-            return Mapped(hook, OBSERVE, [_text_event(payload, ctx, "session_summary", "text")])
+            return base.Mapped(
+                hook, base.OBSERVE, [_text_event(payload, ctx, "session_summary", "text")]
+            )
         if hook not in _TOOL_HOOKS:
-            return Mapped(hook, IGNORE)
+            return base.Mapped(hook, base.IGNORE)
         session = _session(payload, ctx)
-        event = make_event(
+        event = base.make_event(
             ctx,
             session_id=session,
             kind="tool_use",
-            body=json_body(_tool(hook, payload)),
+            body=base.json_body(_tool(hook, payload)),
             stable_ids=(payload.get("generation_id"),),
             version=payload.get("cursor_version"),
         )
-        return Mapped(hook, OBSERVE, [event])
+        return base.Mapped(hook, base.OBSERVE, [event])
 
-    def reply(self, mapped: Mapped, context: str) -> dict[str, Any] | None:
+    def reply(self, mapped: base.Mapped, context: str) -> dict[str, Any] | None:
         if mapped.hook == "beforeSubmitPrompt":
             return {"continue": True}  # this Cursor version cannot inject prompt context
-        if mapped.intent == SESSION_START and context:
+        if mapped.intent == base.SESSION_START and context:
             return {"additional_context": context}
         return None  # never `followup_message`: Cursor would submit it as a new prompt
 
@@ -98,30 +84,30 @@ class Cursor(Agent):
 def _tool(hook: str, payload: dict[str, Any]) -> dict[str, Any]:
     if hook == "afterShellExecution":
         # Cursor reports no exit code for shell commands.
-        command = text_field(payload, "command")
-        return tool_data("shell", {"command": command}, {"output": payload.get("output")})
+        command = base.text_field(payload, "command")
+        return base.tool_data("shell", {"command": command}, {"output": payload.get("output")})
     if hook == "afterFileEdit":
-        path = text_field(payload, "file_path")
-        return tool_data("edit", {"file_path": path, "edits": payload.get("edits")}, None)
-    return tool_data(
-        text_field(payload, "tool_name"), payload.get("tool_input"), payload.get("result_json")
+        path = base.text_field(payload, "file_path")
+        return base.tool_data("edit", {"file_path": path, "edits": payload.get("edits")}, None)
+    return base.tool_data(
+        base.text_field(payload, "tool_name"), payload.get("tool_input"), payload.get("result_json")
     )
 
 
-def _text_event(payload: dict[str, Any], ctx: HookContext, kind: str, field: str) -> Event:
-    return make_event(
+def _text_event(payload: dict[str, Any], ctx: base.HookContext, kind: str, field: str) -> Event:
+    return base.make_event(
         ctx,
         session_id=_session(payload, ctx),
         kind=kind,
-        body=text_body(text_field(payload, field) or ""),
+        body=base.text_body(base.text_field(payload, field) or ""),
         stable_ids=(payload.get("generation_id"),),
         version=payload.get("cursor_version"),
     )
 
 
-def _session(payload: dict[str, Any], ctx: HookContext) -> str:
+def _session(payload: dict[str, Any], ctx: base.HookContext) -> str:
     # The documented afterShellExecution carries no conversation id: one session per
     # project, the project from the forwarder's header.
     if any(isinstance(payload.get(k), str) and payload[k].strip() for k in _SESSION_KEYS):
-        return session_of(payload, *_SESSION_KEYS)
-    return project_session(ctx)
+        return base.session_of(payload, *_SESSION_KEYS)
+    return base.project_session(ctx)

@@ -6,66 +6,49 @@ import os
 import re
 from typing import Any
 
-from wakemark.services.agents import configs
-from wakemark.services.agents.base import (
-    IGNORE,
-    OBSERVE,
-    PROMPT,
-    SESSION_START,
-    Agent,
-    HookContext,
-    Mapped,
-    context_reply,
-    json_body,
-    make_event,
-    payload_time,
-    session_of,
-    text_body,
-    text_field,
-    tool_data,
-)
+from wakemark.services.agents import base, configs
 
 _EXIT_CODE = re.compile(r"Exit Code: (\d+)")
 
 
-class GeminiCli(Agent):
+class GeminiCli(base.Agent):
     name = "gemini-cli"
     failsafe = "{}"  # Gemini CLI parses stdout as JSON
     install_note = "Restart Gemini CLI; `/hooks` lists the wakemark hooks."
 
-    def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped:
+    def map_payload(self, payload: dict[str, Any], ctx: base.HookContext) -> base.Mapped:
         hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
         if hook == "SessionStart":
-            return Mapped(hook, SESSION_START)
+            return base.Mapped(hook, base.SESSION_START)
         if hook not in ("BeforeAgent", "AfterTool", "AfterAgent"):
-            return Mapped(hook, IGNORE)
-        session = session_of(payload, "session_id")
-        when = payload_time(payload)
+            return base.Mapped(hook, base.IGNORE)
+        session = base.session_of(payload, "session_id")
+        when = base.payload_time(payload)
         if hook == "BeforeAgent":
-            body = text_body(text_field(payload, "prompt") or "")
-            event = make_event(ctx, session_id=session, kind="prompt", body=body, when=when)
-            return Mapped(hook, PROMPT, [event])
+            body = base.text_body(base.text_field(payload, "prompt") or "")
+            event = base.make_event(ctx, session_id=session, kind="prompt", body=body, when=when)
+            return base.Mapped(hook, base.PROMPT, [event])
         if hook == "AfterAgent":
-            answer = text_field(payload, "prompt_response", required=False)
+            answer = base.text_field(payload, "prompt_response", required=False)
             if answer is None:
-                return Mapped(hook, OBSERVE)
-            body = text_body(answer)
-            event = make_event(
+                return base.Mapped(hook, base.OBSERVE)
+            body = base.text_body(answer)
+            event = base.make_event(
                 ctx, session_id=session, kind="session_summary", body=body, when=when
             )
-            return Mapped(hook, OBSERVE, [event])
-        tool = text_field(payload, "tool_name")
+            return base.Mapped(hook, base.OBSERVE, [event])
+        tool = base.text_field(payload, "tool_name")
         response = payload.get("tool_response")
         exit_code = _exit_code(tool, response)
-        data = tool_data(tool, payload.get("tool_input"), response, exit_code=exit_code)
-        event = make_event(
-            ctx, session_id=session, kind="tool_use", body=json_body(data), when=when
+        data = base.tool_data(tool, payload.get("tool_input"), response, exit_code=exit_code)
+        event = base.make_event(
+            ctx, session_id=session, kind="tool_use", body=base.json_body(data), when=when
         )
-        return Mapped(hook, OBSERVE, [event])
+        return base.Mapped(hook, base.OBSERVE, [event])
 
-    def reply(self, mapped: Mapped, context: str) -> dict[str, Any] | None:
+    def reply(self, mapped: base.Mapped, context: str) -> dict[str, Any] | None:
         if context:  # only hooks that `wants_context` get any
-            return context_reply(mapped.hook, context)
+            return base.context_reply(mapped.hook, context)
         return {}  # Gemini parses stdout as JSON: "nothing to add" is an empty object
 
     def install_targets(self, w: configs.Where) -> list[tuple[str, configs.Edit]]:

@@ -5,22 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from wakemark.services.agents import configs, legacy
-from wakemark.services.agents.base import (
-    IGNORE,
-    OBSERVE,
-    PROMPT,
-    SESSION_START,
-    Agent,
-    HookContext,
-    Mapped,
-    json_body,
-    make_event,
-    project_session,
-    text_body,
-    text_field,
-    tool_data,
-)
+from wakemark.services.agents import base, configs, legacy
 
 # Newer Kiro docs show tool aliases; store the canonical built-in names.
 _TOOL_ALIASES = {"read": "fs_read", "write": "fs_write", "shell": "execute_bash", "aws": "use_aws"}
@@ -32,7 +17,7 @@ _V3_NAMES = {
 }
 
 
-class KiroCli(Agent):
+class KiroCli(base.Agent):
     name = "kiro-cli"
     install_note = (
         "Start it with `kiro-cli chat --agent wakemark` (or make `wakemark` the default)."
@@ -47,36 +32,40 @@ class KiroCli(Agent):
         shared = {k: v for k, v in payload.items() if k != "hook_events"}
         return [{**shared, **item} for item in batch if isinstance(item, dict)]
 
-    def map_payload(self, payload: dict[str, Any], ctx: HookContext) -> Mapped:
+    def map_payload(self, payload: dict[str, Any], ctx: base.HookContext) -> base.Mapped:
         hook = str(payload.get("hook_event_name") or ctx.hook_hint or "")
         name = _V3_NAMES.get(hook, hook)
         if name == "agentSpawn":
-            return Mapped(hook, SESSION_START)
+            return base.Mapped(hook, base.SESSION_START)
         if name not in ("userPromptSubmit", "postToolUse", "stop"):
-            return Mapped(hook, IGNORE)
+            return base.Mapped(hook, base.IGNORE)
         session = _session(payload, ctx)
         if name == "userPromptSubmit":
-            body = text_body(text_field(payload, "prompt") or "")
-            return Mapped(
-                hook, PROMPT, [make_event(ctx, session_id=session, kind="prompt", body=body)]
+            body = base.text_body(base.text_field(payload, "prompt") or "")
+            return base.Mapped(
+                hook,
+                base.PROMPT,
+                [base.make_event(ctx, session_id=session, kind="prompt", body=body)],
             )
         if name == "stop":
             # Kiro's stop carries no assistant text; an empty summary still closes the turn so
             # extraction starts now rather than after the idle timeout.
-            event = make_event(ctx, session_id=session, kind="session_summary", body=text_body(""))
-            return Mapped(hook, OBSERVE, [event])
-        tool = text_field(payload, "tool_name") or ""
+            event = base.make_event(
+                ctx, session_id=session, kind="session_summary", body=base.text_body("")
+            )
+            return base.Mapped(hook, base.OBSERVE, [event])
+        tool = base.text_field(payload, "tool_name") or ""
         response = payload.get("tool_response")
-        data = tool_data(
+        data = base.tool_data(
             _TOOL_ALIASES.get(tool, tool),
             payload.get("tool_input"),
             response,
             exit_code=_exit_status(response),
         )
-        event = make_event(ctx, session_id=session, kind="tool_use", body=json_body(data))
-        return Mapped(hook, OBSERVE, [event])
+        event = base.make_event(ctx, session_id=session, kind="tool_use", body=base.json_body(data))
+        return base.Mapped(hook, base.OBSERVE, [event])
 
-    def reply(self, mapped: Mapped, context: str) -> dict[str, Any] | None:
+    def reply(self, mapped: base.Mapped, context: str) -> dict[str, Any] | None:
         # Kiro reads plain stdout: the forwarder prints ``context`` as text.
         if context:  # only hooks that `wants_context` get any
             return {"context": context}
@@ -116,12 +105,12 @@ class KiroCli(Agent):
         ]
 
 
-def _session(payload: dict[str, Any], ctx: HookContext) -> str:
+def _session(payload: dict[str, Any], ctx: base.HookContext) -> str:
     # Older Kiro builds send no session_id: fall back to one session per project.
     value = payload.get("session_id")
     if isinstance(value, str) and value.strip():
         return value.strip()[:200]
-    return project_session(ctx)
+    return base.project_session(ctx)
 
 
 def _exit_status(response: Any) -> int | None:
