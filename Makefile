@@ -45,13 +45,12 @@ typecheck: $(STAMP)
 WORKERS ?= auto
 XDIST = -n $(WORKERS)
 
-# Everything that needs no service (and bench's own tests), then the integration suite
-# (Postgres, Redis) through the image's entry point: the same line compose's `tests`
-# service runs in the image, here in two passes (a later -m replaces the entry point's).
+# Every test, bench's own included, through the image's entry point (the line compose's
+# `tests` service runs in the image; a later -m replaces the entry point's): all but the
+# shared_redis tests on every core in one pass, then those alone.
 pytest: install
-	$(BIN)/pytest $(XDIST) -m "not (postgres or redis)" tests bench/tests
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh docker/entrypoint.sh tests $(XDIST) \
-		-m "(postgres or redis) and not shared_redis"
+		-m "not shared_redis" tests bench/tests
 	PATH="$(CURDIR)/$(BIN):$$PATH" sh docker/entrypoint.sh tests -p no:xdist -m shared_redis
 
 # The lane before each commit: lint, types and the tests that need no service, start no

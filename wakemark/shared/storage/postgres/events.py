@@ -27,8 +27,9 @@ EVENT_COLUMNS = (
     " source_surface, source_version, project_path, schema_version, transaction_time, turn_id"
 )
 
-# Serializes turn bookkeeping per session across processes (key: namespace + session).
-LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+# Serializes turn bookkeeping per session across processes (key: schema, namespace and
+# session; the schema as in base.LOCK_RECORDS).
+LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':' || %s, 0))"
 
 # One statement for a whole batch, a column array each (in EVENT_COLUMNS order): the
 # count trigger of migration 0013 then runs once per batch, not once per event, and
