@@ -20,6 +20,18 @@ def to_body(record: MemoryRecord, anchors: CodeAnchors | None) -> dict[str, Any]
     }
 
 
+def row(version: Version) -> dict[str, Any]:
+    """The ``record_history`` columns of a version; each backend encodes the time and body."""
+    return {
+        "record_id": version.record.record_id,
+        "current_id": version.current_id,
+        "superseded_by": version.superseded_by,
+        "namespace": version.record.namespace,
+        "superseded_at": version.superseded_at,
+        "body": to_body(version.record, version.anchors),
+    }
+
+
 def from_row(
     current_id: str, superseded_by: str, superseded_at: datetime, body: dict[str, Any]
 ) -> Version:

@@ -99,14 +99,8 @@ class PostgresHistoryTx(PostgresTxBase):
         return True
 
     def put_version(self, version: Version) -> None:
-        params = {
-            "record_id": version.record.record_id,
-            "current_id": version.current_id,
-            "superseded_by": version.superseded_by,
-            "namespace": version.record.namespace,
-            "superseded_at": version.superseded_at,
-            "body": Jsonb(history_codec.to_body(version.record, version.anchors)),
-        }
+        row = history_codec.row(version)
+        params = {**row, "body": Jsonb(row["body"])}
         try:
             with self.conn.transaction():  # a savepoint: the caller's transaction survives
                 self.conn.execute(PUT_VERSION, params)

@@ -95,13 +95,11 @@ class SqliteHistoryTx(SqliteTxBase):
         return True
 
     def put_version(self, version: Version) -> None:
+        row = history_codec.row(version)
         params = {
-            "record_id": version.record.record_id,
-            "current_id": version.current_id,
-            "superseded_by": version.superseded_by,
-            "namespace": version.record.namespace,
-            "superseded_at": codec.ts(version.superseded_at),
-            "body": json.dumps(history_codec.to_body(version.record, version.anchors)),
+            **row,
+            "superseded_at": codec.ts(row["superseded_at"]),
+            "body": json.dumps(row["body"]),
         }
         try:
             self.conn.execute(PUT_VERSION, params)
