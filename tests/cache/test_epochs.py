@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.threads import race
 from wakemark.shared.cache import Epochs, LocalEpochs, RedisEpochs, open_epochs, prefixes
 from wakemark.shared.config import Settings
 
@@ -61,11 +61,7 @@ def test_concurrent_bumps_are_all_counted() -> None:
         for _ in range(200):
             epochs.bump({NS})
 
-    threads = [threading.Thread(target=bump_many) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert race([bump_many] * 4) == []
     assert epochs.get(NS) == 800 and epochs.get("/actor/a/") == 800
 
 
