@@ -406,13 +406,14 @@ def test_a_team_server_checks_the_hashes_the_forwarder_sends(
 
     from werkzeug.serving import make_server
 
-    from tests.hooks.test_forwarder import _env, _free_port, _hook
+    from tests.conftest import free_port
+    from tests.hooks.test_forwarder import _env, _hook
     from wakemark.services.api import create_app
     from wakemark.services.api.security import ensure_token
     from wakemark.shared.runtime import Runtime
 
     # Bound to all interfaces: its clients are other machines, whose files it never reads.
-    settings = settings.replace(port=_free_port(), host="0.0.0.0", min_prompt_relevance=0.0,
+    settings = settings.replace(port=free_port(), host="0.0.0.0", min_prompt_relevance=0.0,
                                 min_relevance=0.05)  # fmt: skip
     prepare_home(settings)
     migrate(settings)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from werkzeug.serving import make_server
 
+from tests.conftest import free_port
 from wakemark.services.api import create_app
 from wakemark.services.api.security import ensure_token
 from wakemark.shared.config import Settings, prepare_home
@@ -29,12 +30,6 @@ HOOK = str(Path(__file__).resolve().parents[2] / "wakemark" / "services" / "forw
 FORMER = Path(HOOK).parents[1] / "cli" / "hook.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Server:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -46,7 +41,7 @@ class Server:
 
 @pytest.fixture
 def server(settings: Settings) -> Iterator[Server]:
-    settings = settings.replace(port=_free_port())
+    settings = settings.replace(port=free_port())
     prepare_home(settings)
     migrate(settings)
     srv = Server(settings)
@@ -140,7 +135,7 @@ def test_malformed_stdin_exits_0_quietly(server: Server, project_dir: Path, stdi
 
 
 def test_server_down_exits_0_silently(tmp_path: Path, project_dir: Path) -> None:
-    env = _env(tmp_path / "home", _free_port(), "t")
+    env = _env(tmp_path / "home", free_port(), "t")
     payload = json.dumps(load("claude-code", "UserPromptSubmit", project_dir)).encode()
     out = _hook(env, project_dir, "claude-code", stdin=payload)
     assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
@@ -149,7 +144,7 @@ def test_server_down_exits_0_silently(tmp_path: Path, project_dir: Path) -> None
 
 
 def test_server_down_gemini_still_gets_json(tmp_path: Path, project_dir: Path) -> None:
-    env = _env(tmp_path / "home", _free_port(), "t")
+    env = _env(tmp_path / "home", free_port(), "t")
     payload = json.dumps(load("gemini-cli", "BeforeAgent", project_dir)).encode()
     out = _hook(env, project_dir, "gemini-cli", stdin=payload)
     assert (out.returncode, out.stdout.strip()) == (0, b"{}")
@@ -171,7 +166,7 @@ def test_hook_log_is_capped(tmp_path: Path, project_dir: Path) -> None:
     logs = tmp_path / "home" / "logs"
     logs.mkdir(parents=True)
     (logs / "hook.log").write_text("x" * 300_000)
-    env = _env(tmp_path / "home", _free_port(), "t")
+    env = _env(tmp_path / "home", free_port(), "t")
     _hook(env, project_dir, "claude-code", stdin=b"{}")
     assert (logs / "hook.log.1").stat().st_size == 300_000
     assert (logs / "hook.log").stat().st_size < 1000
@@ -180,7 +175,7 @@ def test_hook_log_is_capped(tmp_path: Path, project_dir: Path) -> None:
 def test_forwarder_imports_only_the_standard_library(tmp_path: Path, project_dir: Path) -> None:
     # Run exactly as installed (the file by path, -S -E -s); -X importtime lists every
     # module the interpreter imports, its own start-up included.
-    env = _env(tmp_path / "home", _free_port(), "t")
+    env = _env(tmp_path / "home", free_port(), "t")
     out = subprocess.run(
         [sys.executable, "-S", "-E", "-s", "-X", "importtime", HOOK, "claude-code"],
         input=b'{"session_id": "s"}', env=env, cwd=project_dir, capture_output=True, timeout=10,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from werkzeug.serving import make_server
 
+from tests.conftest import free_port
 from wakemark.services.api import create_app
 from wakemark.services.api.security import ensure_token
 from wakemark.services.mcp.schemas import TOOLS
@@ -33,12 +33,6 @@ from wakemark.shared.runtime import Runtime
 
 WAKEMARK = str(Path(sys.executable).with_name("wakemark"))
 ACTOR = "alice"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

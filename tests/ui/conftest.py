@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import free_port
 from wakemark.services.api import create_app
 from wakemark.services.api.security import ensure_token
 from wakemark.shared.config import Settings, prepare_home
@@ -31,17 +31,11 @@ class Server:
     runtime: Runtime
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     from werkzeug.serving import make_server
 
-    port = _free_port()
+    port = free_port()
     # Text evidence only (embedder off) and one matching record: lower bars, so the walk's
     # prompt is injected.
     settings = Settings(
