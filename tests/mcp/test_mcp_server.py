@@ -23,16 +23,16 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from werkzeug.serving import make_server
 
 from tests.conftest import free_port
+from tests.hooks.conftest import ACTOR
 from wakemark.services.api import create_app
 from wakemark.services.api.security import ensure_token
 from wakemark.services.mcp.schemas import TOOLS
-from wakemark.shared import project, tokens
+from wakemark.shared import tokens
 from wakemark.shared.config import Settings
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
 
 WAKEMARK = str(Path(sys.executable).with_name("wakemark"))
-ACTOR = "alice"
 
 
 @dataclass
@@ -59,19 +59,6 @@ def served(backend_settings: Settings) -> Iterator[Served]:
         server.shutdown()
         thread.join()
         runtime.close()
-
-
-@pytest.fixture
-def project_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "shop"
-    (root / ".git").mkdir(parents=True)
-    (root / "src").mkdir()
-    return root
-
-
-@pytest.fixture
-def namespace(project_dir: Path) -> str:
-    return project.namespace_for(ACTOR, project.project_id(str(project_dir.resolve())))
 
 
 def mcp_env(home: Path, port: int, token: str | None = None) -> dict[str, str]:
