@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tests.importers.replayed import extract_replayed
 from tests.test_cli import _env
 from tests.test_cli_transfer import _wakemark
 from wakemark.services.importers.claude_code import session_events, transcripts
 from wakemark.shared import project
-from wakemark.shared.jobs import tasks
 from wakemark.shared.runtime import Runtime
 
 FIXTURE = (
@@ -41,16 +41,7 @@ def test_a_transcript_becomes_prompt_tool_uses_and_an_answer() -> None:
 
 
 def test_replayed_events_are_extracted_as_usual_and_import_once(runtime: Runtime) -> None:
-    storage = runtime.storage
-    evs = events()
-    assert all(r.stored for r in storage.put_events(evs))
-    assert not any(r.stored for r in storage.put_events(events()))
-    pending = storage.pending_turns()
-    assert len(pending) == 1  # the answer closed the turn
-    written = tasks.extract_turns(runtime, pending)
-    assert len(written) == 1
-    rec = storage.get_memory_record(written[0])
-    assert rec is not None and rec.namespace == evs[0].namespace
+    evs, rec = extract_replayed(runtime, events)
     assert set(rec.source_event_ids) == {e.event_id for e in evs}
 
 

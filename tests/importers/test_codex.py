@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.importers.replayed import extract_replayed
 from tests.test_cli import _env
 from tests.test_cli_transfer import _wakemark
 from wakemark.services.agents.codex import exit_code
@@ -122,16 +123,7 @@ def test_exit_codes_in_each_shape_codex_writes() -> None:
 
 
 def test_replayed_rollouts_are_extracted_as_usual_and_import_once(runtime: Runtime) -> None:
-    storage = runtime.storage
-    evs = events(DESKTOP)
-    assert all(r.stored for r in storage.put_events(evs))
-    assert not any(r.stored for r in storage.put_events(events(DESKTOP)))
-    pending = storage.pending_turns()
-    assert len(pending) == 1  # the answer closed the turn
-    written = tasks.extract_turns(runtime, pending)
-    assert len(written) == 1
-    rec = storage.get_memory_record(written[0])
-    assert rec is not None and rec.namespace == evs[0].namespace
+    evs, rec = extract_replayed(runtime, lambda: events(DESKTOP))
     # Provenance: the prompt, the answer and the tool calls that gave a fact.
     assert {evs[0].event_id, evs[-1].event_id} <= set(rec.source_event_ids)
     assert set(rec.source_event_ids) <= {e.event_id for e in evs}
