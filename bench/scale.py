@@ -50,6 +50,7 @@ import psycopg
 
 from bench import _scale_data as data
 from bench._stats import percentiles
+from bench.ingest import _free_port
 from wakemark.services.cli.serve import DEFAULT_THREADS, gunicorn_argv
 from wakemark.shared.config import Settings
 from wakemark.shared.retrieval.legs import EXACT_MAX_ROWS
@@ -320,14 +321,6 @@ def _real(embedder: Any) -> dict[str, Any]:
 
 
 # --- a real API on the million ---------------------------------------------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class _Api:
     """``wakemark serve``, or (``app``) its gunicorn on another app module."""
 
