@@ -9,15 +9,14 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from werkzeug.serving import make_server
 
 from tests.conftest import free_port
-from wakemark.services.api import create_app
+from tests.served import serving
 from wakemark.services.api.security import ensure_token
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.runtime import Runtime
@@ -30,13 +29,11 @@ HOOK = str(Path(__file__).resolve().parents[2] / "wakemark" / "services" / "forw
 FORMER = Path(HOOK).parents[1] / "cli" / "hook.py"
 
 
+@dataclass
 class Server:
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.runtime = Runtime.build(settings)
-        self.token = ensure_token(settings)
-        self.http = make_server("127.0.0.1", settings.port, create_app(runtime=self.runtime))
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+    settings: Settings
+    runtime: Runtime
+    token: str
 
 
 @pytest.fixture
@@ -44,11 +41,11 @@ def server(settings: Settings) -> Iterator[Server]:
     settings = settings.replace(port=free_port())
     prepare_home(settings)
     migrate(settings)
-    srv = Server(settings)
-    srv.thread.start()
-    yield srv
-    srv.http.shutdown()
-    srv.runtime.close()
+    runtime = Runtime.build(settings)
+    token = ensure_token(settings)
+    with serving(runtime, settings.port):
+        yield Server(settings, runtime, token)
+    runtime.close()
 
 
 def _env(home: Path, port: int, token: str | None = None) -> dict[str, str]:

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import tomllib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -20,11 +19,10 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from werkzeug.serving import make_server
 
 from tests.conftest import free_port
 from tests.hooks.conftest import ACTOR
-from wakemark.services.api import create_app
+from tests.served import serving
 from wakemark.services.api.security import ensure_token
 from wakemark.services.mcp.schemas import TOOLS
 from wakemark.shared import tokens
@@ -50,14 +48,10 @@ def served(backend_settings: Settings) -> Iterator[Served]:
     port = free_port()
     settings = backend_settings.replace(port=port)
     runtime = Runtime.build(settings)
-    server = make_server("127.0.0.1", port, create_app(runtime=runtime), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield Served(port, ensure_token(settings), runtime, settings.home)
+        with serving(runtime, port, threaded=True):
+            yield Served(port, ensure_token(settings), runtime, settings.home)
     finally:
-        server.shutdown()
-        thread.join()
         runtime.close()
 
 
