@@ -20,6 +20,15 @@ def to_body(record: MemoryRecord, anchors: CodeAnchors | None) -> dict[str, Any]
     }
 
 
+def superseded(
+    old: MemoryRecord, body: dict[str, Any] | None, new_id: str, at: datetime
+) -> Version:
+    """The version ``old`` becomes when ``new_id`` supersedes it at ``at``; ``body``: that of
+    its stored code anchors, if any."""
+    anchors = None if body is None else anchors_codec.from_body(old.record_id, old.namespace, body)
+    return Version(old, new_id, new_id, at, anchors)
+
+
 def row(version: Version) -> dict[str, Any]:
     """The ``record_history`` columns of a version; each backend encodes the time and body."""
     return {
