@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import shutil
-import statistics
 import time
 from collections import defaultdict
 from datetime import datetime
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _convo_set
+from bench._stats import mean, nearest_rank
 from tests.retrieval.relevance import warm
 from wakemark.shared.config import Settings
 from wakemark.shared.jobs import tasks
@@ -121,12 +121,11 @@ def evaluate(runtime: Runtime, questions: list[dict[str, Any]], ids: dict[str, s
     latencies.sort()
     return {
         "recall": {
-            g: {f"R@{k}": round(statistics.fmean(v), 4) for k, v in ks.items()}
-            | {"n": len(ks[KS[0]])}
+            g: {f"R@{k}": mean(v) for k, v in ks.items()} | {"n": len(ks[KS[0]])}
             for g, ks in by.items()
         },
-        "search_ms_p50": round(latencies[len(latencies) // 2], 2),
-        "search_ms_p95": round(latencies[int(len(latencies) * 0.95)], 2),
+        "search_ms_p50": round(nearest_rank(latencies, 0.5), 2),
+        "search_ms_p95": round(nearest_rank(latencies, 0.95), 2),
     }
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from bench._stats import mean
 from bench.embedding import _rss_mb
 
 ROOT = Path(os.environ.get("WAKEMARK_EMBEDDERS_DIR", "/work/data/embedder"))
@@ -94,10 +94,7 @@ def _recall(gold: frozenset[str], ids: list[str]) -> tuple[float, float, float]:
 
 def _means(rows: list[tuple[float, float, float]]) -> dict[str, float]:
     cols = list(zip(*rows, strict=True)) if rows else [(), (), ()]
-    return {
-        key: round(statistics.fmean(col), 4) if col else 0.0
-        for key, col in zip(("r5", "r10", "mrr10"), cols, strict=True)
-    }
+    return {key: mean(col) for key, col in zip(("r5", "r10", "mrr10"), cols, strict=True)}
 
 
 def reembed_caches(name: str, base: str = BASELINE) -> list[str]:
@@ -229,10 +226,6 @@ def run() -> dict[str, Any]:
     return result
 
 
-def _avg(values: list[float]) -> float:
-    return round(statistics.fmean(values), 3) if values else 0.0
-
-
 def markdown(result: dict[str, Any]) -> str:
     if "skipped" in result:
         return f"# Embedders\n\nSkipped: {result['skipped']}\n"
@@ -283,16 +276,16 @@ def markdown(result: dict[str, Any]) -> str:
     for name in names:
         ps = result["quality"][name]["projects"].values()
         means += [
-            f"**{_avg([p['hybrid']['r10'] for p in ps]):.3f}**",
-            f"**{_avg([p['vector']['r10'] for p in ps]):.3f}**",
+            f"**{mean([p['hybrid']['r10'] for p in ps], 3):.3f}**",
+            f"**{mean([p['vector']['r10'] for p in ps], 3):.3f}**",
         ]
     lines.append("| mean | | " + " | ".join(means) + " |")
     lines += [
         "",
         "R@5 / MRR@10 (hybrid) per model: "
         + "; ".join(
-            f"{name} R@5 {_avg([p['hybrid']['r5'] for p in q['projects'].values()]):.3f} "
-            f"MRR {_avg([p['hybrid']['mrr10'] for p in q['projects'].values()]):.3f}"
+            f"{name} R@5 {mean([p['hybrid']['r5'] for p in q['projects'].values()], 3):.3f} "
+            f"MRR {mean([p['hybrid']['mrr10'] for p in q['projects'].values()], 3):.3f}"
             for name, q in result["quality"].items()
         )
         + ".",

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench._stats import nearest_rank
+
 TEXTS = 500
 QUERIES = 200
 _VOCABULARY = (
@@ -43,11 +45,6 @@ def _rss_mb() -> dict[str, float]:
         if key in ("VmRSS", "VmHWM"):
             fields[key] = round(int(value.split()[0]) / 1024, 1)
     return fields
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _worker(runtime: str, model_path: str, texts_path: str) -> dict[str, Any]:
@@ -93,8 +90,8 @@ def _worker(runtime: str, model_path: str, texts_path: str) -> dict[str, Any]:
     return {
         "import_s": round(t_import - t0, 3),
         "cold_ready_s": round(t_ready - t0, 3),
-        "query_p50_ms": round(_percentile(latencies, 0.5), 2),
-        "query_p95_ms": round(_percentile(latencies, 0.95), 2),
+        "query_p50_ms": round(nearest_rank(latencies, 0.5), 2),
+        "query_p95_ms": round(nearest_rank(latencies, 0.95), 2),
         "throughput_per_s": round(len(texts) / elapsed, 1),
         "rss_loaded_mb": rss_loaded["VmRSS"],
         "rss_peak_mb": _rss_mb()["VmHWM"],

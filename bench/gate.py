@@ -28,7 +28,6 @@ chooses the backends.
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 import time
 from collections import Counter
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _codemem
+from bench._stats import mean
 from bench.search import DEFAULT_PG, _analyze, _drop_schema, _pg_schema_url
 from tests.retrieval.relevance import warm
 from wakemark.shared.models import Event, Retrieval, new_ulid
@@ -71,10 +71,6 @@ def ask(project: _codemem.Project, text: str, session: str) -> tuple[dict[str, A
     return reply, (time.perf_counter() - start) * 1000
 
 
-def _mean(values: list[float]) -> float:
-    return round(statistics.fmean(values), 4) if values else 0.0
-
-
 def search_quality(project: _codemem.Project) -> dict[str, float]:
     r5, r10, rr = [], [], []
     for q in project.queries:
@@ -85,7 +81,7 @@ def search_quality(project: _codemem.Project) -> dict[str, float]:
         r5.append(len(q.gold & set(ids[:5])) / len(q.gold))
         r10.append(len(q.gold & set(ids[:10])) / len(q.gold))
         rr.append(next((1 / (i + 1) for i, rid in enumerate(ids) if rid in q.gold), 0.0))
-    return {"recall@5": _mean(r5), "recall@10": _mean(r10), "mrr@10": _mean(rr)}
+    return {"recall@5": mean(r5), "recall@10": mean(r10), "mrr@10": mean(rr)}
 
 
 def ungated(project: _codemem.Project) -> dict[str, Any]:
@@ -99,9 +95,9 @@ def ungated(project: _codemem.Project) -> dict[str, Any]:
         else:
             neg_empty += not hits
     return {
-        "recall@5": _mean(recall),
+        "recall@5": mean(recall),
         "negatives_without_context": round(neg_empty / len(project.negatives), 4),
-        "mean_bytes_real": _mean(sizes),
+        "mean_bytes_real": mean(sizes),
     }
 
 
@@ -131,13 +127,13 @@ def gated(project: _codemem.Project) -> dict[str, Any]:
     overhead.sort()
     n = len(project.queries)
     return {
-        "recall@5": _mean(recall),
+        "recall@5": mean(recall),
         "negatives_without_context": round(neg_empty / len(project.negatives), 4),
-        "negatives_mean_bytes": _mean(neg_bytes),
+        "negatives_mean_bytes": mean(neg_bytes),
         "real_injected_share": round(len(injected) / len(sizes), 4),
-        "mean_records_real": _mean(records),
-        "mean_bytes_real": _mean(sizes),
-        "mean_bytes_per_injection": _mean(injected),
+        "mean_records_real": mean(records),
+        "mean_bytes_real": mean(sizes),
+        "mean_bytes_per_injection": mean(injected),
         "prompt_overhead_ms_p50": round(overhead[len(overhead) // 2], 3),
         "prompt_overhead_ms_p95": round(overhead[int(len(overhead) * 0.95)], 3),
         # recall@5 points (over real queries) of the ungated five, by what became of them

@@ -33,6 +33,7 @@ from typing import Any
 
 from ulid import ULID
 
+from bench._stats import nearest_rank
 from wakemark.services.cli.serve import DEFAULT_THREADS
 
 CLIENTS = 8
@@ -288,8 +289,7 @@ def _drive(server: Server, requests: list[bytes], clients: int, want: int) -> di
 
 
 def _pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000, 2)
+    return round(nearest_rank(values, p / 100) * 1000, 2)
 
 
 def run(workers: int = 2, threads: int | None = None, scale: float = 1.0) -> dict[str, Any]:

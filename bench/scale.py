@@ -49,6 +49,8 @@ import numpy as np
 import psycopg
 
 from bench import _scale_data as data
+from bench._stats import percentiles
+from bench.ingest import _free_port
 from wakemark.services.cli.serve import DEFAULT_THREADS, gunicorn_argv
 from wakemark.shared.config import Settings
 from wakemark.shared.retrieval.legs import EXACT_MAX_ROWS
@@ -84,21 +86,13 @@ TARGET_RECALL = 0.95
 TARGET_RSS_MB = 500.0
 
 
-def _pct(samples: list[float]) -> dict[str, float]:
-    arr = np.array(samples)
-    return {
-        "p50_ms": round(float(np.percentile(arr, 50)), 2),
-        "p95_ms": round(float(np.percentile(arr, 95)), 2),
-    }
-
-
 def _timed(fn: Callable[[Any], Any], inputs: list[Any]) -> tuple[list[Any], dict[str, float]]:
     out, samples = [], []
     for x in inputs:
         t = time.perf_counter()
         out.append(fn(x))
         samples.append((time.perf_counter() - t) * 1000.0)
-    return out, _pct(samples)
+    return out, percentiles(samples)
 
 
 def _recall(found: list[list[str]], truth: list[list[str]], at: int = 10) -> float:
@@ -327,14 +321,6 @@ def _real(embedder: Any) -> dict[str, Any]:
 
 
 # --- a real API on the million ---------------------------------------------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class _Api:
     """``wakemark serve``, or (``app``) its gunicorn on another app module."""
 
@@ -440,8 +426,8 @@ def _summary(results: list[tuple[float, dict[str, Any]]]) -> dict[str, Any]:
     outcomes = [_outcome(body) for _, body in results]
     return {
         "searches": len(results),
-        "client": _pct([ms for ms, _ in results]),
-        "server": _pct([body["latency_ms"] for _, body in results]),
+        "client": percentiles([ms for ms, _ in results]),
+        "server": percentiles([body["latency_ms"] for _, body in results]),
         "degraded_share": round(outcomes.count("timed_out") / len(results), 4),
         "lexical_only_share": round(outcomes.count("lexical_only") / len(results), 4),
     }

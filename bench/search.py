@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from bench._stats import percentiles
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import OBSERVATION_TYPES, Event, MemoryRecord, new_ulid
 from wakemark.shared.retrieval.heap import release_free_memory
@@ -126,12 +127,7 @@ def _timed(fn: Callable[[str], Any], queries: list[str]) -> dict[str, float]:
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
-    arr = np.array(samples)
-    return {
-        "p50_ms": round(float(np.percentile(arr, 50)), 2),
-        "p95_ms": round(float(np.percentile(arr, 95)), 2),
-        "mean_ms": round(float(arr.mean()), 2),
-    }
+    return {**percentiles(samples), "mean_ms": round(float(np.mean(samples)), 2)}
 
 
 def _measure(runtime: Runtime, queries: list[str]) -> dict[str, Any]:

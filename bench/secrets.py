@@ -27,7 +27,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -183,11 +183,13 @@ def _no_scan() -> Any:
     return mock.patch.object(privacy.secrets, "redact_each", lambda texts: texts)
 
 
-def ingest_cost(commits: list[dict[str, Any]], slices: list[str]) -> dict[str, Any]:
+@contextlib.contextmanager
+def _events_api() -> Iterator[Callable[[bytes], Any]]:
+    """``post(body)``: POST /v1/events to the real app (test client, token set) over a fresh
+    SQLite home."""
     from wakemark.services.api import create_app
     from wakemark.services.api.security import ensure_token
     from wakemark.shared.config import Settings, prepare_home
-    from wakemark.shared.privacy import scrub
     from wakemark.shared.runtime import Runtime
     from wakemark.shared.storage import migrate
 
@@ -199,38 +201,45 @@ def ingest_cost(commits: list[dict[str, Any]], slices: list[str]) -> dict[str, A
         try:
             client = create_app(runtime=rt).test_client()
             headers = {"Authorization": f"Bearer {ensure_token(settings)}"}
-            timings: dict[str, list[float]] = {"scan": [], "no_scan": []}
-            scrub_timings: dict[str, list[float]] = {"scan": [], "no_scan": []}
-            n_events = 0
-            for r in range(ROUNDS * 2):
-                mode = "scan" if r % 2 == 0 else "no_scan"
-                part = commits[(r // 2) * TURNS_PER_ROUND : (r // 2 + 1) * TURNS_PER_ROUND]
-                events = _events(part, slices, f"round-{r}")
-                bodies = [
-                    json.dumps({"events": events[i : i + BATCH]}).encode()
-                    for i in range(0, len(events), BATCH)
-                ]
-                patch = _no_scan() if mode == "no_scan" else contextlib.nullcontext()
-                with patch:
-                    t0 = time.perf_counter()
-                    for e in events:
-                        scrub(e)
-                    scrub_timings[mode].append((time.perf_counter() - t0) / len(events))
-                    t0 = time.perf_counter()
-                    for body in bodies:
-                        res = client.post(
-                            "/v1/events",
-                            data=body,
-                            headers=headers,
-                            content_type="application/json",
-                            base_url="http://127.0.0.1:37800",
-                        )
-                        if res.status_code != 201:
-                            raise RuntimeError(res.get_data(as_text=True)[:300])
-                    timings[mode].append((time.perf_counter() - t0) / len(events))
-                n_events = len(events)
+            yield lambda body: client.post(
+                "/v1/events",
+                data=body,
+                headers=headers,
+                content_type="application/json",
+                base_url="http://127.0.0.1:37800",
+            )
         finally:
             rt.close()
+
+
+def ingest_cost(commits: list[dict[str, Any]], slices: list[str]) -> dict[str, Any]:
+    from wakemark.shared.privacy import scrub
+
+    with _events_api() as post:
+        timings: dict[str, list[float]] = {"scan": [], "no_scan": []}
+        scrub_timings: dict[str, list[float]] = {"scan": [], "no_scan": []}
+        n_events = 0
+        for r in range(ROUNDS * 2):
+            mode = "scan" if r % 2 == 0 else "no_scan"
+            part = commits[(r // 2) * TURNS_PER_ROUND : (r // 2 + 1) * TURNS_PER_ROUND]
+            events = _events(part, slices, f"round-{r}")
+            bodies = [
+                json.dumps({"events": events[i : i + BATCH]}).encode()
+                for i in range(0, len(events), BATCH)
+            ]
+            patch = _no_scan() if mode == "no_scan" else contextlib.nullcontext()
+            with patch:
+                t0 = time.perf_counter()
+                for e in events:
+                    scrub(e)
+                scrub_timings[mode].append((time.perf_counter() - t0) / len(events))
+                t0 = time.perf_counter()
+                for body in bodies:
+                    res = post(body)
+                    if res.status_code != 201:
+                        raise RuntimeError(res.get_data(as_text=True)[:300])
+                timings[mode].append((time.perf_counter() - t0) / len(events))
+            n_events = len(events)
 
     def us(values: list[float]) -> float:
         return round(statistics.median(values) * 1e6, 1)
@@ -393,42 +402,21 @@ def _bait_body(text: str) -> bytes:
 def _post_bodies(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """2 MiB requests through ``POST /v1/events`` of the real app (wall time). Their
     bodies are over the 1 MiB event limit: the answer is a 422, after the scrub."""
-    from wakemark.services.api import create_app
-    from wakemark.services.api.security import ensure_token
-    from wakemark.shared.config import Settings, prepare_home
-    from wakemark.shared.runtime import Runtime
-    from wakemark.shared.storage import migrate
-
     out = []
-    with tempfile.TemporaryDirectory() as home:
-        settings = Settings(home=Path(home), embedder="off")
-        prepare_home(settings)
-        migrate(settings)
-        rt = Runtime.build(settings)
-        try:
-            client = create_app(runtime=rt).test_client()
-            headers = {"Authorization": f"Bearer {ensure_token(settings)}"}
-            for body in bodies:
-                t0 = time.perf_counter()
-                res = client.post(
-                    "/v1/events",
-                    data=body["data"],
-                    headers=headers,
-                    content_type="application/json",
-                    base_url="http://127.0.0.1:37800",
-                )
-                wall = time.perf_counter() - t0
-                out.append(
-                    {
-                        "pattern": body["pattern"],
-                        "bait": body["bait"],
-                        "bytes": body["bytes"],
-                        "status": res.status_code,
-                        "wall_ms": round(wall * 1000, 1),
-                    }
-                )
-        finally:
-            rt.close()
+    with _events_api() as post:
+        for body in bodies:
+            t0 = time.perf_counter()
+            res = post(body["data"])
+            wall = time.perf_counter() - t0
+            out.append(
+                {
+                    "pattern": body["pattern"],
+                    "bait": body["bait"],
+                    "bytes": body["bytes"],
+                    "status": res.status_code,
+                    "wall_ms": round(wall * 1000, 1),
+                }
+            )
     return out
 
 

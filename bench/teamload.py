@@ -41,11 +41,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psycopg
 
 from bench import _scale_data as data
 from bench._codemem import DATASET
+from bench._stats import percentiles
 from bench.scale import ADMIN_URL, BUDGET_MS, URL, _Api
 from wakemark.shared.config import Settings
 
@@ -208,10 +208,7 @@ def outcome(body: dict[str, Any]) -> str:
 
 
 def _pcts(samples: list[float]) -> dict[str, float]:
-    if not samples:
-        return {"p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
-    arr = np.array(samples)
-    return {f"p{q}_ms": round(float(np.percentile(arr, q)), 1) for q in (50, 95, 99)}
+    return percentiles(samples, (50, 95, 99), digits=1)
 
 
 def _step(

@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psycopg
 
 from bench import _scale_data as data
+from bench._stats import percentiles
 from wakemark.shared.config import Settings
 from wakemark.shared.retrieval.legs import TrigramLeg
 from wakemark.shared.retrieval.lexical import search_lexical
@@ -51,11 +51,7 @@ SELECT count(*) FROM pg_stat_activity
 
 
 def _pct(values: list[float]) -> dict[str, float]:
-    a = np.asarray(values)
-    return {
-        "p50": round(float(np.percentile(a, 50)), 1),
-        "p95": round(float(np.percentile(a, 95)), 1),
-    }
+    return percentiles(values, digits=1, key="p{}")
 
 
 def _queries() -> dict[str, list[str]]:

@@ -3,19 +3,13 @@ browser's command line), or its address with the token printed."""
 
 from __future__ import annotations
 
-import socket
 import stat
 from pathlib import Path
 
+from tests.conftest import free_port
 from tests.test_cli import _env, _wakemark
 from wakemark.services.ui import handoff
 from wakemark.shared.config import Settings
-
-
-def _free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def test_ui_gives_the_browser_a_one_time_code_not_the_token(tmp_path: Path) -> None:
@@ -23,7 +17,7 @@ def test_ui_gives_the_browser_a_one_time_code_not_the_token(tmp_path: Path) -> N
     browser = tmp_path / "browser"
     browser.write_text(f'#!/bin/sh\nprintf "%s" "$*" > {seen}\n')
     browser.chmod(browser.stat().st_mode | stat.S_IEXEC)
-    port = _free_port()
+    port = str(free_port())
     done = _wakemark("ui", env=_env(tmp_path, BROWSER=str(browser), WAKEMARK_PORT=port))
     assert done.returncode == 0, done.stderr
     token = (tmp_path / "home" / "token").read_text().strip()
@@ -40,7 +34,7 @@ def test_ui_gives_the_browser_a_one_time_code_not_the_token(tmp_path: Path) -> N
 
 
 def test_ui_prints_the_address_when_no_browser_opens(tmp_path: Path) -> None:
-    port = _free_port()
+    port = str(free_port())
     for args, extra in ((("ui",), {"BROWSER": "false"}), (("ui", "--print"), {})):
         done = _wakemark(*args, env=_env(tmp_path, WAKEMARK_PORT=port, **extra))
         token = (tmp_path / "home" / "token").read_text().strip()

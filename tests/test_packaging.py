@@ -13,7 +13,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import per_run
+from tests.conftest import free_port, per_run  # loaded for every test anyway
 
 pytestmark = [pytest.mark.slow, pytest.mark.wheel, pytest.mark.timeout(600)]
 
@@ -125,12 +124,6 @@ def test_a_fresh_venv_with_the_wheel_stays_small(venv: Path) -> None:
     assert not (site / "torch").exists() and not (site / "sentence_transformers").exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _get(port: int, path: str, token: str) -> tuple[int, Any]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
@@ -151,7 +144,7 @@ def user(tmp_path: Path, venv: Path) -> dict[str, str]:
         HOME=str(home),
         PATH=f"{venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
         WAKEMARK_EMBEDDER="off",
-        WAKEMARK_PORT=str(_free_port()),
+        WAKEMARK_PORT=str(free_port()),
     )
     env.pop("VIRTUAL_ENV", None)
     return env

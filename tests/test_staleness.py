@@ -402,58 +402,54 @@ def test_a_team_server_checks_the_hashes_the_forwarder_sends(
     settings: Settings, repo: Path, tmp_path: Path
 ) -> None:
     import hashlib
-    import threading
 
-    from werkzeug.serving import make_server
-
-    from tests.hooks.test_forwarder import _env, _free_port, _hook
-    from wakemark.services.api import create_app
+    from tests.conftest import free_port
+    from tests.hooks.test_forwarder import _env, _hook
+    from tests.served import serving
     from wakemark.services.api.security import ensure_token
     from wakemark.shared.runtime import Runtime
 
     # Bound to all interfaces: its clients are other machines, whose files it never reads.
-    settings = settings.replace(port=_free_port(), host="0.0.0.0", min_prompt_relevance=0.0,
+    settings = settings.replace(port=free_port(), host="0.0.0.0", min_prompt_relevance=0.0,
                                 min_relevance=0.05)  # fmt: skip
     prepare_home(settings)
     migrate(settings)
     rt = Runtime.build(settings)
-    http = make_server("127.0.0.1", settings.port, create_app(runtime=rt))
-    threading.Thread(target=http.serve_forever, daemon=True).start()
     try:
-        ns = project.namespace_for(ACTOR, project.project_id(str(repo)))
-        record = cited(ns)
-        rt.storage.put_memory_record(record)
-        with rt.storage.transaction() as tx:
-            tx.put_anchors(capture(record, str(repo), readable=False))  # type: ignore[arg-type]
-        env = _env(tmp_path / "client", settings.port, ensure_token(settings))
-        env["CLAUDE_PROJECT_DIR"] = str(repo)
+        with serving(rt, settings.port):
+            ns = project.namespace_for(ACTOR, project.project_id(str(repo)))
+            record = cited(ns)
+            rt.storage.put_memory_record(record)
+            with rt.storage.transaction() as tx:
+                tx.put_anchors(capture(record, str(repo), readable=False))  # type: ignore[arg-type]
+            env = _env(tmp_path / "client", settings.port, ensure_token(settings))
+            env["CLAUDE_PROJECT_DIR"] = str(repo)
 
-        def ask(session: str) -> str:
-            payload = load("claude-code", "UserPromptSubmit", repo)
-            payload.update(session_id=session, prompt=ASK)
-            done = _hook(env, repo, "claude-code", stdin=json.dumps(payload).encode())
-            assert done.returncode == 0
-            return done.stdout.decode()
+            def ask(session: str) -> str:
+                payload = load("claude-code", "UserPromptSubmit", repo)
+                payload.update(session_id=session, prompt=ASK)
+                done = _hook(env, repo, "claude-code", stdin=json.dumps(payload).encode())
+                assert done.returncode == 0
+                return done.stdout.decode()
 
-        # First prompt: nothing to check yet; the reply asks for the cited files.
-        assert record.title in ask("t1")
-        [watched] = (tmp_path / "client" / "watch").iterdir()
-        assert watched.read_text().split("\n")[1:3] == ["billing/address.py", "billing/tax.py"]
-        # Second: the forwarder sends their hashes, which become the record's anchors.
-        assert record.title in ask("t2")
-        anchors = rt.storage.get_anchors([record.record_id])[record.record_id]
-        sha = hashlib.sha256((repo / "billing" / "address.py").read_bytes()).hexdigest()
-        assert anchors.hashed and anchors.files[0].sha256 == sha
-        # Third, after an edit: marked; after a delete: left out, and the audit says why.
-        edit(repo, "order.city", "order.town")
-        assert "(changed since: billing/address.py)" in ask("t3")
-        git(repo, "rm", "-qf", "billing/tax.py")
-        assert record.title not in ask("t4")
-        rt.retriever.flush_audit()
-        [row] = rt.storage.list_retrievals(session_id="t4")
-        [candidate] = [c for c in row.candidates if c.record_id == record.record_id]
-        assert candidate.skipped == "gone: billing/tax.py"
-        assert staleness.FROM_CLIENT in row.reason
+            # First prompt: nothing to check yet; the reply asks for the cited files.
+            assert record.title in ask("t1")
+            [watched] = (tmp_path / "client" / "watch").iterdir()
+            assert watched.read_text().split("\n")[1:3] == ["billing/address.py", "billing/tax.py"]
+            # Second: the forwarder sends their hashes, which become the record's anchors.
+            assert record.title in ask("t2")
+            anchors = rt.storage.get_anchors([record.record_id])[record.record_id]
+            sha = hashlib.sha256((repo / "billing" / "address.py").read_bytes()).hexdigest()
+            assert anchors.hashed and anchors.files[0].sha256 == sha
+            # Third, after an edit: marked; after a delete: left out, and the audit says why.
+            edit(repo, "order.city", "order.town")
+            assert "(changed since: billing/address.py)" in ask("t3")
+            git(repo, "rm", "-qf", "billing/tax.py")
+            assert record.title not in ask("t4")
+            rt.retriever.flush_audit()
+            [row] = rt.storage.list_retrievals(session_id="t4")
+            [candidate] = [c for c in row.candidates if c.record_id == record.record_id]
+            assert candidate.skipped == "gone: billing/tax.py"
+            assert staleness.FROM_CLIENT in row.reason
     finally:
-        http.shutdown()
         rt.close()

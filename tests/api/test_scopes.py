@@ -82,6 +82,30 @@ def _hook_payload(cwd: str = "/home/bob/shop") -> dict[str, Any]:
 Case = Callable[[World, Api], list[Any]]
 
 
+def _refused_then_served(
+    bob: Api, path: str, alice: dict[str, str], own: dict[str, str] | None = None
+) -> list[Any]:
+    """bob GETs ``path`` for alice's namespace (403) and for his own (200)."""
+    other = bob.get(path, query_string=alice)
+    mine = bob.get(path, query_string=own or {})
+    assert (other.status_code, mine.status_code) == (403, 200)
+    return [other, mine]
+
+
+def _by_id(kind: str, suffix: str = "") -> Case:
+    """bob GETs alice's record or event by its id (404: as if it did not exist) and his
+    own (200)."""
+
+    def case(w: World, bob: Api) -> list[Any]:
+        ids = w.records if kind == "memories" else w.events
+        other = bob.get(f"/v1/{kind}/{ids[ALICE]}{suffix}")
+        mine = bob.get(f"/v1/{kind}/{ids[BOB]}{suffix}")
+        assert (other.status_code, mine.status_code) == (404, 200)
+        return [other, mine]
+
+    return case
+
+
 def _health(w: World, bob: Api) -> list[Any]:
     res = bob.get("/health")
     assert res.status_code == 200  # public, and holds no user content
@@ -140,17 +164,13 @@ def _search(w: World, bob: Api) -> list[Any]:
 
 
 def _context(w: World, bob: Api) -> list[Any]:
-    other = bob.get("/v1/context", query_string={"namespace": ALICE})
-    mine = bob.get("/v1/context")
-    assert (other.status_code, mine.status_code) == (403, 200)
+    other, mine = _refused_then_served(bob, "/v1/context", {"namespace": ALICE})
     assert f"{WORD} plan of bob" in mine.json["context"]
     return [other, mine]
 
 
 def _list_memories(w: World, bob: Api) -> list[Any]:
-    other = bob.get("/v1/memories", query_string={"namespace": ALICE})
-    mine = bob.get("/v1/memories")
-    assert (other.status_code, mine.status_code) == (403, 200)
+    other, mine = _refused_then_served(bob, "/v1/memories", {"namespace": ALICE})
     assert [r["record_id"] for r in mine.json["items"]] == [w.records[BOB]]
     return [other, mine]
 
@@ -162,13 +182,6 @@ def _create_memory(w: World, bob: Api) -> list[Any]:
         f"{WORD} plan of alice"
     ]
     return [res]
-
-
-def _get_memory(w: World, bob: Api) -> list[Any]:
-    other = bob.get(f"/v1/memories/{w.records[ALICE]}")
-    mine = bob.get(f"/v1/memories/{w.records[BOB]}")
-    assert (other.status_code, mine.status_code) == (404, 200)
-    return [other, mine]
 
 
 def _patch_memory(w: World, bob: Api) -> list[Any]:
@@ -193,17 +206,8 @@ def _timeline(w: World, bob: Api) -> list[Any]:
 
 
 def _list_events(w: World, bob: Api) -> list[Any]:
-    other = bob.get("/v1/events", query_string={"namespace": "/actor/alice/"})
-    mine = bob.get("/v1/events")
-    assert (other.status_code, mine.status_code) == (403, 200)
+    other, mine = _refused_then_served(bob, "/v1/events", {"namespace": "/actor/alice/"})
     assert [e["event_id"] for e in mine.json["items"]] == [w.events[BOB]]
-    return [other, mine]
-
-
-def _get_event(w: World, bob: Api) -> list[Any]:
-    other = bob.get(f"/v1/events/{w.events[ALICE]}")
-    mine = bob.get(f"/v1/events/{w.events[BOB]}")
-    assert (other.status_code, mine.status_code) == (404, 200)
     return [other, mine]
 
 
@@ -215,9 +219,7 @@ def _projects(w: World, bob: Api) -> list[Any]:
 
 
 def _stats(w: World, bob: Api) -> list[Any]:
-    other = bob.get("/v1/stats", query_string={"namespace": ALICE})
-    mine = bob.get("/v1/stats")
-    assert (other.status_code, mine.status_code) == (403, 200)
+    other, mine = _refused_then_served(bob, "/v1/stats", {"namespace": ALICE})
     assert (mine.json["memories"], mine.json["events"]) == (1, 1)
     return [other, mine]
 
@@ -226,9 +228,8 @@ def _retrievals(w: World, bob: Api) -> list[Any]:
     prompt = make_event("prompt", namespace=ALICE, body={"type": "text", "content": WORD})
     made = w.admin.post("/v1/events?retrieve=true", json=prompt)
     assert made.status_code == 201 and made.json["retrieval"]["retrieval_id"]
-    other = bob.get("/v1/retrievals", query_string={"namespace": ALICE})
-    mine = bob.get("/v1/retrievals")  # defaults to /actor/bob/: none of alice's rows
-    assert (other.status_code, mine.status_code) == (403, 200)
+    # bob's own defaults to /actor/bob/: none of alice's rows
+    other, mine = _refused_then_served(bob, "/v1/retrievals", {"namespace": ALICE})
     assert mine.json["items"] == []
     return [other, mine]
 
@@ -236,9 +237,8 @@ def _retrievals(w: World, bob: Api) -> list[Any]:
 def _retrieval_sessions(w: World, bob: Api) -> list[Any]:
     prompt = make_event("prompt", namespace=ALICE, body={"type": "text", "content": WORD})
     assert w.admin.post("/v1/events?retrieve=true", json=prompt).status_code == 201
-    other = bob.get("/v1/retrievals/sessions", query_string={"namespace": ALICE})
-    mine = bob.get("/v1/retrievals/sessions", query_string={"namespace": BOB})
-    assert (other.status_code, mine.status_code) == (403, 200)
+    path = "/v1/retrievals/sessions"
+    other, mine = _refused_then_served(bob, path, {"namespace": ALICE}, {"namespace": BOB})
     assert mine.json["items"] == []
     seen = w.admin.get("/v1/retrievals/sessions", query_string={"namespace": ALICE})
     assert [s["prompts"] for s in seen.json["items"]] == [1]
@@ -256,9 +256,8 @@ def _get_retrieval(w: World, bob: Api) -> list[Any]:
 
 
 def _export(w: World, bob: Api) -> list[Any]:
-    other = bob.get("/v1/export", query_string={"namespace": ALICE})
-    mine = bob.get("/v1/export")  # defaults to /actor/bob/
-    assert (other.status_code, mine.status_code) == (403, 200)
+    # bob's own defaults to /actor/bob/
+    other, mine = _refused_then_served(bob, "/v1/export", {"namespace": ALICE})
     assert w.records[BOB] in mine.get_data(as_text=True)
     return [other, mine]
 
@@ -267,20 +266,6 @@ def _openapi(w: World, bob: Api) -> list[Any]:
     res = bob.get("/openapi.json")  # public: the contract, no user content
     assert res.status_code == 200 and res.json["openapi"].startswith("3.1")
     return [res]
-
-
-def _memory_source(w: World, bob: Api) -> list[Any]:
-    other = bob.get(f"/v1/memories/{w.records[ALICE]}/source")
-    mine = bob.get(f"/v1/memories/{w.records[BOB]}/source")
-    assert (other.status_code, mine.status_code) == (404, 200)
-    return [other, mine]
-
-
-def _memory_history(w: World, bob: Api) -> list[Any]:
-    other = bob.get(f"/v1/memories/{w.records[ALICE]}/history")
-    mine = bob.get(f"/v1/memories/{w.records[BOB]}/history")
-    assert (other.status_code, mine.status_code) == (404, 200)
-    return [other, mine]
 
 
 def _split_memory(w: World, bob: Api) -> list[Any]:
@@ -308,10 +293,8 @@ def _bulk_delete(w: World, bob: Api) -> list[Any]:
 
 
 def _context_preview(w: World, bob: Api) -> list[Any]:
-    other = bob.get("/v1/context/preview", query_string={"namespace": ALICE, "prompt": WORD})
-    mine = bob.get("/v1/context/preview", query_string={"namespace": BOB, "prompt": WORD})
-    assert (other.status_code, mine.status_code) == (403, 200)
-    return [other, mine]
+    alice, own = {"namespace": ALICE, "prompt": WORD}, {"namespace": BOB, "prompt": WORD}
+    return _refused_then_served(bob, "/v1/context/preview", alice, own)
 
 
 def _ui(w: World, bob: Api) -> list[Any]:
@@ -328,9 +311,9 @@ def _ui_token(w: World, bob: Api) -> list[Any]:
 
 
 CASES: dict[tuple[str, str], Case] = {
-    ("GET", "/v1/memories/<record:record_id>/source"): _memory_source,
+    ("GET", "/v1/memories/<record:record_id>/source"): _by_id("memories", "/source"),
     ("POST", "/v1/memories/delete"): _bulk_delete,
-    ("GET", "/v1/memories/<record:record_id>/history"): _memory_history,
+    ("GET", "/v1/memories/<record:record_id>/history"): _by_id("memories", "/history"),
     ("POST", "/v1/memories/<record:record_id>/split"): _split_memory,
     ("GET", "/v1/memories/code"): _code_state,
     ("GET", "/v1/context/preview"): _context_preview,
@@ -353,12 +336,12 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/v1/context"): _context,
     ("GET", "/v1/memories"): _list_memories,
     ("POST", "/v1/memories"): _create_memory,
-    ("GET", "/v1/memories/<record:record_id>"): _get_memory,
+    ("GET", "/v1/memories/<record:record_id>"): _by_id("memories"),
     ("PATCH", "/v1/memories/<record:record_id>"): _patch_memory,
     ("DELETE", "/v1/memories/<record:record_id>"): _delete_memory,
     ("GET", "/v1/timeline"): _timeline,
     ("GET", "/v1/events"): _list_events,
-    ("GET", "/v1/events/<event_id>"): _get_event,
+    ("GET", "/v1/events/<event_id>"): _by_id("events"),
     ("GET", "/v1/projects"): _projects,
     ("GET", "/v1/stats"): _stats,
 }

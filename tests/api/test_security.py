@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 
 import pytest
 
+from tests.threads import race
 from wakemark.services.api.security import allowed_hosts, ensure_token
 from wakemark.shared.config import Settings
 
@@ -25,17 +25,7 @@ def test_token_file_is_created_0600_and_stable(settings: Settings) -> None:
 
 def test_concurrent_first_start_agrees_on_one_token(settings: Settings) -> None:
     results: list[str] = []
-    barrier = threading.Barrier(8)
-
-    def start() -> None:
-        barrier.wait()
-        results.append(ensure_token(settings))
-
-    threads = [threading.Thread(target=start) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert race([lambda: results.append(ensure_token(settings))] * 8) == []
     assert len(set(results)) == 1
     assert settings.token_path.read_text().strip() == results[0]
     assert [p.name for p in settings.home.iterdir()] == ["token"]  # no temp files left

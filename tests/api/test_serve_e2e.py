@@ -16,18 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import stop
+from tests.conftest import free_port, stop
 from wakemark.shared import __version__
 
 from .conftest import make_event
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(home: Path, port: int) -> dict[str, str]:
@@ -90,7 +84,7 @@ def _serving(env: dict[str, str], port: int, *args: str) -> Iterator[Path]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
-    port = _free_port()
+    port = free_port()
     env = _env(tmp_path / "home", port)
     with _serving(env, port):
         yield port, env
@@ -99,14 +93,14 @@ def server(tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
 def test_serve_runs_one_thread_per_worker_on_sqlite(tmp_path: Path) -> None:
     # With SQLite every step holds the GIL or the write lock: a second thread only contends
     # (bench/ingest). --threads still overrides it.
-    port = _free_port()
+    port = free_port()
     with _serving(_env(tmp_path / "home", port), port) as log:
         assert "(sqlite, 1 worker(s) x 1 thread(s))" in log.read_text()
 
 
 def test_serve_warms_the_embedder_before_any_search(tmp_path: Path, onnx_model_path: Path) -> None:
     # The first prompt of a session should already get vector results, not a cold model.
-    port = _free_port()
+    port = free_port()
     env = _env(tmp_path / "home", port)
     env.update(WAKEMARK_EMBEDDER="onnx", WAKEMARK_MODEL_PATH=str(onnx_model_path))
     with _serving(env, port):
@@ -157,7 +151,7 @@ def test_serve_ingest_read_back_status_doctor(server: tuple[int, dict[str, str]]
 
 
 def test_status_and_doctor_report_problems(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = _env(tmp_path / "home", port)
     status = _wakemark(env, "status")
     assert status.returncode == 1 and "not running" in status.stdout

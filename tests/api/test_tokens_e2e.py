@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from wakemark.services.api.security import TOKEN_CACHE_TTL_S
 
-from .test_serve_e2e import _call, _env, _free_port, _serving, _wakemark
+from .test_serve_e2e import _call, _env, _serving, _wakemark
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +19,7 @@ ALICE = "/actor/alice/project/p1/"
 
 
 def test_cli_tokens_over_a_real_server(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     home = tmp_path / "home"
     env = _env(home, port)
     created = _wakemark(env, "token", "create", "--actor", "bob", "--name", "e2e")

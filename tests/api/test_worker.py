@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from wakemark.services.api import polled
 from wakemark.services.cli.serve import gunicorn_argv
 
-from .test_serve_e2e import _env, _free_port, _serving
+from .test_serve_e2e import _env, _serving
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +108,7 @@ def test_framing_looks_at_each_byte_a_bounded_number_of_times() -> None:
 
 
 def test_keep_alive_and_pipelined_requests_are_all_answered(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     with _serving(_env(tmp_path / "home", port), port) as log:
         assert "Using worker: wakemark.services.api.polled.InlineWorker" in log.read_text()
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -123,7 +124,7 @@ def test_keep_alive_and_pipelined_requests_are_all_answered(tmp_path: Path) -> N
 
 def test_a_silent_connection_does_not_hold_up_other_clients(tmp_path: Path) -> None:
     # A pre-connect that sends nothing must not hold up the only thread.
-    port = _free_port()
+    port = free_port()
     with (
         _serving(_env(tmp_path / "home", port), port),
         socket.create_connection(("127.0.0.1", port), timeout=10) as silent,
@@ -137,7 +138,7 @@ def test_a_silent_connection_does_not_hold_up_other_clients(tmp_path: Path) -> N
 
 
 def test_more_threads_run_the_polled_pool(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     with _serving(_env(tmp_path / "home", port), port, "--threads", "2") as log:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(_health(port))
@@ -217,7 +218,7 @@ def _dribble_and_check(port: int, token: str, seconds: float) -> list[float]:
 def test_slow_clients_never_hold_the_service(
     tmp_path: Path, request: pytest.FixtureRequest, backend: str, threads: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     home = tmp_path / "home"
     env = _env(home, port)
     if backend == "postgres":
@@ -230,7 +231,7 @@ def test_slow_clients_never_hold_the_service(
 
 
 def test_a_request_not_whole_in_time_is_answered_408(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     with _serving(_env(tmp_path / "home", port), port):
         with socket.create_connection(("127.0.0.1", port), timeout=30) as stalled:
             stalled.sendall(b"GET /health HTTP/1.1\r\nHo")
@@ -249,7 +250,7 @@ def test_a_request_not_whole_in_time_is_answered_408(tmp_path: Path) -> None:
 
 
 def test_closing_connections_and_expect_continue_never_stall_the_worker(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     home = tmp_path / "home"
     with _serving(_env(home, port), port):
         token = (home / "token").read_text().strip()

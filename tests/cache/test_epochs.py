@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
+from tests.threads import race
 from wakemark.shared.cache import Epochs, LocalEpochs, RedisEpochs, open_epochs, prefixes
 from wakemark.shared.config import Settings
 
@@ -61,11 +61,7 @@ def test_concurrent_bumps_are_all_counted() -> None:
         for _ in range(200):
             epochs.bump({NS})
 
-    threads = [threading.Thread(target=bump_many) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert race([bump_many] * 4) == []
     assert epochs.get(NS) == 800 and epochs.get("/actor/a/") == 800
 
 
@@ -98,14 +94,8 @@ def test_redis_data_loss_never_repeats_an_epoch(redis_url: str) -> None:
         epochs.close()
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_redis_down_never_serves_a_stale_epoch(caplog: pytest.LogCaptureFixture) -> None:
-    epochs = RedisEpochs(f"redis://127.0.0.1:{_closed_port()}/15")
+    epochs = RedisEpochs(f"redis://127.0.0.1:{free_port()}/15")
     with caplog.at_level(logging.WARNING, logger="wakemark.shared.cache.epochs"):
         values = [epochs.get(NS) for _ in range(5)]
         epochs.bump({NS})  # must not raise: ingest never fails because Redis is down

@@ -9,14 +9,14 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from werkzeug.serving import make_server
 
-from wakemark.services.api import create_app
+from tests.conftest import free_port
+from tests.served import serving
 from wakemark.services.api.security import ensure_token
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.runtime import Runtime
@@ -29,31 +29,23 @@ HOOK = str(Path(__file__).resolve().parents[2] / "wakemark" / "services" / "forw
 FORMER = Path(HOOK).parents[1] / "cli" / "hook.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
+@dataclass
 class Server:
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.runtime = Runtime.build(settings)
-        self.token = ensure_token(settings)
-        self.http = make_server("127.0.0.1", settings.port, create_app(runtime=self.runtime))
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+    settings: Settings
+    runtime: Runtime
+    token: str
 
 
 @pytest.fixture
 def server(settings: Settings) -> Iterator[Server]:
-    settings = settings.replace(port=_free_port())
+    settings = settings.replace(port=free_port())
     prepare_home(settings)
     migrate(settings)
-    srv = Server(settings)
-    srv.thread.start()
-    yield srv
-    srv.http.shutdown()
-    srv.runtime.close()
+    runtime = Runtime.build(settings)
+    token = ensure_token(settings)
+    with serving(runtime, settings.port):
+        yield Server(settings, runtime, token)
+    runtime.close()
 
 
 def _env(home: Path, port: int, token: str | None = None) -> dict[str, str]:
@@ -140,7 +132,7 @@ def test_malformed_stdin_exits_0_quietly(server: Server, project_dir: Path, stdi
 
 
 def test_server_down_exits_0_silently(tmp_path: Path, project_dir: Path) -> None:
-    env = _env(tmp_path / "home", _free_port(), "t")
+    env = _env(tmp_path / "home", free_port(), "t")
     payload = json.dumps(load("claude-code", "UserPromptSubmit", project_dir)).encode()
     out = _hook(env, project_dir, "claude-code", stdin=payload)
     assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
@@ -149,7 +141,7 @@ def test_server_down_exits_0_silently(tmp_path: Path, project_dir: Path) -> None
 
 
 def test_server_down_gemini_still_gets_json(tmp_path: Path, project_dir: Path) -> None:
-    env = _env(tmp_path / "home", _free_port(), "t")
+    env = _env(tmp_path / "home", free_port(), "t")
     payload = json.dumps(load("gemini-cli", "BeforeAgent", project_dir)).encode()
     out = _hook(env, project_dir, "gemini-cli", stdin=payload)
     assert (out.returncode, out.stdout.strip()) == (0, b"{}")
@@ -171,7 +163,7 @@ def test_hook_log_is_capped(tmp_path: Path, project_dir: Path) -> None:
     logs = tmp_path / "home" / "logs"
     logs.mkdir(parents=True)
     (logs / "hook.log").write_text("x" * 300_000)
-    env = _env(tmp_path / "home", _free_port(), "t")
+    env = _env(tmp_path / "home", free_port(), "t")
     _hook(env, project_dir, "claude-code", stdin=b"{}")
     assert (logs / "hook.log.1").stat().st_size == 300_000
     assert (logs / "hook.log").stat().st_size < 1000
@@ -180,7 +172,7 @@ def test_hook_log_is_capped(tmp_path: Path, project_dir: Path) -> None:
 def test_forwarder_imports_only_the_standard_library(tmp_path: Path, project_dir: Path) -> None:
     # Run exactly as installed (the file by path, -S -E -s); -X importtime lists every
     # module the interpreter imports, its own start-up included.
-    env = _env(tmp_path / "home", _free_port(), "t")
+    env = _env(tmp_path / "home", free_port(), "t")
     out = subprocess.run(
         [sys.executable, "-S", "-E", "-s", "-X", "importtime", HOOK, "claude-code"],
         input=b'{"session_id": "s"}', env=env, cwd=project_dir, capture_output=True, timeout=10,

@@ -5,11 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tests.importers.twice import import_twice, store_twice_extract_once
 from tests.test_cli import _env
-from tests.test_cli_transfer import _wakemark
 from wakemark.services.importers.claude_code import session_events, transcripts
 from wakemark.shared import project
-from wakemark.shared.jobs import tasks
 from wakemark.shared.runtime import Runtime
 
 FIXTURE = (
@@ -41,16 +40,7 @@ def test_a_transcript_becomes_prompt_tool_uses_and_an_answer() -> None:
 
 
 def test_replayed_events_are_extracted_as_usual_and_import_once(runtime: Runtime) -> None:
-    storage = runtime.storage
-    evs = events()
-    assert all(r.stored for r in storage.put_events(evs))
-    assert not any(r.stored for r in storage.put_events(events()))
-    pending = storage.pending_turns()
-    assert len(pending) == 1  # the answer closed the turn
-    written = tasks.extract_turns(runtime, pending)
-    assert len(written) == 1
-    rec = storage.get_memory_record(written[0])
-    assert rec is not None and rec.namespace == evs[0].namespace
+    evs, rec = store_twice_extract_once(runtime, events)
     assert set(rec.source_event_ids) == {e.event_id for e in evs}
 
 
@@ -61,8 +51,5 @@ def test_the_command_imports_a_projects_directory(tmp_path: Path) -> None:
     shutil.copy(FIXTURE, projects / "subagents" / "agent-1.jsonl")  # left out
     assert transcripts(str(tmp_path / "projects")) == [str(projects / "session.jsonl")]
     env = _env(tmp_path)
-    done = _wakemark("import", "--from", "claude-code", str(tmp_path / "projects"), env=env)
-    assert done.returncode == 0, done.stderr
-    assert b"1 session log(s), 6 event(s) in 1 project(s); stored 6 new" in done.stderr
-    again = _wakemark("import", "--from", "claude-code", str(tmp_path / "projects"), env=env)
-    assert b"stored 0 new" in again.stderr
+    first = b"1 session log(s), 6 event(s) in 1 project(s); stored 6 new"
+    import_twice(env, "claude-code", str(tmp_path / "projects"), first=first, again=b"stored 0 new")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.importers.twice import import_twice, store_twice_extract_once
 from tests.test_cli import _env
 from tests.test_cli_transfer import _wakemark
 from wakemark.services.agents.codex import exit_code
@@ -122,16 +123,7 @@ def test_exit_codes_in_each_shape_codex_writes() -> None:
 
 
 def test_replayed_rollouts_are_extracted_as_usual_and_import_once(runtime: Runtime) -> None:
-    storage = runtime.storage
-    evs = events(DESKTOP)
-    assert all(r.stored for r in storage.put_events(evs))
-    assert not any(r.stored for r in storage.put_events(events(DESKTOP)))
-    pending = storage.pending_turns()
-    assert len(pending) == 1  # the answer closed the turn
-    written = tasks.extract_turns(runtime, pending)
-    assert len(written) == 1
-    rec = storage.get_memory_record(written[0])
-    assert rec is not None and rec.namespace == evs[0].namespace
+    evs, rec = store_twice_extract_once(runtime, lambda: events(DESKTOP))
     # Provenance: the prompt, the answer and the tool calls that gave a fact.
     assert {evs[0].event_id, evs[-1].event_id} <= set(rec.source_event_ids)
     assert set(rec.source_event_ids) <= {e.event_id for e in evs}
@@ -146,11 +138,8 @@ def test_the_command_imports_a_sessions_directory(tmp_path: Path) -> None:
         folder.mkdir(parents=True)
         shutil.copy(log, folder / log.name)
     env = _env(tmp_path)
-    done = _wakemark("import", "--from", "codex", str(tmp_path / "sessions"), env=env)
-    assert done.returncode == 0, done.stderr
-    assert b"3 session log(s), 24 event(s) in 3 project(s); stored 24 new" in done.stderr
-    again = _wakemark("import", "--from", "codex", str(tmp_path / "sessions"), env=env)
-    assert b"stored 0 new" in again.stderr
+    first = b"3 session log(s), 24 event(s) in 3 project(s); stored 24 new"
+    import_twice(env, "codex", str(tmp_path / "sessions"), first=first, again=b"stored 0 new")
     missing = _wakemark("import", "--from", "codex", str(tmp_path / "nothing"), env=env)
     assert missing.returncode == 2 and b"no session log" in missing.stderr
 

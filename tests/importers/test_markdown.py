@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.importers.twice import import_twice
 from tests.test_cli import _env
 from tests.test_cli_transfer import _wakemark
 from wakemark.services.importers.markdown import files, records, sections
@@ -58,10 +59,9 @@ def test_the_command_imports_a_projects_memory_files_once(tmp_path: Path) -> Non
     dry = _wakemark("import", "--from", "markdown", str(repo), "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert b"2 file(s), 17 section(s); would write 17 new record(s)" in dry.stderr, dry.stderr
-    done = _wakemark("import", "--from", "markdown", str(repo), env=env)
-    assert b"wrote 17 new record(s)" in done.stderr, done.stderr
-    again = _wakemark("import", "--from", "markdown", str(repo), env=env)
-    assert b"wrote 0 new record(s)" in again.stderr
+    import_twice(
+        env, "markdown", str(repo), first=b"wrote 17 new record(s)", again=b"wrote 0 new record(s)"
+    )
     storage = open_storage(Settings(home=tmp_path / "home"))
     try:
         page = storage.list_memory_records(project.namespace(str(repo)), limit=50)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from redis import Redis
 
+from tests.conftest import free_port
 from wakemark.shared.config import Settings
 from wakemark.shared.jobs import sweep
 from wakemark.shared.jobs.celery_dispatch import CeleryDispatcher, celery_config
@@ -119,9 +120,7 @@ def test_sigkill_mid_extraction_then_restart_extracts_each_turn_once(
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[Any]:
     """A private redis-server on a free port the test may stop and restart (never 6379)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
     cmd += ["--appendonly", "no", "--dir", str(tmp_path)]
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.threads import race
 from wakemark.shared.config import Settings
 from wakemark.shared.embedding import tokenizer_path
 from wakemark.shared.jobs import (
@@ -104,23 +105,12 @@ def test_concurrent_extraction_of_one_turn_writes_one_record(
     # Two workers racing on the same turns: the conditional mark lets exactly one commit.
     runtime = make_runtime(backend_settings)
     turns = ingest(runtime, 8, enqueue=False)
-    barrier = threading.Barrier(3)
-    errors: list[BaseException] = []
 
     def work() -> None:
-        barrier.wait()
-        try:
-            for turn_id in turns:
-                extract_turns(runtime.tasks, [turn_id])
-        except BaseException as exc:
-            errors.append(exc)
+        for turn_id in turns:
+            extract_turns(runtime.tasks, [turn_id])
 
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert race([work] * 3) == []
     assert_extracted_once(runtime, turns)
 
 
@@ -266,31 +256,19 @@ def test_concurrent_workers_leave_one_current_record_per_subject(
         answer = f"The invoice PDF crashed on accented customer names; fixed with {fix}."
         events = [event("prompt", prompt, session), event("session_summary", answer, session)]
         turns[n % 2] += workers[0].storage.put_events(events)[-1].closed_turns
-    start = threading.Barrier(2)
-    errors: list[BaseException] = []
 
     def work(runtime, mine: list[str]) -> None:  # type: ignore[no-untyped-def]
-        try:
-            start.wait()
-            for turn_id in mine:
-                for attempt in range(5):  # a job is retried after a transient error
-                    try:
-                        extract_turns(runtime.tasks, [turn_id])
-                        break
-                    except TransientStorageError:
-                        if attempt == 4:
-                            raise
-        except BaseException as exc:  # reported below, not lost in the thread
-            errors.append(exc)
+        for turn_id in mine:
+            for attempt in range(5):  # a job is retried after a transient error
+                try:
+                    extract_turns(runtime.tasks, [turn_id])
+                    break
+                except TransientStorageError:
+                    if attempt == 4:
+                        raise
 
-    threads = [
-        threading.Thread(target=work, args=(w, t)) for w, t in zip(workers, turns, strict=True)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    works = [functools.partial(work, w, t) for w, t in zip(workers, turns, strict=True)]
+    assert race(works) == []
     storage = workers[0].storage
     [current] = storage.list_memory_records(NS).items
     history = storage.get_history(current.record_id)

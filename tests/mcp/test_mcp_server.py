@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import tomllib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -21,24 +19,18 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from werkzeug.serving import make_server
 
-from wakemark.services.api import create_app
+from tests.conftest import free_port
+from tests.hooks.conftest import ACTOR
+from tests.served import serving
 from wakemark.services.api.security import ensure_token
 from wakemark.services.mcp.schemas import TOOLS
-from wakemark.shared import project, tokens
+from wakemark.shared import tokens
 from wakemark.shared.config import Settings
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
 
 WAKEMARK = str(Path(sys.executable).with_name("wakemark"))
-ACTOR = "alice"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -56,28 +48,11 @@ def served(backend_settings: Settings) -> Iterator[Served]:
     port = free_port()
     settings = backend_settings.replace(port=port)
     runtime = Runtime.build(settings)
-    server = make_server("127.0.0.1", port, create_app(runtime=runtime), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield Served(port, ensure_token(settings), runtime, settings.home)
+        with serving(runtime, port, threaded=True):
+            yield Served(port, ensure_token(settings), runtime, settings.home)
     finally:
-        server.shutdown()
-        thread.join()
         runtime.close()
-
-
-@pytest.fixture
-def project_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "shop"
-    (root / ".git").mkdir(parents=True)
-    (root / "src").mkdir()
-    return root
-
-
-@pytest.fixture
-def namespace(project_dir: Path) -> str:
-    return project.namespace_for(ACTOR, project.project_id(str(project_dir.resolve())))
 
 
 def mcp_env(home: Path, port: int, token: str | None = None) -> dict[str, str]:

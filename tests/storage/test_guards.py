@@ -88,25 +88,27 @@ def concerns() -> list[str]:
     return sorted(p.stem for p in (STORAGE / "ports").glob("*.py") if p.stem != "__init__")
 
 
-def defined_methods(path: Path) -> set[str]:
-    """Public methods of the classes in ``path``."""
-    return {
-        node.name
+def methods(path: Path) -> list[ast.FunctionDef]:
+    """The methods of the classes in ``path``."""
+    return [
+        node
         for cls in ast.parse(path.read_text(encoding="utf-8")).body
         if isinstance(cls, ast.ClassDef)
         for node in cls.body
-        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
-    }
+        if isinstance(node, ast.FunctionDef)
+    ]
+
+
+def defined_methods(path: Path) -> set[str]:
+    """Public methods of the classes in ``path``."""
+    return {node.name for node in methods(path) if not node.name.startswith("_")}
 
 
 def abstract_methods(path: Path) -> set[str]:
     return {
         node.name
-        for cls in ast.parse(path.read_text(encoding="utf-8")).body
-        if isinstance(cls, ast.ClassDef)
-        for node in cls.body
-        if isinstance(node, ast.FunctionDef)
-        and any(ast.unparse(d).endswith("abstractmethod") for d in node.decorator_list)
+        for node in methods(path)
+        if any(ast.unparse(d).endswith("abstractmethod") for d in node.decorator_list)
     }
 
 

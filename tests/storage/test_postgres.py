@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from tests.threads import race
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import SearchQuery, TransientStorageError
@@ -124,22 +126,7 @@ def test_unreachable_database_is_transient() -> None:
 
 def test_concurrent_migrations_apply_once(pg_url: str) -> None:
     results: list[list[str]] = []
-    errors: list[BaseException] = []
-    start = threading.Barrier(4)
-
-    def migrate() -> None:
-        start.wait()
-        try:
-            results.append(migrate_postgres(pg_url))
-        except BaseException as exc:  # reported below, not swallowed
-            errors.append(exc)
-
-    threads = [threading.Thread(target=migrate) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert race([lambda: results.append(migrate_postgres(pg_url))] * 4) == []
     shipped = discover(default_directory("postgres"))
     # Each migration applied exactly once, by whichever runner got to it first.
     assert sorted(label for r in results for label in r) == [m.label for m in shipped]
@@ -215,27 +202,12 @@ def test_concurrent_writers_share_one_open_turn(store: PostgresStorage) -> None:
             source={"surface": "test"},
         )
 
-    def race(session: str) -> tuple[list[str | None], list[BaseException]]:
-        turns: list[str | None] = []
-        errors: list[BaseException] = []
-        start = threading.Barrier(6)
-
-        def post() -> None:
-            start.wait()
-            try:
-                turns.extend(r.turn_id for r in store.put_events([tool_use(session)]))
-            except BaseException as exc:  # reported below, not swallowed
-                errors.append(exc)
-
-        threads = [threading.Thread(target=post) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return turns, errors
+    def post(session: str, turns: list[str | None]) -> None:
+        turns.extend(r.turn_id for r in store.put_events([tool_use(session)]))
 
     for session in ("s1", "s2", "s3"):
-        turns, errors = race(session)
+        turns: list[str | None] = []
+        errors = race([functools.partial(post, session, turns)] * 6)
         assert errors == [] and len(turns) == 6 and len(set(turns)) == 1, (errors, turns)
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from wakemark.services.api import create_app
+from tests.conftest import free_port
+from tests.served import serving
 from wakemark.services.api.security import ensure_token
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.runtime import Runtime
@@ -31,17 +30,9 @@ class Server:
     runtime: Runtime
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    from werkzeug.serving import make_server
-
-    port = _free_port()
+    port = free_port()
     # Text evidence only (embedder off) and one matching record: lower bars, so the walk's
     # prompt is injected.
     settings = Settings(
@@ -54,12 +45,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
     prepare_home(settings)
     migrate(settings)
     runtime = Runtime.build(settings)
-    httpd = make_server("127.0.0.1", port, create_app(runtime=runtime), threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield Server(f"http://127.0.0.1:{port}", ensure_token(settings), runtime)
-    httpd.shutdown()
-    thread.join(5)
+    with serving(runtime, port, threaded=True):
+        yield Server(f"http://127.0.0.1:{port}", ensure_token(settings), runtime)
     runtime.close()
 
 

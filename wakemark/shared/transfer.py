@@ -48,6 +48,7 @@ from wakemark.shared.storage import (
     Version,
 )
 from wakemark.shared.storage.anchors_codec import from_body, to_body
+from wakemark.shared.storage.fields import event_fields, record_fields
 
 FORMAT = "wakemark-export"
 VERSION = 1
@@ -103,18 +104,7 @@ def record_line(
 ) -> dict:
     line: dict[str, Any] = {
         "type": "record",
-        "record_id": record.record_id,
-        "namespace": record.namespace,
-        "title": record.title,
-        "summary": record.summary,
-        "facts": list(record.facts),
-        "concepts": list(record.concepts),
-        "files_touched": list(record.files_touched),
-        "observation_type": record.observation_type,
-        "source_event_ids": list(record.source_event_ids),
-        "strategy": record.strategy,
-        "quality": record.quality,
-        "pinned": bool(record.pinned),
+        **record_fields(record),
         "created_at": _ts(record.created_at),
     }
     if anchors is not None:
@@ -156,12 +146,7 @@ def turn_line(turn: TurnRow) -> dict[str, Any]:
 def event_line(event: StoredEvent) -> dict[str, Any]:
     return {
         "type": "event",
-        "event_id": event.event_id,
-        "parent_event_id": event.parent_event_id,
-        "session_id": event.session_id,
-        "actor_id": event.actor_id,
-        "namespace": event.namespace,
-        "kind": event.kind,
+        **event_fields(event),
         "body": json.loads(event.body_json()),
         "valid_time": _ts(event.valid_time),
         "source": event.source.model_dump(mode="json"),

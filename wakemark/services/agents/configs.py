@@ -108,36 +108,39 @@ def is_ours(handler: Any) -> bool:
 
 def grouped_hooks(settings: dict[str, Any], groups: dict[str, dict[str, Any]]) -> None:
     """Claude Code / Codex / Gemini shape: event -> [{matcher?, hooks: [handler]}]."""
-    hooks = settings.setdefault("hooks", {})
-    for event in list(hooks):
+
+    def others(entries: Any) -> list[Any]:
         kept = []
-        for group in hooks[event] if isinstance(hooks[event], list) else []:
+        for group in entries if isinstance(entries, list) else []:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 group = {**group, "hooks": [h for h in group["hooks"] if not is_ours(h)]}
                 if not group["hooks"]:
                     continue
             kept.append(group)
-        if kept:
-            hooks[event] = kept
-        else:
-            del hooks[event]
-    for event, group in groups.items():
-        hooks.setdefault(event, []).append(group)
-    if not hooks:
-        del settings["hooks"]
+        return kept
+
+    _replace_hooks(settings, groups, others)
 
 
 def flat_hooks(settings: dict[str, Any], handlers: dict[str, dict[str, Any]]) -> None:
     """Kiro / Cursor shape: event -> [handler]."""
+    _replace_hooks(settings, handlers, lambda entries: [h for h in entries or [] if not is_ours(h)])
+
+
+def _replace_hooks(
+    settings: dict[str, Any], ours: dict[str, Any], others: Callable[[Any], list[Any]]
+) -> None:
+    """Each event keeps ``others(entries)`` (an event left with none goes), then gets its
+    entry of ``ours``; no ``hooks`` key stays behind empty."""
     hooks = settings.setdefault("hooks", {})
     for event in list(hooks):
-        kept = [h for h in hooks[event] or [] if not is_ours(h)]
+        kept = others(hooks[event])
         if kept:
             hooks[event] = kept
         else:
             del hooks[event]
-    for event, handler in handlers.items():
-        hooks.setdefault(event, []).append(handler)
+    for event, entry in ours.items():
+        hooks.setdefault(event, []).append(entry)
     if not hooks:
         del settings["hooks"]
 

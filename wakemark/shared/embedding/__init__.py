@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wakemark.shared.config import Settings
@@ -16,7 +14,7 @@ from wakemark.shared.embedding.onnx import (
 )
 
 if TYPE_CHECKING:
-    from wakemark.shared.embedding.export import ExportError
+    from wakemark.shared.embedding.export import ExportError, export_onnx, is_valid_export
 
 __all__ = [
     "DIM",
@@ -36,28 +34,10 @@ def open_embedder(settings: Settings) -> Embedder:
     return Embedder(settings.onnx_model_path, enabled=settings.embedder != "off")
 
 
-def export_onnx(
-    dest: Path,
-    *,
-    force: bool = False,
-    source: Path | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> Path:
-    """Build the model into ``dest`` from the pinned weights (see ``export.export_onnx``)."""
-    from wakemark.shared.embedding.export import export_onnx as _export
-
-    return _export(dest, force=force, source=source, progress=progress)
-
-
-def is_valid_export(model_path: Path) -> bool:
-    from wakemark.shared.embedding.export import is_valid_export as _valid
-
-    return _valid(model_path)
-
-
 def __getattr__(name: str) -> object:
-    if name == "ExportError":
-        from wakemark.shared.embedding.export import ExportError
+    # The model build (export.py) loads only in a process that builds or checks a model.
+    if name in ("ExportError", "export_onnx", "is_valid_export"):
+        from wakemark.shared.embedding import export
 
-        return ExportError
+        return getattr(export, name)
     raise AttributeError(name)

@@ -20,6 +20,27 @@ def to_body(record: MemoryRecord, anchors: CodeAnchors | None) -> dict[str, Any]
     }
 
 
+def superseded(
+    old: MemoryRecord, body: dict[str, Any] | None, new_id: str, at: datetime
+) -> Version:
+    """The version ``old`` becomes when ``new_id`` supersedes it at ``at``; ``body``: that of
+    its stored code anchors, if any."""
+    anchors = None if body is None else anchors_codec.from_body(old.record_id, old.namespace, body)
+    return Version(old, new_id, new_id, at, anchors)
+
+
+def row(version: Version) -> dict[str, Any]:
+    """The ``record_history`` columns of a version; each backend encodes the time and body."""
+    return {
+        "record_id": version.record.record_id,
+        "current_id": version.current_id,
+        "superseded_by": version.superseded_by,
+        "namespace": version.record.namespace,
+        "superseded_at": version.superseded_at,
+        "body": to_body(version.record, version.anchors),
+    }
+
+
 def from_row(
     current_id: str, superseded_by: str, superseded_at: datetime, body: dict[str, Any]
 ) -> Version:

@@ -11,7 +11,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
-from wakemark.shared.storage import anchors_codec, history_codec, lexical
+from wakemark.shared.storage import history_codec, lexical
 from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.ports.history import Version
 from wakemark.shared.storage.postgres.base import NS, PostgresBase, PostgresTxBase
@@ -89,24 +89,16 @@ class PostgresHistoryTx(PostgresTxBase):
             return False
         old = memory_record(row)
         found = self.conn.execute(GET_ANCHORS, (old_id,)).fetchone()
-        anchors = None
-        if found is not None:
-            anchors = anchors_codec.from_body(old_id, old.namespace, found[0])
+        anchors = None if found is None else found[0]
         self.conn.execute(FOLLOW, (new_id, old_id))
-        self.put_version(Version(old, new_id, new_id, at, anchors))
+        self.put_version(history_codec.superseded(old, anchors, new_id, at))
         self.conn.execute(DELETE_RECORD, (old_id,))
         self.changed.add(old.namespace)
         return True
 
     def put_version(self, version: Version) -> None:
-        params = {
-            "record_id": version.record.record_id,
-            "current_id": version.current_id,
-            "superseded_by": version.superseded_by,
-            "namespace": version.record.namespace,
-            "superseded_at": version.superseded_at,
-            "body": Jsonb(history_codec.to_body(version.record, version.anchors)),
-        }
+        row = history_codec.row(version)
+        params = {**row, "body": Jsonb(row["body"])}
         try:
             with self.conn.transaction():  # a savepoint: the caller's transaction survives
                 self.conn.execute(PUT_VERSION, params)

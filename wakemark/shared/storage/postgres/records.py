@@ -8,6 +8,7 @@ from typing import Any
 from wakemark.shared.models import NAMESPACE_RE, MemoryRecord, utcnow
 from wakemark.shared.storage import lexical
 from wakemark.shared.storage.errors import DuplicateRecordError, NotFoundError
+from wakemark.shared.storage.fields import record_fields
 from wakemark.shared.storage.ports.records import MemoryFilter, Page, PageKey
 from wakemark.shared.storage.postgres.base import (
     LOCK_RECORDS,
@@ -15,10 +16,7 @@ from wakemark.shared.storage.postgres.base import (
     PostgresBase,
     PostgresTxBase,
 )
-from wakemark.shared.storage.postgres.rows import (
-    memory_record,
-    record_params,
-)
+from wakemark.shared.storage.postgres.rows import memory_record
 
 _WRITTEN_COLUMNS = (
     "record_id, namespace, title, summary, facts, concepts, files_touched, observation_type,"
@@ -129,7 +127,7 @@ class PostgresRecordsTx(PostgresTxBase):
         self._lock_records()
         # ON CONFLICT DO NOTHING rather than catching the unique violation: the
         # transaction stays usable if the caller handles the error.
-        if self.conn.execute(INSERT_RECORD, record_params(record)).fetchone() is None:
+        if self.conn.execute(INSERT_RECORD, record_fields(record)).fetchone() is None:
             raise DuplicateRecordError(f"memory record {record.record_id} already exists")
 
     def delete_memory_records(self, record_ids: Sequence[str]) -> list[str]:
@@ -141,7 +139,7 @@ class PostgresRecordsTx(PostgresTxBase):
 
     def replace_record_text(self, record: MemoryRecord) -> None:
         self._lock_records()  # the FTS trigger updates lexeme_df: see PostgresTxBase
-        row = self.conn.execute(REPLACE_RECORD_TEXT, record_params(record)).fetchone()
+        row = self.conn.execute(REPLACE_RECORD_TEXT, record_fields(record)).fetchone()
         if row is None:
             raise NotFoundError(f"memory record {record.record_id} does not exist")
         self.changed.add(row[0])

@@ -16,16 +16,12 @@ from wakemark.shared.models import (
     body_from_json,
 )
 from wakemark.shared.storage.columns import check_sizes
+from wakemark.shared.storage.fields import event_fields
 
 
 def event_params(event: Event, transaction_time: datetime) -> dict[str, Any]:
     return {
-        "event_id": event.event_id,
-        "parent_event_id": event.parent_event_id,
-        "session_id": event.session_id,
-        "actor_id": event.actor_id,
-        "namespace": event.namespace,
-        "kind": event.kind,
+        **event_fields(event),
         "body": event.body_json(),
         "valid_time": event.valid_time,
         "source_surface": event.source.surface,
@@ -53,24 +49,6 @@ def stored_event(row: tuple[Any, ...]) -> StoredEvent:
         transaction_time=transaction_time,
         turn_id=turn_id,
     )
-
-
-def record_params(record: MemoryRecord) -> dict[str, Any]:
-    return {
-        "record_id": record.record_id,
-        "namespace": record.namespace,
-        "title": record.title,
-        "summary": record.summary,
-        "facts": list(record.facts),
-        "concepts": list(record.concepts),
-        "files_touched": list(record.files_touched),
-        "observation_type": record.observation_type,
-        "source_event_ids": list(record.source_event_ids),
-        "strategy": record.strategy,
-        "quality": record.quality,
-        "pinned": record.pinned,
-        "created_at": record.created_at,
-    }
 
 
 def memory_record(row: tuple[Any, ...]) -> MemoryRecord:

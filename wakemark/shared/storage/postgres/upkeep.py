@@ -12,6 +12,7 @@ from psycopg import sql
 
 from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
+from wakemark.shared.storage.fields import record_fields
 from wakemark.shared.storage.ports.upkeep import DiskUsage, ImportBatch, ImportCounts, TurnRow
 from wakemark.shared.storage.postgres import anchors as anchors_sql
 from wakemark.shared.storage.postgres.base import (
@@ -26,7 +27,6 @@ from wakemark.shared.storage.postgres.rows import (
     check_vector,
     event_params,
     memory_record,
-    record_params,
     stored_event,
 )
 
@@ -201,7 +201,7 @@ class PostgresUpkeep(PostgresBase):
             for record, vector in batch.records:
                 embedding = None if vector is None else check_vector(vector)
                 params = {
-                    **record_params(record),
+                    **record_fields(record),
                     "edited_at": record.edited_at,
                     "embedding": embedding,
                 }

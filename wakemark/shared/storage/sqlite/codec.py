@@ -11,6 +11,7 @@ import numpy as np
 
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord, StoredEvent, body_from_json
 from wakemark.shared.storage.columns import check_sizes
+from wakemark.shared.storage.fields import event_fields, record_fields
 from wakemark.shared.storage.ports.upkeep import TurnRow
 
 EMBEDDING_BYTES = EMBEDDING_DIM * 4
@@ -48,18 +49,12 @@ def seconds(text: str) -> float:
 
 def record_params(record: MemoryRecord) -> dict[str, Any]:
     return {
-        "record_id": record.record_id,
-        "namespace": record.namespace,
-        "title": record.title,
-        "summary": record.summary,
+        **record_fields(record),
         "facts": _json(record.facts),
         "facts_text": "\n".join(record.facts),
         "concepts": _json(record.concepts),
         "files_touched": _json(record.files_touched),
-        "observation_type": record.observation_type,
         "source_event_ids": _json(record.source_event_ids),
-        "strategy": record.strategy,
-        "quality": record.quality,
         "pinned": int(record.pinned),
         "created_at": ts(record.created_at),
     }
@@ -87,12 +82,7 @@ def to_record(row: sqlite3.Row) -> MemoryRecord:
 def event_params(event: Any, now: str) -> dict[str, Any]:
     """The columns of an event recorded at ``now`` (``ts`` text), all but its turn."""
     return {
-        "event_id": event.event_id,
-        "parent_event_id": event.parent_event_id,
-        "session_id": event.session_id,
-        "actor_id": event.actor_id,
-        "namespace": event.namespace,
-        "kind": event.kind,
+        **event_fields(event),
         "body": event.body_json(),
         "valid_time": ts(event.valid_time),
         "source": event.source.model_dump_json(),

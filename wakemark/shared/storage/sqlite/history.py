@@ -10,7 +10,7 @@ from datetime import datetime
 import numpy as np
 
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.storage import anchors_codec, history_codec, lexical
+from wakemark.shared.storage import history_codec, lexical
 from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.ports.history import Version
 from wakemark.shared.storage.sqlite import codec
@@ -85,23 +85,19 @@ class SqliteHistoryTx(SqliteTxBase):
             return False
         old = codec.to_record(row)
         found = self.conn.execute(GET_ANCHORS, (old_id,)).fetchone()
-        anchors = None
-        if found is not None:
-            anchors = anchors_codec.from_body(old_id, old.namespace, json.loads(found[0]))
+        anchors = None if found is None else json.loads(found[0])
         self.conn.execute(FOLLOW, (new_id, old_id))
-        self.put_version(Version(old, new_id, new_id, at, anchors))
+        self.put_version(history_codec.superseded(old, anchors, new_id, at))
         self.conn.execute(DELETE_RECORD, (old_id,))
         self.changed.add(old.namespace)
         return True
 
     def put_version(self, version: Version) -> None:
+        row = history_codec.row(version)
         params = {
-            "record_id": version.record.record_id,
-            "current_id": version.current_id,
-            "superseded_by": version.superseded_by,
-            "namespace": version.record.namespace,
-            "superseded_at": codec.ts(version.superseded_at),
-            "body": json.dumps(history_codec.to_body(version.record, version.anchors)),
+            **row,
+            "superseded_at": codec.ts(row["superseded_at"]),
+            "body": json.dumps(row["body"]),
         }
         try:
             self.conn.execute(PUT_VERSION, params)
