@@ -35,6 +35,8 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 LABELS = HERE / "capture_labels.json"
@@ -78,7 +80,7 @@ for line in sys.stdin:
         "id": row["id"],
         "skipped": skipped,
         "joined": [t.turn_id for t in joined] if records else [],
-        "records": [{"title": r.title, "summary": r.summary} for r in records],
+        "records": [r.model_dump(mode="json") for r in records],
     }))
 """
 
@@ -189,6 +191,34 @@ def _score(labels: dict[str, Any], got: dict[str, dict[str, Any]]) -> dict[str, 
     }
 
 
+def _subjects(
+    rows: list[dict[str, Any]], got: dict[str, dict[str, Any]], labels: dict[str, Any]
+) -> dict[str, Any]:
+    """The subject rule on the records of all replayed turns, each repository a project,
+    in replay order: duplicate current records of the labelled subjects (re-asks and
+    retries as they occur in the sessions), for each rule of the grid."""
+    from bench import _subjects
+    from wakemark.shared.config import Settings
+    from wakemark.shared.embedding import open_embedder
+    from wakemark.shared.models import MemoryRecord
+
+    records, label, sessions = [], [], {}
+    for row in rows:
+        for data in got[row["id"]]["records"]:
+            namespace = f"/actor/bench/project/{row['repo'].replace('/', '-')}/"
+            records.append(MemoryRecord.model_validate({**data, "namespace": namespace}))
+            label.append(labels.get(row["id"], {}).get("subject"))
+            sessions[records[-1].record_id] = row["id"].rsplit("#", 1)[0]
+    embedder = open_embedder(Settings.from_env())
+    vectors = np.asarray(embedder.embed([r.embedding_text() for r in records]), dtype=np.float32)
+    return {
+        "records": len(records),
+        "grid": [
+            _subjects.score(records, vectors, label, rule, sessions) for rule in _subjects.GRID
+        ],
+    }
+
+
 def _joined(out: dict[str, Any]) -> list[int]:
     return [int(t.rsplit("#", 1)[1]) for t in out.get("joined", [])]
 
@@ -243,6 +273,7 @@ def run() -> dict[str, Any]:
         "uniform_before": _score(uniform, before),
         "uniform_after": _score(uniform, after),
         "examples": pairs,
+        "subjects": _subjects(rows, after, labels),
     }
 
 
