@@ -18,7 +18,10 @@ Measures: must-skip turns that still yield a record (target 0), work turns skipp
 records whose summary opens with interim narration ("Let me…"), records without an
 answer or outcome (target 0), and retries that take in the unanswered turns the label
 names (``joins``; labels of ``sample: retries`` are interrupted turns, retries and
-re-asks as they occur in the sessions). Run:
+re-asks as they occur in the sessions). One current record per subject: the records of
+all replayed turns go through the subject rule (``bench/_subjects.py``) with the
+ONNX embedder, scored on the labelled subjects (``subject``: turns that re-ask, retry or
+follow up one request). Run:
 ``python -m bench._capture_set && python -m bench capture``.
 """
 
@@ -312,7 +315,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Clean capture",
         "",
-        f"{s['labelled']} hand-labelled turns ({b['must_skip']} must-skip, {b['work']} work) "
+        f"{b['must_skip'] + b['work']} hand-labelled turns ({b['must_skip']} must-skip, "
+        f"{b['work']} work) "
         f"of {s['turns']} replayed from real Claude Code and Gemini CLI sessions in "
         + ", ".join(f"{k} ({v})" for k, v in s["sources"].items())
         + f". Before = the extractor at `{result['base'][:7]}`.",
@@ -351,7 +355,36 @@ def markdown(result: dict[str, Any]) -> str:
         b_text = _record_cell(before) if before else "no record"
         a_text = f"skipped: {after['skipped']}" if "skipped" in after else _record_cell(after)
         lines.append(f"| `{_clip(pair['id'].split('/')[-1], 40)}` | {b_text} | {a_text} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _subjects_table(result["subjects"])) + "\n"
+
+
+def _subjects_table(subjects: dict[str, Any]) -> list[str]:
+    from bench._subjects import rule_text
+
+    shipped = subjects["grid"][0]
+    lines = [
+        "",
+        "## One current record per subject",
+        "",
+        f"The {subjects['records']} records of all replayed turns, each repository a project, "
+        "fed in replay order to the subject rule. Labelled subjects: re-asks, retries and "
+        "follow-ups of one request as they occur in the sessions (`subject` in "
+        f"`capture_labels.json`): {shipped['labelled_subjects']} subjects, "
+        f"{shipped['labelled_records']} records. Duplicate current records per subject "
+        f"(target 0): **{shipped['duplicate_current_per_subject']}** with the shipped rule "
+        "(first row).",
+        "",
+        "| rule | labelled merges (wrong) | precision | recall | duplicate current | "
+        "merged share (all records) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g in subjects["grid"]:
+        lines.append(
+            f"| {rule_text(g['rule'])} | {g['merges_labelled']} ({g['wrong_merges']}) | "
+            f"{g['precision']} | {g['recall']} | {g['duplicate_current_per_subject']} | "
+            f"{g['merged_share']} |"
+        )
+    return lines
 
 
 if __name__ == "__main__":
