@@ -236,7 +236,7 @@ def run() -> dict[str, Any]:
     after = _extract(rows, ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         before = _extract(labelled, _base_tree(Path(tmp)))
-    sources = Counter(r["repo"] for r in labelled)
+    sources = Counter(r["repo"] for r in labelled if labels[r["id"]]["label"] != "subject")
     uniform = {k: v for k, v in labels.items() if v.get("sample") == "uniform"}
 
     def short(record: dict[str, Any]) -> dict[str, Any]:
