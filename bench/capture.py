@@ -202,7 +202,7 @@ def _subjects(
     retries as they occur in the sessions), for each rule of the grid."""
     from bench import _subjects
     from wakemark.shared.config import Settings
-    from wakemark.shared.embedding import open_embedder
+    from wakemark.shared.embedding import Embedder
     from wakemark.shared.models import MemoryRecord
 
     records, label, sessions = [], [], {}
@@ -212,7 +212,7 @@ def _subjects(
             records.append(MemoryRecord.model_validate({**data, "namespace": namespace}))
             label.append(labels.get(row["id"], {}).get("subject"))
             sessions[records[-1].record_id] = row["id"].rsplit("#", 1)[0]
-    embedder = open_embedder(Settings.from_env())
+    embedder = Embedder(Settings.from_env().onnx_model_path)
     vectors = np.asarray(embedder.embed([r.embedding_text() for r in records]), dtype=np.float32)
     return {
         "records": len(records),
