@@ -92,7 +92,8 @@ def same_subject(
     same_session: bool = False,
 ) -> bool:
     """The rule. A record a person pinned or corrected is never superseded: it was kept
-    as it is on purpose. Records that name different numbers are different subjects."""
+    as it is on purpose. Records whose titles name different numbers are different
+    subjects (with ``summary_numbers``, their titles and summaries)."""
     if old.namespace != new.namespace or old.pinned or old.edited_at is not None:
         return False
     # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
