@@ -18,7 +18,10 @@ Measures: must-skip turns that still yield a record (target 0), work turns skipp
 records whose summary opens with interim narration ("Let me…"), records without an
 answer or outcome (target 0), and retries that take in the unanswered turns the label
 names (``joins``; labels of ``sample: retries`` are interrupted turns, retries and
-re-asks as they occur in the sessions). Run:
+re-asks as they occur in the sessions). One current record per subject: the records of
+all replayed turns go through the subject rule (``bench/_subjects.py``) with the
+ONNX embedder, scored on the labelled subjects (``subject``: turns that re-ask, retry or
+follow up one request). Run:
 ``python -m bench._capture_set && python -m bench capture``.
 """
 
@@ -34,6 +37,8 @@ from datetime import UTC, datetime
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -78,7 +83,7 @@ for line in sys.stdin:
         "id": row["id"],
         "skipped": skipped,
         "joined": [t.turn_id for t in joined] if records else [],
-        "records": [{"title": r.title, "summary": r.summary} for r in records],
+        "records": [r.model_dump(mode="json") for r in records],
     }))
 """
 
@@ -189,6 +194,34 @@ def _score(labels: dict[str, Any], got: dict[str, dict[str, Any]]) -> dict[str, 
     }
 
 
+def _subjects(
+    rows: list[dict[str, Any]], got: dict[str, dict[str, Any]], labels: dict[str, Any]
+) -> dict[str, Any]:
+    """The subject rule on the records of all replayed turns, each repository a project,
+    in replay order: duplicate current records of the labelled subjects (re-asks and
+    retries as they occur in the sessions), for each rule of the grid."""
+    from bench import _subjects
+    from wakemark.shared.config import Settings
+    from wakemark.shared.embedding import Embedder
+    from wakemark.shared.models import MemoryRecord
+
+    records, label, sessions = [], [], {}
+    for row in rows:
+        for data in got[row["id"]]["records"]:
+            namespace = f"/actor/bench/project/{row['repo'].replace('/', '-')}/"
+            records.append(MemoryRecord.model_validate({**data, "namespace": namespace}))
+            label.append(labels.get(row["id"], {}).get("subject"))
+            sessions[records[-1].record_id] = row["id"].rsplit("#", 1)[0]
+    embedder = Embedder(Settings.from_env().onnx_model_path)
+    vectors = np.asarray(embedder.embed([r.embedding_text() for r in records]), dtype=np.float32)
+    return {
+        "records": len(records),
+        "grid": [
+            _subjects.score(records, vectors, label, rule, sessions) for rule in _subjects.GRID
+        ],
+    }
+
+
 def _joined(out: dict[str, Any]) -> list[int]:
     return [int(t.rsplit("#", 1)[1]) for t in out.get("joined", [])]
 
@@ -203,7 +236,7 @@ def run() -> dict[str, Any]:
     after = _extract(rows, ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         before = _extract(labelled, _base_tree(Path(tmp)))
-    sources = Counter(r["repo"] for r in labelled)
+    sources = Counter(r["repo"] for r in labelled if labels[r["id"]]["label"] != "subject")
     uniform = {k: v for k, v in labels.items() if v.get("sample") == "uniform"}
 
     def short(record: dict[str, Any]) -> dict[str, Any]:
@@ -243,6 +276,7 @@ def run() -> dict[str, Any]:
         "uniform_before": _score(uniform, before),
         "uniform_after": _score(uniform, after),
         "examples": pairs,
+        "subjects": _subjects(rows, after, labels),
     }
 
 
@@ -281,7 +315,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Clean capture",
         "",
-        f"{s['labelled']} hand-labelled turns ({b['must_skip']} must-skip, {b['work']} work) "
+        f"{b['must_skip'] + b['work']} hand-labelled turns ({b['must_skip']} must-skip, "
+        f"{b['work']} work) "
         f"of {s['turns']} replayed from real Claude Code and Gemini CLI sessions in "
         + ", ".join(f"{k} ({v})" for k, v in s["sources"].items())
         + f". Before = the extractor at `{result['base'][:7]}`.",
@@ -320,7 +355,36 @@ def markdown(result: dict[str, Any]) -> str:
         b_text = _record_cell(before) if before else "no record"
         a_text = f"skipped: {after['skipped']}" if "skipped" in after else _record_cell(after)
         lines.append(f"| `{_clip(pair['id'].split('/')[-1], 40)}` | {b_text} | {a_text} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _subjects_table(result["subjects"])) + "\n"
+
+
+def _subjects_table(subjects: dict[str, Any]) -> list[str]:
+    from bench._subjects import rule_text
+
+    shipped = subjects["grid"][0]
+    lines = [
+        "",
+        "## One current record per subject",
+        "",
+        f"The {subjects['records']} records of all replayed turns, each repository a project, "
+        "fed in replay order to the subject rule. Labelled subjects: re-asks, retries and "
+        "follow-ups of one request as they occur in the sessions (`subject` in "
+        f"`capture_labels.json`): {shipped['labelled_subjects']} subjects, "
+        f"{shipped['labelled_records']} records. Duplicate current records per subject "
+        f"(target 0): **{shipped['duplicate_current_per_subject']}** with the shipped rule "
+        "(first row).",
+        "",
+        "| rule | labelled merges (wrong) | precision | recall | duplicate current | "
+        "merged share (all records) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g in subjects["grid"]:
+        lines.append(
+            f"| {rule_text(g['rule'])} | {g['merges_labelled']} ({g['wrong_merges']}) | "
+            f"{g['precision']} | {g['recall']} | {g['duplicate_current_per_subject']} | "
+            f"{g['merged_share']} |"
+        )
+    return lines
 
 
 if __name__ == "__main__":

@@ -48,7 +48,17 @@ def test_the_chain_is_listed_on_request_and_a_split_restores(api: Api, runtime: 
         ("font embed fix", v3),
         ("font path fix", v2),
     ]
-    assert api.get(f"/v1/memories/{v1}").status_code == 404  # not a current record
+    gone = api.get(f"/v1/memories/{v1}")  # a superseded id answers its version, marked
+    assert gone.status_code == 200, gone.json
+    assert (gone.json["title"], gone.json["superseded_by"], gone.json["current_id"]) == (
+        "font path fix",
+        v2,
+        v3,
+    )
+    assert gone.json["superseded_at"] == chain["items"][1]["superseded_at"]
+    assert "superseded_by" not in api.get(f"/v1/memories/{v3}").json
+    for method in (api.patch, api.delete):  # a version is read, not changed, by its id
+        assert method(f"/v1/memories/{v1}", json={"pinned": True}).status_code == 404
     old = api.get(f"/v1/memories/{v1}/history").json
     assert (old["record_id"], old["current_id"]) == (v1, v3) and old["items"] == chain["items"]
 

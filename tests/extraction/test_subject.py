@@ -19,7 +19,7 @@ def test_the_nearest_current_record_past_the_bar_is_the_subject() -> None:
     near, nearer = _rec("invoice PDF crash"), _rec("invoice PDF crash on accents")
     found = subject.match(new, [(nearer, 0.93), (near, 0.91)])
     assert found is not None and found.old is nearer and not found.repeat
-    assert subject.match(new, [(near, subject.SAME_SUBJECT - 0.01)]) is None
+    assert subject.match(new, [(near, subject.RULE.same - 0.01)]) is None
     assert subject.match(new, []) is None
 
 
@@ -48,3 +48,40 @@ def test_a_repeat_says_nothing_new() -> None:
     other_type = _rec("Why is the weather cold?", "It is winter.", observation_type="bugfix")
     found = subject.match(other_type, [(old, 0.99)])
     assert found is not None and not found.repeat
+
+
+def test_a_later_turn_of_the_same_session_joins_its_subject_from_a_lower_cosine() -> None:
+    tried = _rec("start session spins", "rebuilt with debug logging; reload and retry")
+    again = _rec("still spinning", "deployed a simpler version without async handlers")
+    cosine = (subject.RULE.session + subject.RULE.same) / 2
+    sessions = {tried.record_id: "s1", again.record_id: "s1"}
+    found = subject.match(again, [(tried, cosine)], session_of=lambda r: sessions[r.record_id])
+    assert found is not None and found.old is tried
+    sessions[tried.record_id] = "s0"  # the same words from another session: no evidence
+    assert (
+        subject.match(again, [(tried, cosine)], session_of=lambda r: sessions[r.record_id]) is None
+    )
+    assert subject.match(again, [(tried, cosine)]) is None  # sessions unknown
+
+
+def test_a_session_is_looked_up_only_when_it_could_decide() -> None:
+    asked: list[str] = []
+
+    def session_of(record: MemoryRecord) -> str:
+        asked.append(record.record_id)
+        return "s1"
+
+    new, far = _rec("font cache path"), _rec("upload retries")
+    assert subject.match(new, [(far, subject.RULE.session - 0.01)], session_of=session_of) is None
+    assert asked == [new.record_id]  # the new record's own session, not the far one's
+
+
+def test_numbers_are_compared_in_titles_not_in_summaries() -> None:
+    # A backport names the commit it copies; two tries at one fix name other counts.
+    change = _rec("always set accept-ranges header", "always set accept-ranges header")
+    backport = _rec(
+        "always set accept-ranges header", "(cherry picked from commit 664deb6a58c8ff60)"
+    )
+    assert subject.match(backport, [(change, 0.93)]) is not None
+    before = subject.Rule(session=1.01, summary_numbers=True)
+    assert subject.match(backport, [(change, 0.93)], before) is None

@@ -13,6 +13,7 @@ import pytest
 from tests.threads import race
 from wakemark.shared.config import Settings
 from wakemark.shared.embedding import tokenizer_path
+from wakemark.shared.extraction import subject
 from wakemark.shared.jobs import (
     backfill_embeddings,
     embed_records,
@@ -222,6 +223,45 @@ def test_a_new_record_about_the_subject_supersedes_the_current_one(
     assert version.record.record_id == old_id and version.superseded_by == new_id
     assert storage.split_version(old_id).record_id == old_id
     assert {r.record_id for r in storage.list_memory_records(NS).items} == {old_id, new_id}
+
+
+@pytest.mark.slow
+def test_a_retry_in_the_same_session_supersedes_where_another_session_would_not(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime
+):
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    storage = runtime.storage
+    tried = (
+        "The Start Session button of the SiYuan plugin just spins",
+        "Rebuilt the plugin with debug logging: reload SiYuan, click Start Session and "
+        "read the [IES] lines in the browser console.",
+    )
+    retry = (
+        "the Start Session button still spins",
+        "Rebuilt the SiYuan plugin without async calls in the Start Session handler: "
+        "reload SiYuan, click Start Session and read the [IES] console lines.",
+    )
+
+    def extract(prompt: str, answer: str, session: str, ns: str) -> str:
+        events = [
+            event("prompt", prompt, session, ns),
+            event("session_summary", answer, session, ns),
+        ]
+        [record_id] = extract_turns(runtime.tasks, storage.put_events(events)[-1].closed_turns)
+        return record_id
+
+    apart = "/actor/a/project/apart/"
+    ids = [extract(*tried, "s1", apart), extract(*retry, "s2", apart)]
+    records = storage.list_memory_records(apart).items
+    assert {r.record_id for r in records} == set(ids)  # two sessions: two subjects
+    a, b = runtime.embedder.embed([r.embedding_text() for r in records])
+    cosine = float(a @ b) / float(np.linalg.norm(a) * np.linalg.norm(b))
+    assert subject.RULE.session <= cosine < subject.RULE.same  # what the session decides
+
+    old_id, new_id = extract(*tried, "s3", NS), extract(*retry, "s3", NS)
+    assert [r.record_id for r in storage.list_memory_records(NS).items] == [new_id]
+    (version,) = storage.get_history(new_id)
+    assert version.record.record_id == old_id and version.superseded_by == new_id
 
 
 def test_vectors_for_records_deleted_meanwhile_are_dropped_not_fatal(

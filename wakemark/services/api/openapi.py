@@ -137,8 +137,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/v1/memories/<record:record_id>",
-        "one record, with `source_event_ids` (its provenance)",
-        {200: MemoryRecord},
+        "one record, with `source_event_ids` (its provenance); a superseded id answers "
+        "its version, with `superseded_by`, `current_id` and `superseded_at`",
+        {200: s.RecordOrVersion},
     ),
     Route(
         "GET", "/v1/memories/<record:record_id>/history",

@@ -14,6 +14,7 @@ from wakemark.services.api.schemas import (
     EventsQuery,
     History,
     MemoriesQuery,
+    RecordOrVersion,
     StatsQuery,
     TimelineQuery,
     cursor,
@@ -139,21 +140,39 @@ def _get_record(record_id: str) -> MemoryRecord:
     return security.owned(record, "memory record")
 
 
+def _record_or_version(record_id: str) -> tuple[MemoryRecord, Version | None]:
+    """A current record (and None), or a superseded one's version; 404 for neither."""
+    storage = _storage()
+    known = RECORD_ID_RE.match(record_id) is not None
+    record = storage.get_memory_record(record_id) if known else None
+    version = storage.get_version(record_id) if record is None and known else None
+    if version is not None:
+        record = version.record
+    return security.owned(record, "memory record"), version
+
+
 @bp.get("/v1/memories/<record:record_id>")
 def get_memory(record_id: str) -> Response:
-    return jsonify(_record(_get_record(record_id)))
+    """A current record, or a superseded one marked with what replaced it (not a 404: an
+    id seen in an audit, an export or an earlier answer stays readable)."""
+    record, version = _record_or_version(record_id)
+    if version is None:
+        return jsonify(_record(record))
+    marked = RecordOrVersion(
+        **dict(record),
+        superseded_by=version.superseded_by,
+        current_id=version.current_id,
+        superseded_at=version.superseded_at,
+    )
+    return jsonify(marked.model_dump(mode="json"))
 
 
 @bp.get("/v1/memories/<record:record_id>/history")
 def memory_history(record_id: str) -> Response:
     """The chain of a current record, or of the current record a version belongs to."""
-    storage = _storage()
-    known = RECORD_ID_RE.match(record_id) is not None
-    record, current_id = storage.get_memory_record(record_id) if known else None, record_id
-    if record is None and known and (version := storage.get_version(record_id)) is not None:
-        record, current_id = version.record, version.current_id
-    security.owned(record, "memory record")
-    items = [version_json(v) for v in storage.get_history(current_id)]
+    _, version = _record_or_version(record_id)
+    current_id = record_id if version is None else version.current_id
+    items = [version_json(v) for v in _storage().get_history(current_id)]
     return jsonify(
         History.model_validate(
             {"record_id": record_id, "current_id": current_id, "items": items}

@@ -256,6 +256,15 @@ class Version(BaseModel):
     superseded_at: datetime
 
 
+class RecordOrVersion(MemoryRecord):
+    """A record as ``GET /v1/memories/<id>`` answers it: a superseded id answers its
+    version, marked with what replaced it."""
+
+    superseded_by: str | None = Field(None, description="set on a superseded version")
+    current_id: str | None = Field(None, description="a version's current record")
+    superseded_at: datetime | None = None
+
+
 class MemoryPage(BaseModel):
     items: list[MemoryRecord]
     total: int | None = Field(description="null with `count=false`")

@@ -1,28 +1,56 @@
 """Which current record a new one is about: one current record per subject.
 
 The evidence, in one project (namespace): the cosine of the two records' embeddings
-(their title, summary and facts, ``MemoryRecord.embedding_text``) and the numbers they
-name. Shared files are no evidence: on real history most changes to one file are
-different subjects (``python -m bench consolidation`` measured it).
+(their title, summary and facts, ``MemoryRecord.embedding_text``), whether they come
+from one session, and the numbers their titles name (``Rule``). Shared files and code
+identifiers are no evidence: on real history most changes to one file are different
+subjects, and a lower cosine with a shared identifier folds such changes together
+without finding more of the labelled ones (``python -m bench consolidation``).
 
 A new record about the subject of a current one supersedes it (the old one is kept as a
 version, ``wakemark.shared.storage.ports.history``); one that says the same
-again (a re-asked question with the same answer) adds nothing. The threshold is set on
-codemem-dev's real commit history (``python -m bench consolidation`` reports the rule's
-precision and recall on its labelled subjects, and how many commits it folds together).
+again (a re-asked question with the same answer) adds nothing. The thresholds are set
+on labelled subjects: codemem-dev's commit history and real agent sessions (``python -m
+bench consolidation`` and ``python -m bench capture`` report each candidate rule's
+precision and recall, and how many records it folds together).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.gate import _IDENT as IDENTIFIER
+from wakemark.shared.retrieval.gate import STOPWORDS
 
 NEIGHBOURS = 5  # nearest current records the rule looks at
-SAME_SUBJECT = 0.90  # cosine from which two records are about the same subject
 REPEAT = 0.97  # cosine from which the new record says nothing the old one does not
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When two records of one project, naming the same numbers, are about the same
+    subject: their cosine reaches ``same``; or they come from one session (a later turn
+    going on with the same request: a retry, a follow-up) and it reaches ``session``;
+    or it reaches ``near`` and they share evidence besides: at least ``title_overlap``
+    of their title words (Jaccard), or a code identifier both name (``identifiers``). A
+    bound above 1 turns its evidence off. The shipped values are the grid row of
+    ``python -m bench consolidation`` with the best recall at precision >= 0.95."""
+
+    same: float = 0.90
+    near: float = 1.01
+    title_overlap: float = 1.01
+    identifiers: bool = False
+    session: float = 0.85
+    # The numbers compared: the titles' (False), or the titles' and summaries' (True: a
+    # summary's numbers are mostly commit ids, issue links and counts, which differ
+    # between a change and its backport, or between two tries at one fix).
+    summary_numbers: bool = False
+
+
+RULE = Rule()
 
 
 @dataclass(frozen=True)
@@ -36,20 +64,45 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _numbers(record: MemoryRecord) -> set[str]:
-    return set(re.findall(r"\d+(?:\.\d+)*", f"{record.title} {record.summary}"))
+def _numbers(record: MemoryRecord, rule: Rule) -> set[str]:
+    text = f"{record.title} {record.summary}" if rule.summary_numbers else record.title
+    return set(re.findall(r"\d+(?:\.\d+)*", text))
 
 
-def same_subject(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
+def _title_words(record: MemoryRecord) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9_]+", record.title.lower()) if w not in STOPWORDS}
+
+
+def _identifiers(record: MemoryRecord) -> set[str]:
+    return set(IDENTIFIER.findall(" ".join([record.title, record.summary, *record.facts])))
+
+
+def _evidence(new: MemoryRecord, old: MemoryRecord, rule: Rule) -> bool:
+    a, b = _title_words(new), _title_words(old)
+    if a and b and len(a & b) / len(a | b) >= rule.title_overlap:
+        return True
+    return rule.identifiers and bool(_identifiers(new) & _identifiers(old))
+
+
+def same_subject(
+    new: MemoryRecord,
+    old: MemoryRecord,
+    cosine: float,
+    rule: Rule = RULE,
+    same_session: bool = False,
+) -> bool:
     """The rule. A record a person pinned or corrected is never superseded: it was kept
-    as it is on purpose. Records that name different numbers are different subjects."""
+    as it is on purpose. Records whose titles name different numbers are different
+    subjects (with ``summary_numbers``, their titles and summaries)."""
     if old.namespace != new.namespace or old.pinned or old.edited_at is not None:
         return False
     # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
     # version 3.0.0 and 3.0.3, cache 1 and cache 2.
-    if _numbers(old) != _numbers(new):
+    if _numbers(old, rule) != _numbers(new, rule):
         return False
-    return cosine >= SAME_SUBJECT
+    if cosine >= rule.same or (same_session and cosine >= rule.session):
+        return True
+    return cosine >= rule.near and _evidence(new, old, rule)
 
 
 def is_repeat(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
@@ -63,10 +116,20 @@ def is_repeat(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
     return new.observation_type == old.observation_type and (same_text or cosine >= REPEAT)
 
 
-def match(new: MemoryRecord, neighbours: Sequence[tuple[MemoryRecord, float]]) -> Match | None:
+def match(
+    new: MemoryRecord,
+    neighbours: Sequence[tuple[MemoryRecord, float]],
+    rule: Rule = RULE,
+    session_of: Callable[[MemoryRecord], str | None] = lambda record: None,
+) -> Match | None:
     """The current record ``new`` is about (its nearest neighbour the rule accepts), or
-    None: ``new`` starts a subject of its own."""
+    None: ``new`` starts a subject of its own. ``session_of``: a record's session, when
+    known."""
+    session = session_of(new) if rule.session <= 1 else None
     for old, cosine in neighbours:
-        if old.record_id != new.record_id and same_subject(new, old, cosine):
+        # Looked up only when it could decide: a session may cost a read.
+        same_session = cosine >= rule.session and session is not None
+        same_session = same_session and session_of(old) == session
+        if old.record_id != new.record_id and same_subject(new, old, cosine, rule, same_session):
             return Match(old, cosine, is_repeat(new, old, cosine))
     return None

@@ -27,7 +27,7 @@ from wakemark.shared.jobs.job import (
 )
 from wakemark.shared.models import MemoryRecord, utcnow
 from wakemark.shared.registry import Registry
-from wakemark.shared.storage import CodeAnchors, NotFoundError, Turn
+from wakemark.shared.storage import CodeAnchors, Events, NotFoundError, Turn
 
 if TYPE_CHECKING:
     from wakemark.shared.extraction import Extracted
@@ -137,13 +137,26 @@ class _Subjects:
     stays current until the commit. The current records near the transaction's new ones
     are read once per namespace; the records the transaction writes are matched as they
     are written, so a later turn of the batch can supersede an earlier one. A record
-    without a vector (the embedder is off or down) starts a subject of its own."""
+    without a vector (the embedder is off or down) starts a subject of its own.
 
-    def __init__(self, tx: Tx, plans: Sequence[tuple[str, list[MemoryRecord], Any]]) -> None:
+    A record's session is its first source event's: known for the batch's turns, read
+    (once) for an older record when the rule asks for it."""
+
+    def __init__(
+        self,
+        tx: Tx,
+        plans: Sequence[tuple[str, list[MemoryRecord], Any]],
+        storage: Events,
+        turns: Sequence[Turn],
+    ) -> None:
         from wakemark.shared.extraction import subject
 
         self._subject = subject
         self._tx = tx
+        self._storage = storage
+        self._sessions: dict[str, str | None] = {
+            e.event_id: t.session_id for t in turns for e in t.events
+        }
         self._near: dict[str, list[tuple[MemoryRecord, float]]] = {}
         self._gone: set[str] = set()  # superseded by this transaction
         self._fresh: list[tuple[MemoryRecord, np.ndarray]] = []  # written by it
@@ -168,7 +181,18 @@ class _Subjects:
             if other.namespace == record.namespace and other.record_id not in self._gone:
                 near.append((other, float(unit @ v) / max(float(np.linalg.norm(v)), 1e-12)))
         near.sort(key=lambda pair: -pair[1])
-        return self._subject.match(record, near[: self._subject.NEIGHBOURS])
+        return self._subject.match(
+            record, near[: self._subject.NEIGHBOURS], session_of=self._session_of
+        )
+
+    def _session_of(self, record: MemoryRecord) -> str | None:
+        if not record.source_event_ids:
+            return None  # written directly (MCP remember, import): no session
+        first = record.source_event_ids[0]
+        if first not in self._sessions:
+            event = self._storage.get_event(first)
+            self._sessions[first] = event.session_id if event is not None else None
+        return self._sessions[first]
 
     def written(self, record: MemoryRecord, vector: np.ndarray, found: Match | None) -> None:
         self._fresh.append((record, vector))
@@ -219,7 +243,8 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     anchors = _anchors(ctx, turns, plans)
     written: list[str] = []
     with storage.transaction() as tx:
-        subjects = _Subjects(tx, plans) if ctx.settings.consolidate == "on" else None
+        on = ctx.settings.consolidate == "on"
+        subjects = _Subjects(tx, plans, storage, turns) if on else None
         for turn_id, records, vectors in plans:
             found: dict[int, Match] = {}
             if subjects is not None and vectors is not None:

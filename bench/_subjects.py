@@ -1,0 +1,120 @@
+"""Score a subject rule on labelled subjects: records fed in time order to
+``subject.match`` (what extraction calls in its transaction), as ``consolidation`` and
+``capture`` replay them. Not a bench on its own (the leading underscore).
+
+- precision: of the merges between two labelled records, the share within one subject;
+- recall: 1 - (duplicate current records of the labelled subjects at the end) / (their
+  records - subjects); duplicates are the target-0 figure;
+- merged share: the share of all records (labelled or not) merged into another one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from wakemark.shared.extraction import subject
+from wakemark.shared.models import MemoryRecord
+
+# Candidate rules, the shipped one first, then the one before it (the numbers of
+# summaries compared too, no session evidence). Cosine alone, then a lower cosine with
+# evidence besides: one session, title words (Jaccard), or a code identifier both name.
+_OFF = 1.01
+GRID = [
+    subject.RULE,
+    subject.Rule(same=0.90, session=_OFF, summary_numbers=True),
+    subject.Rule(same=0.90, session=_OFF),
+    subject.Rule(same=0.86, session=_OFF),
+    subject.Rule(same=0.80, session=_OFF),
+    subject.Rule(same=0.90, session=0.80),
+    subject.Rule(same=0.90, session=0.75),
+    subject.Rule(same=0.90, session=0.70),
+    subject.Rule(same=0.90, session=_OFF, near=0.80, title_overlap=0.5),
+    subject.Rule(same=0.90, session=_OFF, near=0.85, identifiers=True),
+]
+GRID = list(dict.fromkeys(GRID))
+
+
+def fold(
+    records: Sequence[MemoryRecord],
+    vectors: np.ndarray,
+    rule: subject.Rule,
+    sessions: dict[str, str],
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Each record's subject (the index of its first record) and the merges (new, old),
+    feeding ``records`` (time order, one namespace or several) to ``subject.match``;
+    ``sessions``: each record's session, by record id."""
+    units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    lineage = list(range(len(records)))
+    current: list[int] = []
+    merges: list[tuple[int, int]] = []
+    index = {r.record_id: k for k, r in enumerate(records)}
+    for i, record in enumerate(records):
+        near: list[tuple[MemoryRecord, float]] = []
+        mine = [k for k in current if records[k].namespace == record.namespace]
+        if mine:
+            cosines = units[mine] @ units[i]
+            top = np.argsort(-cosines)[: subject.NEIGHBOURS]
+            near = [(records[mine[int(k)]], float(cosines[int(k)])) for k in top]
+        found = subject.match(record, near, rule, lambda r: sessions.get(r.record_id))
+        if found is None:
+            current.append(i)
+            continue
+        j = index[found.old.record_id]
+        merges.append((i, j))
+        lineage[i] = lineage[j]
+        if not found.repeat:
+            current[current.index(j)] = i
+    return lineage, merges
+
+
+def score(
+    records: Sequence[MemoryRecord],
+    vectors: np.ndarray,
+    label: Sequence[Any | None],
+    rule: subject.Rule,
+    sessions: dict[str, str],
+) -> dict[str, Any]:
+    """``rule`` scored on ``label`` (each record's labelled subject, None: unlabelled)."""
+    lineage, merges = fold(records, vectors, rule, sessions)
+    tp = fp = 0
+    for i, j in merges:
+        if label[i] is not None and label[j] is not None:
+            tp, fp = tp + (label[i] == label[j]), fp + (label[i] != label[j])
+    members: dict[Any, set[int]] = {}
+    sizes: dict[Any, int] = {}
+    for i, name in enumerate(label):
+        if name is not None:
+            members.setdefault(name, set()).add(lineage[i])
+            sizes[name] = sizes.get(name, 0) + 1
+    duplicates = sum(len(lines) - 1 for lines in members.values())
+    possible = sum(n - 1 for n in sizes.values())
+    return {
+        "rule": asdict(rule),
+        "merges_labelled": tp + fp,
+        "wrong_merges": fp,
+        "precision": round(tp / (tp + fp), 3) if tp + fp else None,
+        "recall": round(1 - duplicates / possible, 3) if possible else None,
+        "duplicate_current_per_subject": duplicates,
+        "labelled_subjects": len(sizes),
+        "labelled_records": sum(sizes.values()),
+        "merged_share": round(len(merges) / max(len(records), 1), 4),
+    }
+
+
+def rule_text(rule: dict[str, Any]) -> str:
+    """A grid row's rule, as the tables print it."""
+    text = f"cos ≥ {rule['same']}"
+    evidence = []
+    if rule["title_overlap"] <= 1:
+        evidence.append(f"title Jaccard ≥ {rule['title_overlap']}")
+    if rule["identifiers"]:
+        evidence.append("a shared identifier")
+    if rule["near"] <= 1 and evidence:
+        text += f", or ≥ {rule['near']} with {' or '.join(evidence)}"
+    if rule["session"] <= 1:
+        text += f", or ≥ {rule['session']} in one session"
+    return text + ("; numbers of title and summary" if rule["summary_numbers"] else "")

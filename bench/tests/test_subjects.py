@@ -1,0 +1,39 @@
+"""The subject rule's scoring (``bench/_subjects.py``) on records whose cosines are set."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench import _subjects
+from wakemark.shared.extraction import subject
+from wakemark.shared.models import MemoryRecord
+
+NS = "/actor/a/project/p/"
+
+
+def _records(titles: list[str]) -> list[MemoryRecord]:
+    return [MemoryRecord(namespace=NS, title=t, summary=f"{t}, done") for t in titles]
+
+
+def test_merges_duplicates_and_precision_follow_the_rule() -> None:
+    # 0 and 1 point the same way (one subject, merged); 2 is close to them but labelled
+    # apart (a wrong merge once the bar is lowered); 3 is far (a duplicate left over).
+    vectors = np.array([[1.0, 0.0, 0.0], [0.99, 0.1, 0.0], [0.88, 0.47, 0.0], [0.0, 0.0, 1.0]])
+    records = _records(["font cache fix", "font cache fixed again", "upload retry", "font"])
+    label = ["font", "font", "upload", "font"]
+    shipped = _subjects.score(records, vectors, label, subject.Rule(session=1.01), {})
+    assert (shipped["merges_labelled"], shipped["wrong_merges"]) == (1, 0)
+    assert shipped["duplicate_current_per_subject"] == 1  # record 3 stays its own subject
+    assert shipped["recall"] == 0.5 and shipped["precision"] == 1.0
+    low = _subjects.score(records, vectors, label, subject.Rule(same=0.8, session=1.01), {})
+    assert (low["merges_labelled"], low["wrong_merges"]) == (2, 1) and low["precision"] == 0.5
+
+
+def test_one_session_lowers_the_bar_only_within_it() -> None:
+    vectors = np.array([[1.0, 0.0], [0.87, 0.49]])  # cosine 0.87: below 0.90, above 0.85
+    records = _records(["start session spins", "still spinning"])
+    rule = subject.Rule(same=0.90, session=0.85)
+    apart = {records[0].record_id: "s1", records[1].record_id: "s2"}
+    together = {r.record_id: "s1" for r in records}
+    assert _subjects.fold(records, vectors, rule, apart)[1] == []
+    assert _subjects.fold(records, vectors, rule, together)[1] == [(1, 0)]
