@@ -28,8 +28,8 @@ from urllib.parse import quote
 import numpy as np
 
 from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.heap import release_free_memory
 from wakemark.shared.models import OBSERVATION_TYPES, Event, MemoryRecord, new_ulid
-from wakemark.shared.retrieval.heap import release_free_memory
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.retriever import CANDIDATES, PROMPT_LIMIT
 from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
