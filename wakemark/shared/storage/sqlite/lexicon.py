@@ -159,8 +159,10 @@ class Batch:
     """Records read from the database: their columns and, per field, its stems."""
 
     rowid: np.ndarray  # int64
-    namespace: list[str]
-    observation_type: list[str]
+    namespaces: list[str]  # the batch's, distinct
+    ns: np.ndarray  # int32 index into ``namespaces`` per record
+    types: list[str]  # the batch's observation types, distinct
+    type: np.ndarray  # int32 index into ``types`` per record
     created: np.ndarray  # int64 microseconds
     length: np.ndarray  # float64 tokens of all four columns
     postings: Postings
@@ -172,8 +174,9 @@ def read_batch(
     """Rows of ``ROWS``, a slice at a time (so only one slice's text is held), indexed;
     new stems are added to ``vocab``."""
     ids: dict[str, list[int]] = {}  # run -> its stems' ids
-    names: dict[str, str] = {}  # one string per namespace and type, however many rows
-    rowid, namespace, kind, created = [], [], [], []
+    namespaces: dict[str, int] = {}
+    types: dict[str, int] = {}
+    rowid, ns, kind, created = [], [], [], []
     streams, gaps, at = [], [], 0
     for rows in slices:
         fields = [_RUN.findall(t) for r in rows for t in (r[4], r[5], r[6])]
@@ -191,8 +194,8 @@ def read_batch(
         at += len(stream)
         for r in rows:
             rowid.append(r[0])
-            namespace.append(names.setdefault(r[1], r[1]))
-            kind.append(names.setdefault(r[2], r[2]))
+            ns.append(namespaces.setdefault(r[1], len(namespaces)))
+            kind.append(types.setdefault(r[2], len(types)))
             created.append(micros(codec.from_ts(r[3])))
     tokens = np.concatenate(streams) if streams else _EMPTY_DOCS
     gap_at = np.asarray(gaps, dtype=np.int32)
@@ -202,8 +205,10 @@ def read_batch(
     length = sizes.reshape(-1, 3).sum(axis=1).astype(np.float64) + SCOPE_TOKENS
     return Batch(
         np.asarray(rowid, dtype=np.int64),
-        namespace,
-        kind,
+        list(namespaces),
+        np.asarray(ns, dtype=np.int32),
+        list(types),
+        np.asarray(kind, dtype=np.int32),
         np.asarray(created, dtype=np.int64),
         length,
         _postings(tokens, gap_at, gap_doc, gap_weight),
@@ -233,6 +238,14 @@ class Ranking:
     since: datetime | None
 
 
+def _codes(*batches: tuple[list[str], np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """The batches' names as one sorted list, and each record's index into it."""
+    names = sorted({n for own, _ in batches for n in own})
+    code = {n: i for i, n in enumerate(names)}
+    per = [np.asarray([code[n] for n in own], dtype=np.int32)[at] for own, at in batches]
+    return names, np.concatenate(per)
+
+
 class Index:
     """An immutable snapshot: the records of a build (``base``) and those changed since
     (``delta``, slots after the base's), the slots of records gone or changed masked."""
@@ -248,21 +261,17 @@ class Index:
         (self.base, self.base_seq), self.delta = base, delta
         self.alive, self.vocab, self.seq = alive, vocab, seq  # seq: text_seq read at the refresh
         self.rowid = np.concatenate((self.base.rowid, delta.rowid))
-        names = self.base.namespace + delta.namespace
-        self.namespaces = sorted(set(names))
-        code = {ns: i for i, ns in enumerate(self.namespaces)}
-        self.ns = np.fromiter((code[n] for n in names), dtype=np.int32, count=len(names))
-        types = self.base.observation_type + delta.observation_type
-        self.types = sorted(set(types))
-        tcode = {t: i for i, t in enumerate(self.types)}
-        self.type = np.fromiter((tcode[t] for t in types), dtype=np.int32, count=len(types))
+        self.namespaces, self.ns = _codes(
+            (self.base.namespaces, self.base.ns), (delta.namespaces, delta.ns)
+        )
+        self.types, self.type = _codes((self.base.types, self.base.type), (delta.types, delta.type))
+        self._type = {t: i for i, t in enumerate(self.types)}
         self.created = np.concatenate((self.base.created, delta.created))
         length = np.concatenate((self.base.length, delta.length))
         self.total = int(alive.sum())
         avgdl = float(length[alive].sum()) / self.total if self.total else 1.0
         self.norm = K1 * ((1 - B) + B * length / avgdl)
         self.whole = bool(alive.all())
-        self._type = tcode
         self._scopes: dict[str, tuple[np.ndarray, bool]] = {}
 
     @property
