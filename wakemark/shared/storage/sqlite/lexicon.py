@@ -374,7 +374,6 @@ def build(conn: sqlite3.Connection) -> Index:
     finally:
         conn.execute("COMMIT")
     empty = read_batch(conn, [], vocab)
-    release_free_memory()  # the rows' text, freed
     return Index((base, seq), empty, np.ones(len(base.rowid), dtype=bool), vocab, seq)
 
 
@@ -448,6 +447,7 @@ class Lexicon:
                 self._index = build(conn) if index is None else refreshed(conn, index)
             finally:
                 conn.close()
+            release_free_memory()  # the rows' text and the arrays of the build, freed
         except Exception as exc:  # FTS5 answers meanwhile; the next search tries again
             log.warning("building the full-text index failed: %r", exc)
         finally:
