@@ -60,6 +60,9 @@ FROM memory_records WHERE text_seq > ?
 
 
 def micros(value: datetime) -> int:
+    """Microseconds since the epoch; a naive time is UTC, as ``codec.ts`` takes it."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
     return (value - _EPOCH) // _MICROSECOND
 
 
