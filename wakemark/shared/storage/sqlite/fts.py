@@ -133,9 +133,12 @@ def stems(conn: sqlite3.Connection, texts: Sequence[str]) -> dict[str, tuple[str
         for doc, term in conn.execute(TEXT_STEMS):
             found.setdefault(doc, []).append(term)
         conn.execute(CLEAR_STEMS)
-    finally:
-        if began:
-            conn.execute("COMMIT")
+    except BaseException:
+        if began and conn.in_transaction:  # interrupted: leave no snapshot open
+            conn.execute("ROLLBACK")
+        raise
+    if began:
+        conn.execute("COMMIT")
     return {texts[doc]: tuple(terms) for doc, terms in found.items()}
 
 
