@@ -172,3 +172,16 @@ def test_the_filters_hold_in_the_index(pair: tuple[SqliteStorage, SqliteStorage]
     assert ids(SearchQuery(NS, 10, observation_type="bugfix")) == [old.record_id]
     assert ids(SearchQuery(NS, 10, since=T0 + timedelta(hours=1))) == [new.record_id]
     assert set(ids(SearchQuery("/", 10))) == {old.record_id, new.record_id, other.record_id}
+
+
+def test_a_limit_of_zero_finds_nothing_in_the_index(
+    pair: tuple[SqliteStorage, SqliteStorage],
+) -> None:
+    indexed, plain = pair
+    with indexed.transaction() as tx:
+        for i in range(5):
+            tx.put_memory_record(MemoryRecord(namespace=NS, title=f"retry {i}", created_at=T0))
+    assert indexed.memory_index(wait_s=30) is not None
+    query = SearchQuery(NS, 0)
+    assert indexed.search_terms(query, ["retry"], stats=None) == []  # type: ignore[arg-type]
+    assert plain.search_terms(query, ["retry"], stats=None) == []  # type: ignore[arg-type]

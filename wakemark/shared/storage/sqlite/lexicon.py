@@ -359,7 +359,8 @@ class Index:
         return found
 
     def _top(self, scores: np.ndarray, slots: np.ndarray, limit: int) -> list[tuple[int, float]]:
-        if len(slots) > limit > 0:
+        limit = max(limit, 1)  # as fts.ranked: a limit of 0 still ranks one row and its ties
+        if len(slots) > limit:
             kth = -np.partition(-scores[slots], limit - 1)[limit - 1]
             slots = slots[scores[slots] >= kth]
         slots = slots[np.argsort(-scores[slots], kind="stable")]
