@@ -29,8 +29,8 @@ import numpy as np
 
 from bench._stats import percentiles
 from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.heap import release_free_memory
 from wakemark.shared.models import OBSERVATION_TYPES, Event, MemoryRecord, new_ulid
-from wakemark.shared.retrieval.heap import release_free_memory
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.retriever import CANDIDATES, PROMPT_LIMIT
 from wakemark.shared.retrieval.vectors import VectorCache, VectorSet
@@ -132,6 +132,8 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 def _measure(runtime: Runtime, queries: list[str]) -> dict[str, Any]:
     retriever, storage, embedder = runtime.retriever, runtime.storage, runtime.embedder
+    if hasattr(storage, "memory_index"):  # SQLite: its full-text index, built or refreshed
+        storage.memory_index(wait_s=600)
     vectors = VectorSet.build(storage.list_embeddings(NS))
     qvecs = {q: embedder.embed_query(q) for q in queries}
     # The first search starts loading the namespace matrix; wait until it is in.
@@ -294,6 +296,8 @@ rt = Runtime.build(settings)
 rt.embedder.warm()
 while rt.retriever.search(sys.argv[3], "warm up").degraded:  # the matrix loads in the background
     time.sleep(0.05)
+if hasattr(rt.storage, "memory_index"):  # SQLite's full-text index, built in the background
+    rt.storage.memory_index(wait_s=600)
 for q in json.loads(sys.argv[2]):
     rt.retriever.search(sys.argv[3], q)
 rss = next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1]

@@ -15,9 +15,9 @@ from functools import cached_property
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from wakemark.shared.heap import release_free_memory
 from wakemark.shared.models import EMBEDDING_DIM, OBSERVATION_TYPES
 from wakemark.shared.retrieval.fusion import Candidate
-from wakemark.shared.retrieval.heap import release_free_memory
 from wakemark.shared.storage import EmbeddingMatrix
 
 # One BLAS thread per process. A search's matrix-vector product is bound by memory, not

@@ -13,6 +13,7 @@ from typing import Any
 from wakemark.shared.storage.base import Storage, Tx
 from wakemark.shared.storage.sqlite import fts
 from wakemark.shared.storage.sqlite.connection import Connections
+from wakemark.shared.storage.sqlite.lexicon import Lexicon
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +36,16 @@ class SqliteBase(Storage):
     backend = "sqlite"
 
     def __init__(
-        self, path: Path | str, on_change: Callable[[set[str]], None] | None = None
+        self,
+        path: Path | str,
+        on_change: Callable[[set[str]], None] | None = None,
+        lexicon: bool = True,  # False: full-text search through FTS5 alone
     ) -> None:
         self.path = Path(path)
         self._conns = Connections(self.path)
         self._on_change = on_change
         self._doc_freqs = fts.DocFreqs()
+        self._lexicon = Lexicon(self.path) if lexicon else None
 
     def _read(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
         return self._conns.get().execute(sql, params).fetchall()

@@ -20,17 +20,19 @@ _FULL = re.compile(r"/actor/[^/]+/project/[^/]+/")
 _ACTOR = re.compile(r"/actor/[^/]+/")
 TOTAL_TTL_S = 1.0  # the document count is re-read at most once a second
 
-# The query's tokens as the index stems them: a scratch FTS5 table per connection (TEMP,
-# so nothing is written to the database file) and its per-instance vocabulary.
+# The index's tokenizer (migrations 0001, 0002): text is split, folded and stemmed by it
+# alone, through a scratch FTS5 table per connection (TEMP, so nothing is written to the
+# database file) and its per-instance vocabulary, which lists each text's stems in order.
+TOKENIZE = "porter unicode61 remove_diacritics 2"
 _STEM_TABLES = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wakemark_query USING fts5 "
-    "(t, tokenize = 'porter unicode61 remove_diacritics 2', detail = none)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wakemark_query_stems "
-    "USING fts5vocab(temp, wakemark_query, instance)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wakemark_stem "
+    f"USING fts5 (t, tokenize = '{TOKENIZE}')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wakemark_stem_instances "
+    "USING fts5vocab(temp, wakemark_stem, instance)",
 )
-CLEAR_QUERY = "DELETE FROM temp.wakemark_query"
-PUT_QUERY = "INSERT INTO temp.wakemark_query (rowid, t) VALUES (?, ?)"
-QUERY_STEMS = "SELECT doc, term FROM temp.wakemark_query_stems"
+CLEAR_STEMS = "DELETE FROM temp.wakemark_stem"
+PUT_TEXT = "INSERT INTO temp.wakemark_stem (rowid, t) VALUES (?, ?)"
+TEXT_STEMS = "SELECT doc, term FROM temp.wakemark_stem_instances ORDER BY doc, offset"
 STEM_DF = "SELECT doc FROM memory_fts_vocab WHERE term = ?"
 DOC_COUNT = "SELECT count(*) FROM memory_records"
 # Whether a record lies outside the namespace range: two probes of memory_by_namespace.
@@ -55,11 +57,15 @@ def scope(conn: sqlite3.Connection, namespace: str) -> tuple[str, bool]:
     """
     if not conn.execute(OUTSIDE, lexical.namespace_range(namespace)).fetchone()[0]:
         return "", True
-    if _FULL.fullmatch(namespace):
-        return f'scope : "ns{namespace.encode().hex()}" AND ', True
-    if _ACTOR.fullmatch(namespace):
-        return f'scope : "na{namespace.encode().hex()}" AND ', True
-    return "", False
+    if not has_scope(namespace):
+        return "", False
+    kind = "ns" if _FULL.fullmatch(namespace) else "na"
+    return f'scope : "{kind}{namespace.encode().hex()}" AND ', True
+
+
+def has_scope(namespace: str) -> bool:
+    """Whether the index holds a scope token for ``namespace``."""
+    return bool(_FULL.fullmatch(namespace) or _ACTOR.fullmatch(namespace))
 
 
 class DocFreqs:
@@ -95,9 +101,8 @@ class DocFreqs:
     def lookup(self, conn: sqlite3.Connection, tokens: Sequence[str]) -> dict[str, int]:
         """Tokens the index splits into several stems (``foo_bar``) are left out: their
         phrase may be rare however common its parts, so they count as rarest."""
-        stems = _stems(conn, tokens)
         out = {}
-        for token, parts in stems.items():
+        for token, parts in stems(conn, tokens).items():
             if len(parts) == 1:
                 out[token] = self._stem_df(conn, parts[0])
         return out
@@ -113,15 +118,28 @@ class DocFreqs:
         return df
 
 
-def _stems(conn: sqlite3.Connection, tokens: Sequence[str]) -> dict[str, list[str]]:
+def stems(conn: sqlite3.Connection, texts: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each text's stems in order, as the index would hold them (a text with none is left
+    out)."""
     for sql in _STEM_TABLES:
         conn.execute(sql)
-    conn.execute(CLEAR_QUERY)
-    conn.executemany(PUT_QUERY, list(enumerate(tokens)))
-    out: dict[str, list[str]] = {}
-    for doc, term in conn.execute(QUERY_STEMS):
-        out.setdefault(tokens[doc], []).append(term)
-    return out
+    began = not conn.in_transaction  # one transaction, not one per inserted row
+    if began:
+        conn.execute("BEGIN")
+    try:
+        conn.execute(CLEAR_STEMS)
+        conn.executemany(PUT_TEXT, enumerate(texts))
+        found: dict[int, list[str]] = {}
+        for doc, term in conn.execute(TEXT_STEMS):
+            found.setdefault(doc, []).append(term)
+        conn.execute(CLEAR_STEMS)
+    except BaseException:
+        if began and conn.in_transaction:  # interrupted: leave no snapshot open
+            conn.execute("ROLLBACK")
+        raise
+    if began:
+        conn.execute("COMMIT")
+    return {texts[doc]: tuple(terms) for doc, terms in found.items()}
 
 
 def ranked(

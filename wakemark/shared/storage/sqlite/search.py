@@ -16,8 +16,9 @@ from wakemark.shared.models import MemoryRecord
 from wakemark.shared.storage import lexical
 from wakemark.shared.storage.errors import StorageTimeoutError
 from wakemark.shared.storage.ports.search import SearchQuery, TermStats, VectorHit
-from wakemark.shared.storage.sqlite import codec, fts
+from wakemark.shared.storage.sqlite import codec, fts, lexicon
 from wakemark.shared.storage.sqlite.base import NS, R_NS, SqliteBase
+from wakemark.shared.storage.sqlite.lexicon import Index, Ranking
 from wakemark.shared.storage.sqlite.records import RECORD_COLUMNS
 from wakemark.shared.storage.sqlite.vectors import NO_VECTOR_INDEX
 
@@ -76,10 +77,22 @@ LIMIT :limit
 
 
 class SqliteSearch(SqliteBase):
+    def memory_index(self, wait_s: float = 0.0) -> Index | None:
+        """The full-text index held in memory if it is current, waiting up to ``wait_s``
+        for it to be built or refreshed; None: FTS5 answers."""
+        if self._lexicon is None:
+            return None
+        return self._lexicon.current(self._conns.get(), wait_s)
+
     def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
         conn = self._conns.get()
         try:
-            return TermStats(self._doc_freqs.lookup(conn, tokens), self._doc_freqs.total(conn))
+            index = self.memory_index()
+            if index is None:
+                return TermStats(self._doc_freqs.lookup(conn, tokens), self._doc_freqs.total(conn))
+            phrases = lexicon.phrases(conn, tokens)
+            single = {t: p[0] for t, p in phrases.items() if len(p) == 1}
+            return TermStats({t: index.doc_freq(s) for t, s in single.items()}, index.total)
         except sqlite3.OperationalError:
             return None
 
@@ -96,6 +109,17 @@ class SqliteSearch(SqliteBase):
         conn = self._conns.get()
         with _bounded(conn, query.timeout_s, "full-text search"):
             try:
+                index = self.memory_index()
+                if index is not None:  # the same ranking, from the index held in memory
+                    phrases = lexicon.phrases(conn, terms)
+                    want = Ranking(
+                        query.namespace, query.limit, query.observation_type, query.since
+                    )
+                    found = index.ranked(
+                        [phrases[t] for t in terms if t in phrases], want, fts.WINDOW
+                    )
+                    rows = _records_by_rank(conn, found, params)
+                    return [codec.to_record(r) for r in rows]
                 prefix, exact = fts.scope(conn, query.namespace)
                 filtered = query.observation_type is not None or query.since is not None
                 sql = RANK_FTS if exact and not filtered else RANK_FTS_CHECKED

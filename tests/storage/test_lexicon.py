@@ -1,0 +1,187 @@
+"""SQLite's full-text index held in the process answers as FTS5 does: the same records in
+the same order, and the same term statistics, as the data changes under it."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from tests.storage.conftest import NS, T0
+from wakemark.shared.config import Settings, prepare_home
+from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
+from wakemark.shared.storage import SearchQuery, migrate
+from wakemark.shared.storage.lexical import tokenize
+from wakemark.shared.storage.sqlite import fts
+from wakemark.shared.storage.sqlite.storage import SqliteStorage
+
+# Stems shared by inflections, identifiers split into phrases of two and three stems,
+# diacritics, CJK and a superscript: what the tokenizer folds, splits and stems.
+WORDS = [
+    "parse_args",
+    "cache",
+    "redis",
+    "token",
+    "login",
+    "naïve",
+    "café",
+    "running",
+    "runs",
+    "ran",
+    "retry",
+    "worker",
+    "celery",
+    "x²",
+    "foo_bar_baz",
+    "Übermäßig",
+    "über",
+    "東京",
+    "tests",
+    "tested",
+    "testing",
+    "a",
+    "an",
+    "the",
+    "of",
+]
+NAMESPACES = [NS, "/actor/a/project/b/", "/actor/b/project/a/"]
+PREFIXES = [*NAMESPACES, "/actor/a/", "/", "/actor/a/project/"]
+
+
+def _text(rng: random.Random, n: int) -> str:
+    ends = ["", ",", ".", "-x", "/y.py", "_z"]
+    return " ".join(rng.choice(WORDS) + rng.choice(ends) for _ in range(n))
+
+
+def _record(rng: random.Random) -> MemoryRecord:
+    return MemoryRecord(
+        namespace=rng.choice(NAMESPACES),
+        title=_text(rng, 5),
+        summary=_text(rng, 20),
+        facts=[_text(rng, 6)],
+        observation_type=rng.choice(OBSERVATION_TYPES),
+        created_at=T0 + timedelta(minutes=rng.randint(0, 10_000)),
+    )
+
+
+@pytest.fixture
+def pair(settings: Settings) -> Iterator[tuple[SqliteStorage, SqliteStorage]]:
+    """The same database through the index and through FTS5 alone."""
+    prepare_home(settings)
+    migrate(settings)
+    indexed = SqliteStorage(settings.sqlite_path)
+    plain = SqliteStorage(settings.sqlite_path, lexicon=False)
+    yield indexed, plain
+    indexed.close()
+    plain.close()
+
+
+def _same_answers(pair: tuple[SqliteStorage, SqliteStorage], rng: random.Random) -> None:
+    indexed, plain = pair
+    assert indexed.memory_index(wait_s=30) is not None
+    plain._doc_freqs = fts.DocFreqs()  # FTS5's frequencies are cached; count them afresh
+    for _ in range(60):
+        terms = tokenize(_text(rng, rng.randint(1, 4)))
+        query = SearchQuery(
+            rng.choice(PREFIXES),
+            rng.choice([1, 3, 10, 40]),
+            rng.choice([None, None, rng.choice(OBSERVATION_TYPES)]),
+            rng.choice([None, T0 + timedelta(minutes=5_000)]),
+        )
+        found = indexed.search_terms(query, terms, stats=None)  # type: ignore[arg-type]
+        expected = plain.search_terms(query, terms, stats=None)  # type: ignore[arg-type]
+        assert _ids(found) == _ids(expected), (query, terms)
+        assert indexed.term_stats(terms) == plain.term_stats(terms), terms
+
+
+def _ids(records: list[MemoryRecord] | None) -> list[str] | None:
+    return None if records is None else [r.record_id for r in records]
+
+
+@pytest.mark.parametrize("window", [fts.WINDOW, 20])
+def test_the_index_answers_as_fts5_as_records_come_change_and_go(
+    pair: tuple[SqliteStorage, SqliteStorage], window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fts, "WINDOW", window)  # 20: most searches rank only the newest
+    rng = random.Random(window)
+    indexed, _ = pair
+    records = [_record(rng) for _ in range(300)]
+    with indexed.transaction() as tx:
+        for r in records:
+            tx.put_memory_record(r)
+    _same_answers(pair, rng)
+
+    with indexed.transaction() as tx:
+        for r in [_record(rng) for _ in range(40)]:
+            tx.put_memory_record(r)
+    _same_answers(pair, rng)
+
+    for r in rng.sample(records, 20):
+        with indexed.transaction() as tx:
+            tx.replace_record_text(r.model_copy(update={"title": _text(rng, 4)}))
+    _same_answers(pair, rng)
+
+    with indexed.transaction() as tx:
+        tx.delete_memory_records([r.record_id for r in records[:30]])
+    _same_answers(pair, rng)
+
+    newer = _record(rng).model_copy(update={"namespace": records[40].namespace})
+    with indexed.transaction() as tx:
+        tx.put_memory_record(newer)
+        assert tx.supersede(records[40].record_id, newer.record_id, T0)
+    _same_answers(pair, rng)
+
+
+def test_a_search_right_after_a_write_finds_it_through_the_index(
+    pair: tuple[SqliteStorage, SqliteStorage],
+) -> None:
+    indexed, _ = pair
+    with indexed.transaction() as tx:
+        tx.put_memory_record(MemoryRecord(namespace=NS, title="first", created_at=T0))
+    assert indexed.memory_index(wait_s=30) is not None
+    fresh = MemoryRecord(namespace=NS, title="zebra_crossing appears", created_at=T0)
+    with indexed.transaction() as tx:
+        tx.put_memory_record(fresh)
+    assert indexed.memory_index(wait_s=30) is not None  # refreshed, not rebuilt
+    found = indexed.search_terms(SearchQuery(NS, 5), ["zebra_crossing"], stats=None)  # type: ignore[arg-type]
+    assert [r.record_id for r in found or []] == [fresh.record_id]
+    with indexed.transaction() as tx:
+        tx.delete_memory_records([fresh.record_id])
+    assert indexed.search_terms(SearchQuery(NS, 5), ["zebra_crossing"], stats=None) == []  # type: ignore[arg-type]
+
+
+def test_the_filters_hold_in_the_index(pair: tuple[SqliteStorage, SqliteStorage]) -> None:
+    indexed, _ = pair
+    old = MemoryRecord(namespace=NS, title="retry budget", observation_type="bugfix",
+                       created_at=T0)  # fmt: skip
+    new = MemoryRecord(namespace=NS, title="retry budget", observation_type="decision",
+                       created_at=T0 + timedelta(days=1))  # fmt: skip
+    other = MemoryRecord(namespace="/actor/b/project/a/", title="retry", created_at=T0)
+    with indexed.transaction() as tx:
+        for r in (old, new, other):
+            tx.put_memory_record(r)
+    assert indexed.memory_index(wait_s=30) is not None
+
+    def ids(query: SearchQuery) -> list[str]:
+        found = indexed.search_terms(query, ["retry"], stats=None)  # type: ignore[arg-type]
+        return [r.record_id for r in found or []]
+
+    assert ids(SearchQuery(NS, 10)) == [new.record_id, old.record_id]
+    assert ids(SearchQuery(NS, 10, observation_type="bugfix")) == [old.record_id]
+    assert ids(SearchQuery(NS, 10, since=T0 + timedelta(hours=1))) == [new.record_id]
+    assert set(ids(SearchQuery("/", 10))) == {old.record_id, new.record_id, other.record_id}
+
+
+def test_a_limit_of_zero_finds_nothing_in_the_index(
+    pair: tuple[SqliteStorage, SqliteStorage],
+) -> None:
+    indexed, plain = pair
+    with indexed.transaction() as tx:
+        for i in range(5):
+            tx.put_memory_record(MemoryRecord(namespace=NS, title=f"retry {i}", created_at=T0))
+    assert indexed.memory_index(wait_s=30) is not None
+    query = SearchQuery(NS, 0)
+    assert indexed.search_terms(query, ["retry"], stats=None) == []  # type: ignore[arg-type]
+    assert plain.search_terms(query, ["retry"], stats=None) == []  # type: ignore[arg-type]

@@ -1,0 +1,476 @@
+"""The full-text index held in the process: the records' postings as numpy arrays, ranked
+with FTS5's bm25 (same tokenizer, formula, column weights, statistics and window), so a
+search answers without FTS5's per-statement count of every document holding each term.
+
+The database stays the source of truth. The index is built from it on first use, on a
+background thread (searches use FTS5 meanwhile), and kept in step through ``text_seq``
+(migration 0016): a counter every insert, text edit and delete of a record moves. While it
+reads what the index was built at, the index is current; otherwise the rows stamped since
+the build are indexed again beside it (their old entries masked) and records gone are
+masked, or the whole index is rebuilt once that delta grows past ``DELTA_ROWS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from wakemark.shared.heap import release_free_memory
+from wakemark.shared.storage.sqlite import codec, fts
+from wakemark.shared.storage.sqlite.connection import connect
+
+log = logging.getLogger(__name__)
+
+K1, B = 1.2, 0.75  # FTS5's bm25 constants
+WEIGHTS = (4.0, 2.0, 1.0)  # title, summary, facts_text: the weights of search.py's bm25()
+# The scope column (migration 0002, weight 0) holds two tokens per record: they count in
+# a record's length, and so in the average, as FTS5 counts them.
+SCOPE_TOKENS = 2
+# Rows changed since the build indexed beside it; past this many, a rebuild.
+DELTA_ROWS = 2000
+REFRESH_WAIT_S = 0.05  # a search waits this long for a refresh, then uses FTS5
+STEM_CACHE = 50_000  # query tokens whose stems are kept
+READ_ROWS = 2000
+SCOPES = 64  # namespaces whose record mask a snapshot keeps
+
+# Runs of ASCII letters and digits or of other characters: every other ASCII character
+# separates tokens for unicode61, so each run is stemmed whole by the index's tokenizer,
+# which splits it further where it would.
+_RUN = re.compile(r"[0-9A-Za-z\x80-\U0010ffff]+")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+SEQ = "SELECT value FROM text_seq WHERE id = 1"
+COUNT = "SELECT count(*) FROM memory_records"
+IDS = "SELECT id FROM memory_records"
+ROWS = """
+SELECT id, namespace, observation_type, created_at, title, summary, facts_text
+FROM memory_records WHERE text_seq > ?
+"""
+
+
+def micros(value: datetime) -> int:
+    """Microseconds since the epoch; a naive time is UTC, as ``codec.ts`` takes it."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // _MICROSECOND
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """(key, record) pairs in CSR form: per distinct key (a stem, or two adjacent stems),
+    the records holding it and its weighted frequency in each."""
+
+    keys: np.ndarray  # int64, ascending
+    at: np.ndarray  # key i's pairs: [at[i], at[i + 1])
+    doc: np.ndarray  # int32 slot, ascending within a key
+    freq: np.ndarray  # weighted frequency: small integers, uint16 (or float32 if larger)
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.at.nbytes + self.doc.nbytes + self.freq.nbytes
+
+    def get(self, key: int) -> slice:
+        i = int(np.searchsorted(self.keys, key))
+        if i < len(self.keys) and self.keys[i] == key:
+            return slice(int(self.at[i]), int(self.at[i + 1]))
+        return slice(0, 0)
+
+
+def _pairs(key: np.ndarray, doc: np.ndarray, weight: np.ndarray) -> Pairs:
+    """Pairs of per-position ``key``, ``doc`` (ascending) and field ``weight``."""
+    order = np.argsort(key, kind="stable")
+    key, doc, weight = key[order], doc[order], weight[order]
+    new = np.ones(len(key), dtype=bool)
+    new[1:] = (key[1:] != key[:-1]) | (doc[1:] != doc[:-1])
+    first = np.flatnonzero(new)
+    freq = np.add.reduceat(weight, first) if len(first) else weight[:0]
+    if freq.max(initial=0) < 2**16:  # exact in half the bytes
+        freq = freq.astype(np.uint16)
+    keys = key[first]
+    starts = np.flatnonzero(np.concatenate((keys[:1] == keys[:1], keys[1:] != keys[:-1])))
+    return Pairs(keys[starts], np.append(starts, len(first)), doc[first], freq)
+
+
+def bigram(a: int, b: int) -> int:
+    return (a << 32) | b
+
+
+@dataclass(frozen=True)
+class Postings:
+    """One batch of records. ``stream`` is the batch's stems in order, each field followed
+    by a gap (-1, so no phrase spans two fields); ``gaps`` are the positions of those
+    gaps, ``gap_doc`` and ``gap_weight`` the field ending there. A phrase of two stems is
+    looked up as a key of ``bigrams``; a longer one is checked in the stream."""
+
+    stream: np.ndarray  # int32 stem at each position
+    terms: Pairs
+    bigrams: Pairs
+    gaps: np.ndarray
+    gap_doc: np.ndarray
+    gap_weight: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.stream, self.gaps, self.gap_doc, self.gap_weight)
+        return self.terms.nbytes + self.bigrams.nbytes + sum(a.nbytes for a in arrays)
+
+    def frequency(self, stems: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Slots holding the phrase ``stems`` and its weighted frequency in each (FTS5's
+        phrase instances: consecutive positions in one field, overlaps counted)."""
+        if len(stems) <= 2:
+            pairs = self.terms if len(stems) == 1 else self.bigrams
+            span = pairs.get(stems[0] if len(stems) == 1 else bigram(stems[0], stems[1]))
+            return pairs.doc[span], pairs.freq[span]
+        docs = None
+        for a, b in zip(stems, stems[1:], strict=False):
+            these = self.bigrams.doc[self.bigrams.get(bigram(a, b))]
+            docs = these if docs is None else np.intersect1d(docs, these, assume_unique=True)
+        if docs is None or not len(docs):
+            return _EMPTY_DOCS, _EMPTY_FREQ32
+        # Every position of the records holding each adjacent pair, checked in turn.
+        fields = (docs[:, None] * 3 + np.arange(3)).ravel()
+        begin = np.where(fields > 0, self.gaps[fields - 1] + 1, 0)
+        size = self.gaps[fields] - begin
+        start = np.repeat(begin - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
+        start = start[start + len(stems) <= len(self.stream)]
+        for i, stem in enumerate(stems):
+            start = start[self.stream[start + i] == stem]
+        field = np.searchsorted(self.gaps, start)
+        found, first = np.unique(self.gap_doc[field], return_index=True)
+        if not len(first):
+            return _EMPTY_DOCS, _EMPTY_FREQ32
+        return found, np.add.reduceat(self.gap_weight[field], first)
+
+
+_EMPTY_DOCS = np.zeros(0, dtype=np.int32)
+_EMPTY_FREQ32 = np.zeros(0, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Records read from the database: their columns and, per field, its stems."""
+
+    rowid: np.ndarray  # int64
+    namespaces: list[str]  # the batch's, distinct
+    ns: np.ndarray  # int32 index into ``namespaces`` per record
+    types: list[str]  # the batch's observation types, distinct
+    type: np.ndarray  # int32 index into ``types`` per record
+    created: np.ndarray  # int64 microseconds
+    length: np.ndarray  # float64 tokens of all four columns
+    postings: Postings
+
+
+def read_batch(
+    conn: sqlite3.Connection, slices: Iterable[list[sqlite3.Row]], vocab: dict[str, int]
+) -> Batch:
+    """Rows of ``ROWS``, a slice at a time (so only one slice's text is held), indexed;
+    new stems are added to ``vocab``."""
+    ids: dict[str, list[int]] = {}  # run -> its stems' ids
+    namespaces: dict[str, int] = {}
+    types: dict[str, int] = {}
+    rowid, ns, kind, created = [], [], [], []
+    streams, gaps, at = [], [], 0
+    for rows in slices:
+        fields = [_RUN.findall(t) for r in rows for t in (r[4], r[5], r[6])]
+        new = list({run: None for field in fields for run in field if run not in ids})
+        stemmed = fts.stems(conn, new)
+        for run in new:
+            ids[run] = [vocab.setdefault(s, len(vocab)) for s in stemmed.get(run, ())]
+        stream: list[int] = []
+        for field in fields:
+            for run in field:
+                stream.extend(ids[run])
+            gaps.append(at + len(stream))
+            stream.append(-1)
+        streams.append(np.asarray(stream, dtype=np.int32))
+        at += len(stream)
+        for r in rows:
+            rowid.append(r[0])
+            ns.append(namespaces.setdefault(r[1], len(namespaces)))
+            kind.append(types.setdefault(r[2], len(types)))
+            created.append(micros(codec.from_ts(r[3])))
+    tokens = np.concatenate(streams) if streams else _EMPTY_DOCS
+    gap_at = np.asarray(gaps, dtype=np.int32)
+    sizes = np.diff(np.concatenate(([-1], gap_at))) - 1
+    gap_doc = np.repeat(np.arange(len(rowid), dtype=np.int32), 3)
+    gap_weight = np.tile(np.asarray(WEIGHTS, dtype=np.float32), len(rowid))
+    length = sizes.reshape(-1, 3).sum(axis=1).astype(np.float64) + SCOPE_TOKENS
+    return Batch(
+        np.asarray(rowid, dtype=np.int64),
+        list(namespaces),
+        np.asarray(ns, dtype=np.int32),
+        list(types),
+        np.asarray(kind, dtype=np.int32),
+        np.asarray(created, dtype=np.int64),
+        length,
+        _postings(tokens, gap_at, gap_doc, gap_weight),
+    )
+
+
+def _postings(
+    tokens: np.ndarray, gaps: np.ndarray, gap_doc: np.ndarray, gap_weight: np.ndarray
+) -> Postings:
+    at = np.flatnonzero(tokens >= 0)
+    field = np.searchsorted(gaps, at)
+    terms = _pairs(tokens[at].astype(np.int64), gap_doc[field], gap_weight[field])
+    at = at[tokens[at + 1] >= 0]  # a stem followed by another in the same field
+    field = np.searchsorted(gaps, at)
+    pair = (tokens[at].astype(np.int64) << 32) | tokens[at + 1]
+    bigrams = _pairs(pair, gap_doc[field], gap_weight[field])
+    return Postings(tokens, terms, bigrams, gaps, gap_doc, gap_weight)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What a search asks of the index: the namespace (a prefix), the filters and how many."""
+
+    namespace: str
+    limit: int
+    observation_type: str | None
+    since: datetime | None
+
+
+def _codes(*batches: tuple[list[str], np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """The batches' names as one sorted list, and each record's index into it."""
+    names = sorted({n for own, _ in batches for n in own})
+    code = {n: i for i, n in enumerate(names)}
+    per = [np.asarray([code[n] for n in own], dtype=np.int32)[at] for own, at in batches]
+    return names, np.concatenate(per)
+
+
+class Index:
+    """An immutable snapshot: the records of a build (``base``) and those changed since
+    (``delta``, slots after the base's), the slots of records gone or changed masked."""
+
+    def __init__(
+        self,
+        base: tuple[Batch, int],
+        delta: Batch,
+        alive: np.ndarray,
+        vocab: dict[str, int],
+        seq: int,
+    ) -> None:
+        (self.base, self.base_seq), self.delta = base, delta
+        self.alive, self.vocab, self.seq = alive, vocab, seq  # seq: text_seq read at the refresh
+        self.rowid = np.concatenate((self.base.rowid, delta.rowid))
+        self.namespaces, self.ns = _codes(
+            (self.base.namespaces, self.base.ns), (delta.namespaces, delta.ns)
+        )
+        self.types, self.type = _codes((self.base.types, self.base.type), (delta.types, delta.type))
+        self._type = {t: i for i, t in enumerate(self.types)}
+        self.created = np.concatenate((self.base.created, delta.created))
+        length = np.concatenate((self.base.length, delta.length))
+        self.total = int(alive.sum())
+        avgdl = float(length[alive].sum()) / self.total if self.total else 1.0
+        self.norm = K1 * ((1 - B) + B * length / avgdl)
+        self.whole = bool(alive.all())
+        self._scopes: dict[str, tuple[np.ndarray, bool]] = {}
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.rowid, self.ns, self.type, self.created, self.norm, self.alive)
+        lists = 8 * len(self.rowid) + 100 * len(self.vocab)
+        postings = self.base.postings.nbytes + self.delta.postings.nbytes
+        return postings + lists + sum(a.nbytes for a in arrays)
+
+    def frequency(self, phrase: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The live slots holding the phrase, and its weighted frequency in each."""
+        ids = [self.vocab.get(s) for s in phrase]
+        if not ids or None in ids:
+            return _EMPTY_DOCS, _EMPTY_FREQ32
+        docs, freq = self.base.postings.frequency(ids)  # type: ignore[arg-type]
+        if len(self.delta.rowid):
+            more, more_freq = self.delta.postings.frequency(ids)  # type: ignore[arg-type]
+            docs = np.concatenate((docs, more + len(self.base.rowid)))
+            freq = np.concatenate((freq, more_freq))
+        if not self.whole:
+            live = self.alive[docs]
+            docs, freq = docs[live], freq[live]
+        return docs, freq
+
+    def doc_freq(self, stem: str) -> int:
+        return len(self.frequency((stem,))[0])
+
+    def scores(self, phrases: Sequence[Sequence[str]]) -> np.ndarray:
+        """FTS5's bm25 of every slot (higher is better, 0 where nothing matched), phrase
+        by phrase in query order, each step as fts5_aux.c computes it."""
+        scores = np.zeros(len(self.rowid))
+        for phrase in phrases:
+            docs, freq = self.frequency(phrase)
+            if not len(docs):
+                continue
+            idf = math.log((self.total - len(docs) + 0.5) / (len(docs) + 0.5))
+            idf = idf if idf > 0.0 else 1e-6
+            f = freq.astype(np.float64)
+            np.add.at(scores, docs, idf * ((f * (K1 + 1.0)) / (f + self.norm[docs])))
+        return scores
+
+    def ranked(
+        self, phrases: Sequence[Sequence[str]], want: Ranking, window: int
+    ) -> list[tuple[int, float]]:
+        """``(rowid, bm25)`` as ``fts.ranked`` answers for the same MATCH: best first, the
+        newest ``window`` matches ranked (all of them if that came back short), at least
+        ``want.limit`` rows plus every row tied with the last."""
+        scores = self.scores(phrases)
+        within, scoped = self._scope(want.namespace)
+        found = np.flatnonzero((scores > 0) & (within if scoped else self.alive))
+        keep = None if scoped else within
+        if want.observation_type is not None:
+            code = self._type.get(want.observation_type, -1)
+            keep = (self.type == code) if keep is None else keep & (self.type == code)
+        if want.since is not None:
+            recent = self.created >= micros(want.since)
+            keep = recent if keep is None else keep & recent
+        if keep is not None:
+            kept = keep[found]
+        span = max(window, want.limit)
+        if len(found) > span:
+            newest = self.rowid[found]
+            after = np.partition(newest, len(found) - span - 1)[len(found) - span - 1]
+            window_kept = newest > after if keep is None else (newest > after) & kept
+            best = self._top(scores, found[window_kept], want.limit)
+            if len(best) >= want.limit:
+                return best
+        return self._top(scores, found if keep is None else found[kept], want.limit)
+
+    def _scope(self, namespace: str) -> tuple[np.ndarray, bool]:
+        """The namespace's slots, and whether FTS5's match is restricted to them: by the
+        scope token, or because no record lies outside (otherwise the window counts other
+        namespaces' matches too). Kept per namespace for this snapshot."""
+        found = self._scopes.get(namespace)
+        if found is None:
+            codes = [n.startswith(namespace) for n in self.namespaces]
+            within = np.asarray(codes, dtype=bool)[self.ns] & self.alive
+            scoped = fts.has_scope(namespace) or not (self.alive & ~within).any()
+            if len(self._scopes) >= SCOPES:
+                self._scopes.clear()
+            found = self._scopes[namespace] = (within, scoped)
+        return found
+
+    def _top(self, scores: np.ndarray, slots: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        limit = max(limit, 1)  # as fts.ranked: a limit of 0 still ranks one row and its ties
+        if len(slots) > limit:
+            kth = -np.partition(-scores[slots], limit - 1)[limit - 1]
+            slots = slots[scores[slots] >= kth]
+        slots = slots[np.argsort(-scores[slots], kind="stable")]
+        return [(int(r), -float(s)) for r, s in zip(self.rowid[slots], scores[slots], strict=True)]
+
+
+def build(conn: sqlite3.Connection) -> Index:
+    """Every record, read in one snapshot."""
+    vocab: dict[str, int] = {}
+    conn.execute("BEGIN")
+    try:
+        seq = int(conn.execute(SEQ).fetchone()[0])
+        cursor = conn.execute(ROWS, (-1,))
+        base = read_batch(conn, iter(lambda: cursor.fetchmany(READ_ROWS), []), vocab)
+    finally:
+        conn.execute("COMMIT")
+    empty = read_batch(conn, [], vocab)
+    return Index((base, seq), empty, np.ones(len(base.rowid), dtype=bool), vocab, seq)
+
+
+def refreshed(conn: sqlite3.Connection, index: Index) -> Index:
+    """``index`` brought up to date: the rows stamped since its build indexed as its
+    delta, the slots of records changed or gone masked; a rebuild past ``DELTA_ROWS``."""
+    conn.execute("BEGIN")
+    try:
+        seq = int(conn.execute(SEQ).fetchone()[0])
+        rows = conn.execute(ROWS + " LIMIT ?", (index.base_seq, DELTA_ROWS + 1)).fetchall()
+        if len(rows) > DELTA_ROWS:
+            conn.execute("COMMIT")
+            return build(conn)
+        count = int(conn.execute(COUNT).fetchone()[0])
+        ids = None
+        base = index.base
+        stale = np.isin(base.rowid, [r[0] for r in rows])
+        if len(base.rowid) - int(stale.sum()) + len(rows) != count:  # some were deleted
+            ids = np.asarray([r[0] for r in conn.execute(IDS)], dtype=np.int64)
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+    vocab = dict(index.vocab)
+    delta = read_batch(conn, [rows], vocab)
+    alive = ~stale
+    if ids is not None:
+        alive &= np.isin(base.rowid, ids)
+    alive = np.concatenate((alive, np.ones(len(rows), dtype=bool)))
+    return Index((base, index.base_seq), delta, alive, vocab, seq)
+
+
+class Lexicon:
+    """The process's index, built and refreshed on one background thread at a time."""
+
+    def __init__(self, path: Path | str) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._index: Index | None = None
+        self._job: tuple[int, threading.Event] | None = None  # (pid, done)
+
+    def current(self, conn: sqlite3.Connection, wait_s: float = 0.0) -> Index | None:
+        """The index if it is current with the database, after waiting up to ``wait_s``
+        for it to be built (or ``REFRESH_WAIT_S`` for a refresh); None: search FTS5."""
+        seq = int(conn.execute(SEQ).fetchone()[0])
+        index = self._index
+        if index is not None and index.seq >= seq:
+            return index
+        done = self._start()
+        if not done.wait(wait_s if index is None else max(wait_s, REFRESH_WAIT_S)):
+            return None
+        index = self._index
+        return index if index is not None and index.seq >= seq else None
+
+    def _start(self) -> threading.Event:
+        with self._lock:
+            # A job started before a fork has no thread in this process.
+            if self._job is not None and self._job[0] == os.getpid():
+                return self._job[1]
+            done = threading.Event()
+            self._job = (os.getpid(), done)
+        threading.Thread(
+            target=self._run, args=(done,), name="wakemark-lexicon", daemon=True
+        ).start()
+        return done
+
+    def _run(self, done: threading.Event) -> None:
+        try:
+            conn = connect(self._path)
+            try:
+                index = self._index
+                self._index = build(conn) if index is None else refreshed(conn, index)
+            finally:
+                conn.close()
+            release_free_memory()  # the rows' text and the arrays of the build, freed
+        except Exception as exc:  # FTS5 answers meanwhile; the next search tries again
+            log.warning("building the full-text index failed: %r", exc)
+        finally:
+            with self._lock:
+                self._job = None
+            done.set()
+
+
+_stems: dict[str, tuple[str, ...]] = {}  # token -> stems (the tokenizer's, so per process)
+
+
+def phrases(conn: sqlite3.Connection, tokens: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each token's stems (its phrase in a MATCH); a token without any is left out."""
+    global _stems
+    missing = [t for t in tokens if t not in _stems]
+    if missing:
+        if len(_stems) > STEM_CACHE:
+            _stems = {}
+        found = fts.stems(conn, missing)
+        _stems.update({t: found.get(t, ()) for t in missing})
+    stems = _stems
+    return {t: stems[t] for t in tokens if stems.get(t)}
