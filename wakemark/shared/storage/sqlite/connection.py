@@ -203,7 +203,7 @@ class Connections:
     def __init__(self, path: Path | str) -> None:
         self._path = path
         self._lock = threading.Lock()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[sqlite3.Connection, threading.Thread]] = []
         self._closed = False
         self._reset(os.getpid())
 
@@ -222,7 +222,7 @@ class Connections:
         if pid != self._pid:
             with self._lock:
                 if pid != self._pid:
-                    _INHERITED.extend(self._all)
+                    _INHERITED.extend(conn for conn, _ in self._all)
                     self._all = []
                     self._reset(pid)
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -230,7 +230,7 @@ class Connections:
             conn = connect(self._path)
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                self._all.append((conn, threading.current_thread()))
         return conn
 
     @contextmanager
@@ -259,5 +259,11 @@ class Connections:
             return
         self._checkpointer.close()
         self._write_lock.close()
-        for conn in conns:
-            conn.close()
+        for conn, thread in conns:
+            if thread is threading.current_thread() or not thread.is_alive():
+                conn.close()
+            else:
+                # Closing a connection under a statement another thread is running frees
+                # what that statement uses (a crash): it is interrupted instead, and closed
+                # when its thread ends and drops it (its only reference is thread-local).
+                conn.interrupt()
