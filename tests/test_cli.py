@@ -6,8 +6,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from wakemark.services.cli.main import COMMANDS
+
+pytestmark = pytest.mark.slow  # every test here starts a wakemark process
 
 
 def _wakemark(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

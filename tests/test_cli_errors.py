@@ -20,6 +20,8 @@ from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.storage import MigrationDriftError, migrate
 from wakemark.shared.storage.migrator import Migration, check_drift, default_directory, discover
 
+pytestmark = pytest.mark.slow  # every test here starts a wakemark process
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -17,6 +17,8 @@ from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
 
+pytestmark = pytest.mark.slow  # every test here starts a wakemark process
+
 ACTOR = "alice"
 
 

@@ -17,6 +17,8 @@ from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
 
+pytestmark = pytest.mark.slow  # every test here starts a wakemark process
+
 ACTOR = "alice"
 
 

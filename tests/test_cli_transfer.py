@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.test_cli import _env
+
+pytestmark = pytest.mark.slow  # every test here starts a wakemark process
 
 NS = "/actor/me/project/p/"
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import free_port
 from tests.test_cli import _env, _wakemark
 from wakemark.services.ui import handoff
 from wakemark.shared.config import Settings
+
+pytestmark = pytest.mark.slow  # every test here starts a wakemark process
 
 
 def test_ui_gives_the_browser_a_one_time_code_not_the_token(tmp_path: Path) -> None:

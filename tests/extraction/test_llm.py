@@ -226,6 +226,7 @@ def test_daily_budget_is_hard_and_survives_restarts(
     assert llm_usage(again)["remaining"] == MAX_OUTPUT_TOKENS
 
 
+@pytest.mark.slow
 def test_budget_is_shared_by_processes(tmp_path: Path) -> None:
     home = tmp_path / "home"
     script = (

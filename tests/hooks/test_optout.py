@@ -159,6 +159,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "home"
 
 
+@pytest.mark.slow
 def test_pause_and_resume_create_and_remove_the_file(home: Path, project_dir: Path) -> None:
     marker = project_dir / ".wakemarkignore"
     done = _cli(home, project_dir / "src", "pause")
@@ -171,12 +172,14 @@ def test_pause_and_resume_create_and_remove_the_file(home: Path, project_dir: Pa
     assert not marker.exists() and "resumed" in done.stdout
 
 
+@pytest.mark.slow
 def test_resume_says_when_the_setting_still_ignores_it(home: Path, project_dir: Path) -> None:
     done = _cli(home, project_dir, "resume", WAKEMARK_IGNORE_PROJECTS=str(project_dir))
     assert done.returncode == 1
     assert "stays ignored: WAKEMARK_IGNORE_PROJECTS" in done.stderr
 
 
+@pytest.mark.slow
 def test_pause_outside_a_project_fails_clearly(home: Path, tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     bare.mkdir()
@@ -186,6 +189,7 @@ def test_pause_outside_a_project_fails_clearly(home: Path, tmp_path: Path) -> No
     assert not (bare / ".wakemarkignore").exists()
 
 
+@pytest.mark.slow
 def test_status_shows_a_paused_project(served: Any, project_dir: Path) -> None:
     settings = served.settings
     port = str(settings.port)

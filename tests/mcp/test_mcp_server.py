@@ -30,6 +30,8 @@ from wakemark.shared.config import Settings
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
 
+pytestmark = pytest.mark.slow  # every test here starts a wakemark process
+
 WAKEMARK = str(Path(sys.executable).with_name("wakemark"))
 
 
@@ -304,7 +306,6 @@ def test_invalid_arguments_are_error_results(served: Served, project_dir: Path) 
     run(main)
 
 
-@pytest.mark.slow
 def test_server_down_is_an_error_result_not_a_crash(tmp_path: Path, project_dir: Path) -> None:
     port = free_port()  # nobody listens here
     home = tmp_path / "home"
@@ -364,7 +365,6 @@ def _registered(home: Path, agent: str) -> dict[str, Any]:
     return dict(json.loads(path.read_text())["mcpServers"]["wakemark"])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["claude-code", "kiro-cli", "gemini-cli", "codex", "cursor"])
 def test_install_registers_wakemark_mcp(tmp_path: Path, agent: str) -> None:
     home = tmp_path / "home"

@@ -90,6 +90,7 @@ def _open_and_write(path: str, start: Any) -> None:
     conn.close()
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_database_at_once_all_get_wal(tmp_path: Any) -> None:
     # Switching to WAL answers "locked" at once, without the busy handler, when another
     # process opens the new file at the same moment (seen: 10 failures in 600 opens).
