@@ -39,10 +39,11 @@ fmt: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Test processes per run (pytest-xdist). Postgres tests each make their own schema; the
-# tests of the one test Redis database (marked shared_redis by tests/conftest.py) run in
-# a serial pass of their own.
-WORKERS ?= auto
+# Test processes of `make test` (pytest-xdist): one more than the cores, since many of
+# its tests wait on Postgres or on a process they started (test-fast's keep the cores
+# busy, one per core). Postgres tests each make their own schema; the tests of the one
+# test Redis database (marked shared_redis by tests/conftest.py) run in a serial pass.
+WORKERS ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
 XDIST = -n $(WORKERS)
 
 # Every test, bench's own included, through the image's entry point (the line compose's
@@ -56,7 +57,7 @@ pytest: install
 # The lane before each commit: lint, types and the tests that need no service, start no
 # server process, drive no browser, build no wheel and fuzz nothing.
 test-fast: lint typecheck
-	$(BIN)/pytest $(XDIST) -m "not (postgres or redis or slow or browser or wheel or fuzz)"
+	$(BIN)/pytest -n auto -m "not (postgres or redis or slow or browser or wheel or fuzz)"
 
 # Start Postgres and Redis if they are installed but stopped, install pgvector where
 # apt can, and create the test role and database: what .ci/run does before `make test`.
