@@ -22,8 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.retrieval.gate import _IDENT as IDENTIFIER
-from wakemark.shared.retrieval.gate import STOPWORDS
+from wakemark.shared.retrieval.gate import IDENTIFIER, STOPWORDS
 
 NEIGHBOURS = 5  # nearest current records the rule looks at
 REPEAT = 0.97  # cosine from which the new record says nothing the old one does not

@@ -59,7 +59,7 @@ STOPWORDS = frozenset(
 _WORD = re.compile(r"[^\W_]+")
 # A code identifier: snake_case, dotted.name or camelCase. One the record shares with the
 # query is near proof of topic.
-_IDENT = re.compile(r"\b[A-Za-z]\w*(?:(?:_|\.)\w+|[a-z][A-Z]\w*)\b")
+IDENTIFIER = re.compile(r"\b[A-Za-z]\w*(?:(?:_|\.)\w+|[a-z][A-Z]\w*)\b")
 
 # --- fitted by bench/fit_gate.py (see bench/results/fit_gate.md); do not edit by hand ---
 FEATURES = (
@@ -162,7 +162,7 @@ def gather(
     """
     query_terms = terms(query)
     query_set = set(query_terms)
-    idents = {m.lower() for m in _IDENT.findall(query)}
+    idents = {m.lower() for m in IDENTIFIER.findall(query)}
     bags = [record_terms(r) for r in records]
     pool_bags = [record_terms(r) for r in pool[:POOL]]
     # Rarity among the candidates, counted against a full pool whatever its size (a term

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.retrieval.gate import _IDENT as IDENTIFIER  # the gate's notion of one
+from wakemark.shared.retrieval.gate import IDENTIFIER  # the gate's notion of one
 from wakemark.shared.storage import Anchors, CodeAnchors, FileAnchor
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
