@@ -138,6 +138,17 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
     assert scrub_text(text) == text
 
 
+@pytest.mark.parametrize("prefix", ["A3TY", "ACCA", "A3T7"])
+def test_an_id_holding_an_access_key_prefix_is_not_a_key(prefix: str) -> None:
+    # A ULID (Crockford base32) holds ``A3T…`` or ``ACCA…`` followed by 16 more of the
+    # key's characters often enough that a client's event id met it (a 422 on ingest).
+    event_id = "V" + prefix + "HG503XH3WFDHX7N749V2"
+    assert scrub({"event_id": event_id, "parent_event_id": event_id}) == {
+        "event_id": event_id,
+        "parent_event_id": event_id,
+    }
+
+
 def test_a_value_is_a_variable_only_when_it_names_the_same_secret() -> None:
     # Digits, case and underscores as a weak password or a random value has them.
     weak = "My" + "Secret" + "123"
@@ -222,6 +233,8 @@ def test_every_rewrite_replaces_a_rule_the_installed_detect_secrets_has() -> Non
         ("npm-tokens", "npm_" + rnd(36), "//registry.npmjs.org/:_authToken={}"),
         ("aws-access-key", rnd(40), "aws_secret_key = '{}'"),
         ("json-web-token", ".".join([_b64url('{"alg":"none"}'), "e30", rnd(43)]), "jwt={}"),
+        ("aws-access-key", "A3TY" + rnd(16, UPPER), "AWS_ACCESS_KEY_ID={}"),
+        ("aws-access-key", "ASIA" + rnd(16, UPPER), 'aws: ["{}", 1]'),
     ],
 )
 def test_rewritten_rules_catch_what_they_caught(kind: str, secret: str, line: str) -> None:

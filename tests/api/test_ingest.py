@@ -21,6 +21,14 @@ def test_single_event_is_stored_and_readable(api: Api) -> None:
     assert "transaction_time" in got.json
 
 
+def test_an_event_id_that_reads_like_an_access_key_is_stored_as_sent(api: Api) -> None:
+    # The id schemathesis found: ``A3TYHG503XH3WFDHX7N7`` inside it has an access key's form.
+    event = {**make_event(), "event_id": "VA3TYHG503XH3WFDHX7N749V2M"}
+    res = api.post("/v1/events", json={"events": [event]})
+    assert res.status_code == 201, res.json
+    assert api.get(f"/v1/events/{event['event_id']}").status_code == 200
+
+
 def test_repeat_event_id_is_stored_false_and_keeps_the_first(api: Api) -> None:
     event = make_event()
     assert api.post("/v1/events", json=event).json["stored"] is True

@@ -72,6 +72,12 @@ _REWRITES = {
         r"aws(?=.{0,48}?['\"][0-9a-zA-Z/+]{40}['\"])"
         r""".{0,20}?(?:key|pwd|pw|password|pass|token).{0,20}?['"]([0-9a-zA-Z/+]{40})['"]"""
     ),
+    # An access key id is a whole token: inside a longer run of letters and digits (a
+    # client's ULID event id holding ``A3T`` or ``ACCA``) it is not a key, and redacting
+    # it there turned a valid id into a 422.
+    r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}": (
+        r"(?<![0-9A-Za-z])(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])"
+    ),
 }
 
 
