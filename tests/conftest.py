@@ -156,6 +156,17 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.shared_redis)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The first test that installs the wheel in a venv runs first. Its fixture builds the
+    sdist, the wheel and the venv once per run, for a minute or more on one process; in
+    collection order it came near the end, and the whole run waited on it. The other
+    wheel tests stay where they are and find the venv built."""
+    first = next((i for i in items if "venv" in getattr(i, "fixturenames", ())), None)
+    if first is not None and first.get_closest_marker("wheel"):
+        items.remove(first)
+        items.insert(0, first)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """Settings for each backend in turn, migrations applied."""

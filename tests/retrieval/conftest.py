@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.pgbulk import chunks
 from wakemark.shared.config import Settings
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.runtime import Runtime
@@ -25,12 +26,14 @@ def make_record(namespace: str = NS, title: str = "note", i: int = 0, **over: An
 
 
 def put(runtime: Runtime, records: list[MemoryRecord], embed: bool = False) -> None:
-    vectors = runtime.embedder.embed([r.embedding_text() for r in records]) if embed else None
-    with runtime.storage.transaction() as tx:
-        for i, record in enumerate(records):
-            tx.put_memory_record(record)
-            if vectors is not None:
-                tx.put_embedding(record.record_id, vectors[i])
+    """The records written through storage, a few hundred to a transaction (``pgbulk``)."""
+    for batch in chunks(records):
+        vectors = runtime.embedder.embed([r.embedding_text() for r in batch]) if embed else None
+        with runtime.storage.transaction() as tx:
+            for i, record in enumerate(batch):
+                tx.put_memory_record(record)
+                if vectors is not None:
+                    tx.put_embedding(record.record_id, vectors[i])
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from tests.pgbulk import CHUNK, hnsw_built_after
 from tests.retrieval.conftest import NS, make_record, put
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.retrieval.lexical import search_lexical
@@ -50,11 +51,13 @@ def _long_records(rt: Runtime, rows: int = ROWS) -> None:
 
 
 def _embedded_records(rt: Runtime, rows: int) -> None:
-    """Records with their vectors, written as an import restores them."""
+    """Records with their vectors, written as an import restores them (Postgres)."""
     vectors = np.random.default_rng(5).standard_normal((rows, 384)).astype(np.float32)
-    for lo in range(0, rows, 1000):
-        batch = [(make_record(NS, "note", i), vectors[i]) for i in range(lo, lo + 1000)]
-        rt.storage.import_batch(ImportBatch(records=batch))
+    assert rt.settings.database_url
+    with hnsw_built_after(rt.settings.database_url):
+        for lo in range(0, rows, CHUNK):
+            batch = [(make_record(NS, "note", i), vectors[i]) for i in range(lo, lo + CHUNK)]
+            rt.storage.import_batch(ImportBatch(records=batch))
 
 
 def _slowest(fn: Callable[[], Any]) -> float:

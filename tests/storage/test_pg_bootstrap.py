@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,8 +48,27 @@ def _superuser(dbname: str = "postgres") -> str:
     return _url(os.environ.get("WAKEMARK_TEST_SUPERUSER", "postgres"), dbname)
 
 
+def _drop(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(_superuser(), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+@pytest.fixture(scope="session")
+def _dropping() -> Iterator[list[threading.Thread]]:
+    """Databases are dropped on threads the test does not wait for: DROP DATABASE waits
+    for a checkpoint, which flushes what every other test has written (seconds, under
+    load). The session waits for them at its end."""
+    threads: list[threading.Thread] = []
+    yield threads
+    for thread in threads:
+        thread.join()
+
+
 @pytest.fixture
-def fresh_db() -> Iterator[FreshDatabase]:
+def fresh_db(_dropping: list[threading.Thread]) -> Iterator[FreshDatabase]:
     import psycopg
 
     name = "wm_boot_" + uuid.uuid4().hex[:10]
@@ -59,11 +79,12 @@ def fresh_db() -> Iterator[FreshDatabase]:
     with admin:
         admin.execute(f'CREATE ROLE "{name}" LOGIN')
         admin.execute(f'CREATE DATABASE "{name}" OWNER "{name}"')
-        try:
-            yield FreshDatabase(name, _url(name, name), _superuser(name))
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            admin.execute(f'DROP ROLE IF EXISTS "{name}"')
+    try:
+        yield FreshDatabase(name, _url(name, name), _superuser(name))
+    finally:
+        thread = threading.Thread(target=_drop, args=(name,), name=f"drop {name}")
+        thread.start()
+        _dropping.append(thread)
 
 
 def _extensions(db: FreshDatabase) -> set[str]:

@@ -11,6 +11,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from tests.pgbulk import chunks, hnsw_built_after
 from tests.retrieval.conftest import NS, OTHER, T0
 from wakemark.shared.config import Settings
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
@@ -27,17 +28,18 @@ def _fill(storage: Storage, namespace: str, n: int, seed: int, types: Any = None
     rng = np.random.default_rng(seed)
     centers = rng.standard_normal((8, EMBEDDING_DIM))
     vectors = centers[rng.integers(0, 8, n)] + rng.standard_normal((n, EMBEDDING_DIM))
-    with storage.transaction() as tx:
-        for i in range(n):
-            kind = types(i) if types else "discovery"
-            record = MemoryRecord(
-                namespace=namespace,
-                title=f"note {seed} {i}",
-                observation_type=kind,
-                created_at=T0 + timedelta(minutes=i),
-            )
-            tx.put_memory_record(record)
-            tx.put_embedding(record.record_id, vectors[i].astype(np.float32))
+    for batch in chunks(range(n)):
+        with storage.transaction() as tx:
+            for i in batch:
+                kind = types(i) if types else "discovery"
+                record = MemoryRecord(
+                    namespace=namespace,
+                    title=f"note {seed} {i}",
+                    observation_type=kind,
+                    created_at=T0 + timedelta(minutes=i),
+                )
+                tx.put_memory_record(record)
+                tx.put_embedding(record.record_id, vectors[i].astype(np.float32))
 
 
 def _query(seed: int) -> np.ndarray:
@@ -221,12 +223,18 @@ def _plan(storage: Any, sql: str, params: dict[str, Any]) -> str:
         return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
 
 
+def _one_bugfix_in_40(i: int) -> str:
+    return "bugfix" if i % 40 == 0 else "discovery"
+
+
 @pytest.mark.postgres
 def test_a_selective_filter_still_gets_k_rows_from_the_hnsw_walk(pg_storage: Storage) -> None:
     # 1 'bugfix' in 40 of 4,000 rows: a walk that stopped at ef_search candidates would
     # keep ~3 of them; the iterative scan goes on until it has the 20 asked for.
-    _fill(pg_storage, NS, 4000, seed=9, types=lambda i: "bugfix" if i % 40 == 0 else "discovery")
-    with psycopg.connect(pg_storage._db.url, autocommit=True) as conn:  # type: ignore[attr-defined]
+    url = pg_storage._db.url  # type: ignore[attr-defined]
+    with hnsw_built_after(url):
+        _fill(pg_storage, NS, 4000, seed=9, types=_one_bugfix_in_40)
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE memory_records")
     query = _query(10)
     params = {"ns": NS + "%", "vector": query, "limit": 20, "type": "bugfix", "since": None}
