@@ -34,13 +34,14 @@ class Server:
 def server(tmp_path: Path) -> Iterator[Server]:
     port = free_port()
     # Text evidence only (embedder off) and one matching record: lower bars, so the walk's
-    # prompt is injected.
+    # prompt is injected. A roomy deadline: what the page shows must not depend on load.
     settings = Settings(
         home=tmp_path / "home",
         embedder="off",
         port=port,
         min_prompt_relevance=0.0,
         min_relevance=0.05,
+        retrieval_budget_ms=10_000,
     )
     prepare_home(settings)
     migrate(settings)
