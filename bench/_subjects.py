@@ -43,13 +43,19 @@ def fold(
     vectors: np.ndarray,
     rule: subject.Rule,
     sessions: dict[str, str],
+    previous: dict[str, list[str]] | None = None,
 ) -> tuple[list[int], list[tuple[int, int]]]:
     """Each record's subject (the index of its first record) and the merges (new, old),
     feeding ``records`` (time order, one namespace or several) to ``subject.match``;
-    ``sessions``: each record's session, by record id."""
+    ``sessions``: each record's session, by record id; ``previous``: for a record of a
+    turn that follows up, the records of the ``subject.LINEAGE`` turns of its session
+    before it, nearest first (the first one written, as its subject's current record now,
+    is the session's previous record: ``HistoryTx.session_previous``)."""
     units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     lineage = list(range(len(records)))
     current: list[int] = []
+    repeats: set[int] = set()  # not written
+    head: dict[int, int] = {}  # subject (its first record) -> its current record
     merges: list[tuple[int, int]] = []
     index = {r.record_id: k for k, r in enumerate(records)}
     for i, record in enumerate(records):
@@ -59,15 +65,23 @@ def fold(
             cosines = units[mine] @ units[i]
             top = np.argsort(-cosines)[: subject.NEIGHBOURS]
             near = [(records[mine[int(k)]], float(cosines[int(k)])) for k in top]
-        found = subject.match(record, near, rule, lambda r: sessions.get(r.record_id))
+        before = [index[r] for r in (previous or {}).get(record.record_id, [])]
+        written = [k for k in before if k not in repeats]
+        last = head[lineage[written[0]]] if written else None
+        lead = None if last is None else (records[last], float(units[last] @ units[i]))
+        found = subject.match(record, near, rule, lambda r: sessions.get(r.record_id), lead)
         if found is None:
             current.append(i)
+            head[i] = i
             continue
         j = index[found.old.record_id]
         merges.append((i, j))
         lineage[i] = lineage[j]
-        if not found.repeat:
+        if found.repeat:
+            repeats.add(i)
+        else:
             current[current.index(j)] = i
+            head[lineage[i]] = i
     return lineage, merges
 
 
@@ -77,9 +91,10 @@ def score(
     label: Sequence[Any | None],
     rule: subject.Rule,
     sessions: dict[str, str],
+    previous: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """``rule`` scored on ``label`` (each record's labelled subject, None: unlabelled)."""
-    lineage, merges = fold(records, vectors, rule, sessions)
+    lineage, merges = fold(records, vectors, rule, sessions, previous)
     tp = fp = 0
     for i, j in merges:
         if label[i] is not None and label[j] is not None:
@@ -117,4 +132,8 @@ def rule_text(rule: dict[str, Any]) -> str:
         text += f", or ≥ {rule['near']} with {' or '.join(evidence)}"
     if rule["session"] <= 1:
         text += f", or ≥ {rule['session']} in one session"
+    if rule.get("follow", _OFF) <= 1:
+        text += f", or ≥ {rule['follow']} with the session's previous record"
+    if rule.get("files_apart", 0) > 0:
+        text += f"; disjoint files below {rule['files_apart']}"
     return text + ("; numbers of title and summary" if rule["summary_numbers"] else "")

@@ -67,7 +67,7 @@ for line in sys.stdin:
     events = [StoredEvent.model_validate({**e, "transaction_time": now}) for e in row["events"]]
     turn = Turn(row["id"], events[0].namespace, events[0].session_id, True, False, events)
     session = before.setdefault(row["id"].rsplit("#", 1)[0], [])
-    joined = []
+    joined, out = [], None
     if hasattr(extraction, "joined_turns"):
         joined = extraction.joined_turns(session, turn, settings.turn_idle_s)
         out = extraction.extract_turn(turn, settings, joined)
@@ -83,6 +83,7 @@ for line in sys.stdin:
         "id": row["id"],
         "skipped": skipped,
         "joined": [t.turn_id for t in joined] if records else [],
+        "follows_up": getattr(out, "follows_up", False),
         "records": [r.model_dump(mode="json") for r in records],
     }))
 """
@@ -203,21 +204,33 @@ def _subjects(
     from bench import _subjects
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
+    from wakemark.shared.extraction.subject import LINEAGE
     from wakemark.shared.models import MemoryRecord
 
     records, label, sessions = [], [], {}
+    previous: dict[str, list[str]] = {}
+    turns: dict[str, list[list[str]]] = {}  # session -> its turns' record ids so far
     for row in rows:
+        session = row["id"].rsplit("#", 1)[0]
+        before = turns.setdefault(session, [])
+        ids = []
         for data in got[row["id"]]["records"]:
             namespace = f"/actor/bench/project/{row['repo'].replace('/', '-')}/"
             records.append(MemoryRecord.model_validate({**data, "namespace": namespace}))
             label.append(labels.get(row["id"], {}).get("subject"))
-            sessions[records[-1].record_id] = row["id"].rsplit("#", 1)[0]
+            sessions[records[-1].record_id] = session
+            ids.append(records[-1].record_id)
+            if got[row["id"]].get("follows_up"):
+                lookback = before[-LINEAGE:][::-1]
+                previous[ids[-1]] = [r for turn in lookback for r in turn[::-1]]
+        before.append(ids)
     embedder = Embedder(Settings.from_env().onnx_model_path)
     vectors = np.asarray(embedder.embed([r.embedding_text() for r in records]), dtype=np.float32)
     return {
         "records": len(records),
         "grid": [
-            _subjects.score(records, vectors, label, rule, sessions) for rule in _subjects.GRID
+            _subjects.score(records, vectors, label, rule, sessions, previous)
+            for rule in _subjects.GRID
         ],
     }
 

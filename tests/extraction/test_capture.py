@@ -18,7 +18,7 @@ from wakemark.shared.extraction.capture import (
     substance,
 )
 
-from .turns import FIXTURES, event, make_turn, text, turn_of
+from .turns import FIXTURES, data, event, make_turn, text, turn_of
 
 CAPTURED = [json.loads(line) for line in (FIXTURES / "capture" / "turns.jsonl").open()]
 
@@ -273,3 +273,38 @@ def test_a_reply_that_names_nothing_takes_the_answers_title(settings: Settings) 
 )  # fmt: skip
 def test_retry_prompts(prompt: str, retry: bool) -> None:
     assert is_retry(prompt) is retry
+
+
+def _teammate(who: str, summary: str, body: str) -> dict:
+    return text(f'<teammate-message teammate_id="{who}" summary="{summary}">\n{body}\n'
+                "</teammate-message>")  # fmt: skip
+
+
+def test_agent_team_shutdown_is_meta_and_a_teammate_report_is_work(settings: Settings) -> None:
+    # Randroids-Dojo/UnrealFrog's agent teams, as their transcripts have them.
+    update = ("tool_use", data({"tool_name": "TaskUpdate", "tool_input": {"taskId": "21"}}))
+    send = ("tool_use", data({"tool_name": "SendMessage", "tool_input": {}}))
+    shutdown = make_turn(
+        ("prompt", _teammate("team-lead", "Sprint 1 complete, requesting shutdown",
+                             "Sprint 1 is complete. All tasks done, retrospective logged. "
+                             "Please shut down.")),
+        update, send,
+        ("session_summary", text("Understood. Sprint 1 complete. Shutting down.")),
+    )  # fmt: skip
+    acknowledged = make_turn(
+        ("prompt", _teammate("engine-architect-2", "Acknowledging shutdown, signing off",
+                             "Acknowledged. Scoring subsystem delivered, memory updated. "
+                             "Shutting down now.")),
+        ("session_summary", text("All teammates are done. Cleaning up the team.")),
+    )  # fmt: skip
+    assert extract_turn(shutdown, settings).skipped == "meta"
+    assert extract_turn(acknowledged, settings).skipped == "meta"
+    report = make_turn(
+        ("prompt", _teammate("devops-engineer", "Build baseline done",
+                             "Task 8 done: the build runs headless in CI, shutdown of the "
+                             "editor process is now clean.")),
+        ("tool_use", data({"tool_name": "Bash", "tool_input": {"command": "make build"}})),
+        ("session_summary", text("Merged the headless build; CI runs it on every push.")),
+    )  # fmt: skip
+    out = extract_turn(report, settings)
+    assert out.skipped is None and out.records and out.follows_up

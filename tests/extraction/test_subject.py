@@ -85,3 +85,38 @@ def test_numbers_are_compared_in_titles_not_in_summaries() -> None:
     assert subject.match(backport, [(change, 0.93)]) is not None
     before = subject.Rule(session=1.01, summary_numbers=True)
     assert subject.match(backport, [(change, 0.93)], before) is None
+
+
+def test_a_follow_up_continues_the_session_previous_record_from_a_low_cosine() -> None:
+    tried = _rec("Start Session spins", "rebuilt with debug logging", files_touched=["main.ts"])
+    next_step = _rec("read the console lines", "the handler awaits a promise never resolved")
+    cosine = subject.RULE.follow + 0.05
+    found = subject.match(next_step, [], previous=(tried, cosine))
+    assert found is not None and found.old is tried and not found.repeat
+    assert subject.match(next_step, [], previous=(tried, subject.RULE.follow - 0.01)) is None
+    assert subject.match(next_step, []) is None  # no follow-up: no lineage
+    pinned = _rec("Start Session spins", pinned=True)
+    assert subject.match(next_step, [], previous=(pinned, 0.8)) is None
+    off = subject.Rule(follow=1.01)
+    assert subject.match(next_step, [], off, previous=(tried, 0.8)) is None
+
+
+def test_a_near_neighbour_wins_over_the_lineage() -> None:
+    new = _rec("invoice PDF crash: embed the font")
+    neighbour, last = _rec("invoice PDF crash"), _rec("deploy the docs")
+    found = subject.match(new, [(neighbour, subject.RULE.same)], previous=(last, 0.6))
+    assert found is not None and found.old is neighbour
+
+
+def test_disjoint_files_keep_weaker_evidence_apart() -> None:
+    tried = _rec("plugin load fails", files_touched=["plugin/index.js"])
+    other = _rec("plugin load fails", files_touched=["server/app.py"])
+    shared = _rec("plugin load fails", files_touched=["plugin/index.js", "server/app.py"])
+    unknown = _rec("plugin load fails")  # no files: no evidence either way
+    below = subject.RULE.files_apart - 0.01
+    assert subject.match(other, [], previous=(tried, below)) is None
+    assert subject.match(shared, [], previous=(tried, below)) is not None
+    assert subject.match(unknown, [], previous=(tried, below)) is not None
+    assert subject.match(other, [(tried, subject.RULE.files_apart)]) is not None
+    no_veto = subject.Rule(files_apart=0)
+    assert subject.match(other, [], no_veto, previous=(tried, below)) is not None

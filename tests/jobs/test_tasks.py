@@ -22,7 +22,7 @@ from wakemark.shared.jobs import (
 )
 from wakemark.shared.jobs.breaker import Breaker
 from wakemark.shared.jobs.tasks import _store_vectors
-from wakemark.shared.models import MemoryRecord
+from wakemark.shared.models import Event, MemoryRecord
 from wakemark.shared.storage import TransientStorageError
 
 from .conftest import NS, assert_extracted_once, event, ingest, turn_events
@@ -318,3 +318,50 @@ def test_concurrent_workers_leave_one_current_record_per_subject(
     # Each turn wrote its record or was a repeat; every record written is current or history.
     assert sorted(written) == sorted([current.record_id, *(v.record.record_id for v in history)])
     assert {i.skip_reason for i in infos if not i.record_ids} <= {"repeat"}
+
+
+def _edit(path: str, session: str) -> Event:
+    data = {"tool_name": "Edit", "tool_input": {"file_path": path, "new_string": "x = 1"}}
+    return Event.model_validate(
+        {**event("tool_use", "", session).model_dump(), "body": {"type": "json", "data": data}}
+    )
+
+
+@pytest.mark.slow
+def test_a_follow_up_turn_supersedes_the_session_previous_record_a_turn_on_other_files_not(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime
+):
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    storage = runtime.storage
+
+    def extract(prompt: str, path: str, answer: str) -> MemoryRecord:
+        events = [event("prompt", prompt, "s1"), _edit(path, "s1"),
+                  event("session_summary", answer, "s1")]  # fmt: skip
+        [record_id] = extract_turns(runtime.tasks, storage.put_events(events)[-1].closed_turns)
+        record = storage.get_memory_record(record_id) or storage.get_version(record_id)
+        return record if isinstance(record, MemoryRecord) else record.record  # type: ignore[union-attr]
+
+    plugin = "siyuan-plugin/src/index.ts"
+    first = extract(
+        "The Start Session button of the SiYuan plugin does nothing",
+        plugin,
+        "The click handler was never bound: bound it in onload, rebuilt the plugin.",
+    )
+    follow = extract(
+        "it loads now but the session panel stays empty",
+        plugin,
+        "The panel rendered before the session data arrived; it now waits for the fetch.",
+    )
+    other = extract(
+        "add a health check endpoint to the backend",
+        "backend/server.py",
+        "Added GET /health returning the database and queue state.",
+    )
+    current = {r.record_id for r in storage.list_memory_records(NS).items}
+    assert current == {follow.record_id, other.record_id}
+    (version,) = storage.get_history(follow.record_id)
+    assert version.record.record_id == first.record_id
+    vectors = runtime.embedder.embed([r.embedding_text() for r in (first, follow, other)])
+    a, b, c = (np.asarray(v) / np.linalg.norm(v) for v in vectors)
+    assert subject.RULE.follow <= float(a @ b) < subject.RULE.session  # the lineage decides
+    assert float(b @ c) < subject.RULE.files_apart  # other files: no lineage

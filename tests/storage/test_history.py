@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.storage.conftest import NS, T0, record, vec
+from tests.storage.conftest import NS, T0, event, record, vec
 from tests.storage.test_anchors import anchors
 from wakemark.shared.models import MemoryRecord, new_record_id
 from wakemark.shared.retrieval.lexical import search_lexical
@@ -110,3 +110,58 @@ def test_put_version_needs_its_current_record_and_pages(storage: Storage) -> Non
     rest = storage.list_versions(NS, limit=2, after=page[-1].record.record_id)
     assert [v.record.record_id for v in rest] == ids[2:]
     assert storage.list_versions("/actor/a/project/b/") == []
+
+
+def _turn(storage: Storage, session: str, ns: str = NS) -> str:
+    storage.put_event(event("prompt", "fix the invoice crash", session, ns))
+    turn_id = storage.put_event(event("session_summary", "fixed", session, ns)).turn_id
+    assert turn_id is not None
+    return turn_id
+
+
+def _extracted(storage: Storage, turn_id: str, *records: MemoryRecord) -> None:
+    with storage.transaction() as tx:
+        for r in records:
+            tx.put_memory_record(r)
+            tx.put_embedding(r.record_id, vec(len(r.title)))
+        assert tx.mark_turn_extracted(turn_id, [r.record_id for r in records], None)
+
+
+def _previous(storage: Storage, turn_id: str, lookback: int = 6) -> tuple[str, float] | None:
+    with storage.transaction() as tx:
+        found = tx.session_previous(turn_id, vec(1), lookback)
+    return None if found is None else (found[0].record_id, found[1])
+
+
+def test_the_session_previous_record_is_the_newest_of_the_nearest_turn_that_wrote_one(
+    storage: Storage,
+) -> None:
+    first, second = record("first try"), record("second try, a longer title")
+    older = _turn(storage, "s1")
+    _extracted(storage, older, first, second)
+    between = [_turn(storage, "s1") for _ in range(2)]  # skipped turns: no record
+    with storage.transaction() as tx:
+        for turn_id in between:
+            assert tx.mark_turn_extracted(turn_id, [], "meta")
+    other = _turn(storage, "s2")  # another session's record is never the previous one
+    _extracted(storage, other, record("other session"))
+    now = _turn(storage, "s1")
+    found = _previous(storage, now)
+    assert found is not None and found[0] == second.record_id
+    a, b = vec(len(second.title)), vec(1)
+    assert found[1] == pytest.approx(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), abs=1e-4)
+    assert _previous(storage, now, lookback=2) is None  # only the skipped turns are that near
+    assert _previous(storage, older) is None  # the session's first turn
+    assert _previous(storage, "no-such-turn") is None
+
+
+def test_the_session_previous_record_is_its_subject_current_record(storage: Storage) -> None:
+    old = record("first try")
+    before = _turn(storage, "s1")
+    _extracted(storage, before, old)
+    new = record("the fix from another session")
+    assert _supersede(storage, old, new)  # another session's record took the subject over
+    found = _previous(storage, _turn(storage, "s1"))
+    assert found is not None and found[0] == new.record_id
+    storage.delete_memory_records([new.record_id])
+    assert _previous(storage, _turn(storage, "s1")) is None

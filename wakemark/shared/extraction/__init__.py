@@ -17,6 +17,7 @@ from wakemark.shared.extraction import subject
 from wakemark.shared.extraction.budget import usage as _usage
 from wakemark.shared.extraction.capture import (
     LOOKBACK,
+    follows_up,
     is_ack_answer,
     joined_turns,
     may_join,
@@ -57,6 +58,8 @@ class Extracted:
     records: list[MemoryRecord] = field(default_factory=list)
     # why there are none: command, meta, trivial, error, unanswered, empty
     skipped: str | None = None
+    # the turn goes on with the previous turn of its session (``capture.follows_up``)
+    follows_up: bool = False
 
 
 def extract_turn(turn: Turn, settings: Settings, joined: Sequence[Turn] = ()) -> Extracted:
@@ -71,7 +74,7 @@ def extract_turn(turn: Turn, settings: Settings, joined: Sequence[Turn] = ()) ->
         if reason:
             return Extracted(skipped=reason)
     records = extract(turn, settings, screened=True, joined=joined)
-    return Extracted(records, None if records else "empty")
+    return Extracted(records, None if records else "empty", bool(records) and follows_up(turn))
 
 
 def _ack_only(turn: Turn) -> bool:

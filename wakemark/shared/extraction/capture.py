@@ -33,6 +33,12 @@ _META_TAGS = (
 _TEAMMATE_STATUS = re.compile(r"<teammate-message\b[^>]*>\s*\{.*?\}\s*</teammate-message>", re.S)
 _TEAMMATE_TAG = re.compile(r"</?teammate-message\b[^>]*>")
 _TEAMMATE_SUMMARY = re.compile(r"<teammate-message\b[^>]*\bsummary=\"([^\"]+)\"")
+# Agent-team coordination: a teammate asking for, or acknowledging, the team's shutdown.
+_TEAM_SHUTDOWN = re.compile(
+    r"\b(?:shut(?:ting)?[ -]?down|shutdown|signing off|all teammates (?:are )?(?:done|finished))\b",
+    re.I,
+)
+_SHUTDOWN_WORDS = 40  # a longer message carries a report besides
 # Tools that only keep the agent's own books: after a prompt of injected context alone
 # they are not work.
 _BOOKKEEPING = {"TodoWrite", "TodoRead", "TaskList", "TaskGet", "TaskUpdate", "TaskOutput",
@@ -128,6 +134,8 @@ def turn_skip_reason(turn: Turn) -> str | None:
     answer = answers[-1] if answers else ""
     uses = [e for e in turn.events if e.kind == "tool_use"]
     clean = clean_prompt(prompt)
+    if team_shutdown(prompt, [parse_tool_use(e.body).name for e in uses]):
+        return "meta"
     if not (uses and clean):  # a request and tool uses: work, whatever the tools were
         reason = skip_reason(prompt, answer, [parse_tool_use(e.body).name for e in uses])
         if reason or not clean:
@@ -140,6 +148,23 @@ def turn_skip_reason(turn: Turn) -> str | None:
     if says_something([parse_tool_use(e.body) for e in uses], project_roots(turn)):
         return None
     return "trivial" if answered else "unanswered"
+
+
+def team_shutdown(prompt: str, tools: list[str]) -> bool:
+    """A teammate's message (Claude Code agent teams) that asks for or acknowledges the
+    team's shutdown ("Please shut down.", "Acknowledged. Shutting down."), answered with
+    bookkeeping alone: coordination, not work."""
+    if not _TEAMMATE_TAG.search(prompt) or not all(t in _BOOKKEEPING for t in tools):
+        return False
+    said = clean_prompt(prompt)
+    return bool(_TEAM_SHUTDOWN.search(said)) and len(said.split()) <= _SHUTDOWN_WORDS
+
+
+def follows_up(turn: Turn) -> bool:
+    """Whether the turn goes on with the previous turn of its session, so that its record
+    may continue the subject of the session's previous record (``subject.continues``):
+    a request of the user's, not a note written as it is."""
+    return not any(e.kind == "note" for e in turn.events)
 
 
 # A prompt that asks for the last request again, whatever came between.

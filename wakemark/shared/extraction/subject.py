@@ -2,10 +2,12 @@
 
 The evidence, in one project (namespace): the cosine of the two records' embeddings
 (their title, summary and facts, ``MemoryRecord.embedding_text``), whether they come
-from one session, and the numbers their titles name (``Rule``). Shared files and code
-identifiers are no evidence: on real history most changes to one file are different
-subjects, and a lower cosine with a shared identifier folds such changes together
-without finding more of the labelled ones (``python -m bench consolidation``).
+from one session, the session's lineage (a turn following up the one before it goes on
+with its subject: ``continues``), the numbers their titles name and the files they touch
+or cite (``Rule``). Shared files and code identifiers are no evidence for a merge: on
+real history most changes to one file are different subjects, and a lower cosine with a
+shared identifier folds such changes together without finding more of the labelled
+ones (``python -m bench consolidation``). Disjoint files are evidence against one.
 
 A new record about the subject of a current one supersedes it (the old one is kept as a
 version, ``wakemark.shared.storage.ports.history``); one that says the same
@@ -25,6 +27,7 @@ from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.gate import IDENTIFIER, STOPWORDS
 
 NEIGHBOURS = 5  # nearest current records the rule looks at
+LINEAGE = 6  # turns back a follow-up looks for the session's previous record
 REPEAT = 0.97  # cosine from which the new record says nothing the old one does not
 
 
@@ -34,15 +37,22 @@ class Rule:
     subject: their cosine reaches ``same``; or they come from one session (a later turn
     going on with the same request: a retry, a follow-up) and it reaches ``session``;
     or it reaches ``near`` and they share evidence besides: at least ``title_overlap``
-    of their title words (Jaccard), or a code identifier both name (``identifiers``). A
-    bound above 1 turns its evidence off. The shipped values are the grid row of
-    ``python -m bench consolidation`` with the best recall at precision >= 0.95."""
+    of their title words (Jaccard), or a code identifier both name (``identifiers``).
+    A record of a turn that follows up the previous turn of its session continues the
+    subject of the session's previous record when their cosine reaches ``follow``
+    (``continues``). Two records whose files are disjoint (both name some) are one
+    subject only from ``files_apart`` on: one request going on touches the files it
+    touched. A bound above 1 turns its evidence off (``files_apart`` 0: no veto). The
+    shipped values are the grid row of ``python -m bench consolidation`` and ``python -m
+    bench capture`` with the best recall at precision >= 0.95."""
 
     same: float = 0.90
     near: float = 1.01
     title_overlap: float = 1.01
     identifiers: bool = False
     session: float = 0.85
+    follow: float = 0.50
+    files_apart: float = 0.95
     # The numbers compared: the titles' (False), or the titles' and summaries' (True: a
     # summary's numbers are mostly commit ids, issue links and counts, which differ
     # between a change and its backport, or between two tries at one fix).
@@ -83,6 +93,22 @@ def _evidence(new: MemoryRecord, old: MemoryRecord, rule: Rule) -> bool:
     return rule.identifiers and bool(_identifiers(new) & _identifiers(old))
 
 
+def _files_apart(new: MemoryRecord, old: MemoryRecord, cosine: float, rule: Rule) -> bool:
+    a, b = set(new.files_touched), set(old.files_touched)
+    return bool(a and b and not a & b) and cosine < rule.files_apart
+
+
+def _mergeable(new: MemoryRecord, old: MemoryRecord, cosine: float, rule: Rule) -> bool:
+    """Nothing keeps the two apart: one project, the old one neither pinned nor corrected
+    by a person (kept as it is on purpose), the same numbers named, and files that are
+    not disjoint below ``files_apart``."""
+    if old.namespace != new.namespace or old.pinned or old.edited_at is not None:
+        return False
+    # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
+    # version 3.0.0 and 3.0.3, cache 1 and cache 2.
+    return _numbers(old, rule) == _numbers(new, rule) and not _files_apart(new, old, cosine, rule)
+
+
 def same_subject(
     new: MemoryRecord,
     old: MemoryRecord,
@@ -90,18 +116,20 @@ def same_subject(
     rule: Rule = RULE,
     same_session: bool = False,
 ) -> bool:
-    """The rule. A record a person pinned or corrected is never superseded: it was kept
-    as it is on purpose. Records whose titles name different numbers are different
-    subjects (with ``summary_numbers``, their titles and summaries)."""
-    if old.namespace != new.namespace or old.pinned or old.edited_at is not None:
-        return False
-    # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
-    # version 3.0.0 and 3.0.3, cache 1 and cache 2.
-    if _numbers(old, rule) != _numbers(new, rule):
+    """The rule, for a current record near the new one (``_mergeable`` first)."""
+    if not _mergeable(new, old, cosine, rule):
         return False
     if cosine >= rule.same or (same_session and cosine >= rule.session):
         return True
     return cosine >= rule.near and _evidence(new, old, rule)
+
+
+def continues(new: MemoryRecord, previous: MemoryRecord, cosine: float, rule: Rule = RULE) -> bool:
+    """The lineage rule: ``new``, of a turn that follows up the one before it in its
+    session (``capture.follows_up``), goes on with the subject of ``previous`` (the
+    session's previous current record, ``HistoryTx.session_previous``): a retry, the
+    next step of one request, the answer to "still fails"."""
+    return cosine >= rule.follow and _mergeable(new, previous, cosine, rule)
 
 
 def is_repeat(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
@@ -120,15 +148,21 @@ def match(
     neighbours: Sequence[tuple[MemoryRecord, float]],
     rule: Rule = RULE,
     session_of: Callable[[MemoryRecord], str | None] = lambda record: None,
+    previous: tuple[MemoryRecord, float] | None = None,
 ) -> Match | None:
-    """The current record ``new`` is about (its nearest neighbour the rule accepts), or
-    None: ``new`` starts a subject of its own. ``session_of``: a record's session, when
-    known."""
+    """The current record ``new`` is about (its nearest neighbour the rule accepts, else
+    the session's previous record it ``continues``), or None: ``new`` starts a subject
+    of its own. ``session_of``: a record's session, when known; ``previous``: the
+    session's previous current record and its cosine, for a turn that follows up."""
     session = session_of(new) if rule.session <= 1 else None
     for old, cosine in neighbours:
         # Looked up only when it could decide: a session may cost a read.
         same_session = cosine >= rule.session and session is not None
         same_session = same_session and session_of(old) == session
         if old.record_id != new.record_id and same_subject(new, old, cosine, rule, same_session):
+            return Match(old, cosine, is_repeat(new, old, cosine))
+    if previous is not None and rule.follow <= 1:
+        old, cosine = previous
+        if old.record_id != new.record_id and continues(new, old, cosine, rule):
             return Match(old, cosine, is_repeat(new, old, cosine))
     return None

@@ -140,7 +140,8 @@ class _Subjects:
     without a vector (the embedder is off or down) starts a subject of its own.
 
     A record's session is its first source event's: known for the batch's turns, read
-    (once) for an older record when the rule asks for it."""
+    (once) for an older record when the rule asks for it. A record of a turn that follows
+    up the one before it also meets the session's previous record (the lineage rule)."""
 
     def __init__(
         self,
@@ -172,9 +173,15 @@ class _Subjects:
                 (r.record_id, near) for (r, _), near in zip(pairs, found, strict=True)
             )
 
-    def match(self, record: MemoryRecord, vector: np.ndarray) -> Match | None:
+    def match(
+        self, record: MemoryRecord, vector: np.ndarray, follows_up: str | None = None
+    ) -> Match | None:
+        """``follows_up``: the id of the record's turn when it follows up the one before."""
         if record.record_id not in self._near:
             return None
+        previous = None
+        if follows_up is not None:
+            previous = self._tx.session_previous(follows_up, vector, self._subject.LINEAGE)
         near = [(r, c) for r, c in self._near[record.record_id] if r.record_id not in self._gone]
         unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
         for other, v in self._fresh:
@@ -182,7 +189,7 @@ class _Subjects:
                 near.append((other, float(unit @ v) / max(float(np.linalg.norm(v)), 1e-12)))
         near.sort(key=lambda pair: -pair[1])
         return self._subject.match(
-            record, near[: self._subject.NEIGHBOURS], session_of=self._session_of
+            record, near[: self._subject.NEIGHBOURS], session_of=self._session_of, previous=previous
         )
 
     def _session_of(self, record: MemoryRecord) -> str | None:
@@ -229,6 +236,7 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     extracted = [_candidates(turn, ctx) for turn in turns]
     candidates = [e.records for e in extracted]
     skipped = {t.turn_id: e.skipped for t, e in zip(turns, extracted, strict=True)}
+    follows = {t.turn_id for t, e in zip(turns, extracted, strict=True) if e.follows_up}
     all_vectors = _try_embed(ctx, [r for records in candidates for r in records])
     plans: list[tuple[str, list[MemoryRecord], np.ndarray | None]] = []
     start = 0
@@ -248,7 +256,10 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
         for turn_id, records, vectors in plans:
             found: dict[int, Match] = {}
             if subjects is not None and vectors is not None:
-                matched = ((i, subjects.match(r, vectors[i])) for i, r in enumerate(records))
+                lineage = turn_id if turn_id in follows else None
+                matched = (
+                    (i, subjects.match(r, vectors[i], lineage)) for i, r in enumerate(records)
+                )
                 found = {i: m for i, m in matched if m is not None}
             kept = [(i, r) for i, r in enumerate(records) if not (i in found and found[i].repeat)]
             ids = [r.record_id for _, r in kept]

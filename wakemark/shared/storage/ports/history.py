@@ -46,6 +46,15 @@ class HistoryTx(Protocol):
         transaction sees them."""
 
     @abc.abstractmethod
+    def session_previous(
+        self, turn_id: str, vector: np.ndarray, lookback: int
+    ) -> tuple[MemoryRecord, float] | None:
+        """The session's previous record for the turn ``turn_id``: the newest record of
+        the nearest of the ``lookback`` turns of its session opened before it that wrote
+        one, as the current record of its chain now (a version gives its current one),
+        with its cosine to ``vector``; None when there is none with an embedding."""
+
+    @abc.abstractmethod
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         """Make the current record ``old_id`` a version of the current record ``new_id``
         (its versions follow it); its embedding goes, its anchors go with the version.

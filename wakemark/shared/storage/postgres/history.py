@@ -27,6 +27,20 @@ WITH mine AS MATERIALIZED (
 SELECT * FROM mine ORDER BY cosine DESC, record_id LIMIT %(limit)s
 """
 
+SESSION_TURN_RECORDS = """
+SELECT p.record_ids FROM turns t JOIN turns p
+    ON p.session_id = t.session_id AND p.namespace = t.namespace
+   AND (p.opened_at, p.turn_id) < (t.opened_at, t.turn_id)
+ WHERE t.turn_id = %s ORDER BY p.opened_at DESC, p.turn_id DESC LIMIT %s
+"""
+
+# A record, or the current record of the chain it is a version of.
+CURRENT_OF = f"""
+SELECT {RECORD_COLUMNS}, 1 - (embedding <=> %(vector)s) FROM memory_records
+ WHERE embedding IS NOT NULL AND record_id = coalesce(
+       (SELECT current_id FROM record_history WHERE record_id = %(id)s), %(id)s)
+"""
+
 # The row lock: a split or a delete of the same record waits for this transaction.
 GET_RECORD_FOR_UPDATE = (
     f"SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = %s FOR UPDATE"
@@ -81,6 +95,17 @@ class PostgresHistoryTx(PostgresTxBase):
             rows = self.conn.execute(SUBJECT_NEIGHBOURS, params).fetchall()
             out.append([(memory_record(r[:-1]), float(r[-1])) for r in rows])
         return out
+
+    def session_previous(
+        self, turn_id: str, vector: np.ndarray, lookback: int
+    ) -> tuple[MemoryRecord, float] | None:
+        rows = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
+        ids = next((ids for (ids,) in rows if ids), None)
+        if not ids:
+            return None
+        params = {"id": ids[-1], "vector": check_vector(vector)}
+        row = self.conn.execute(CURRENT_OF, params).fetchone()
+        return None if row is None else (memory_record(row[:-1]), float(row[-1]))
 
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         self._lock_records()
