@@ -19,21 +19,31 @@ import numpy as np
 from wakemark.shared.extraction import subject
 from wakemark.shared.models import MemoryRecord
 
-# Candidate rules, the shipped one first, then the one before it (the numbers of
-# summaries compared too, no session evidence). Cosine alone, then a lower cosine with
-# evidence besides: one session, title words (Jaccard), or a code identifier both name.
+# Candidate rules, the shipped one first, then the one before it (no lineage, no file
+# veto). Cosine alone, then a lower cosine with evidence besides: one session, title
+# words (Jaccard), a code identifier both name, or the session's lineage (``follow``);
+# and the file veto (``files_apart``) from other cosines.
 _OFF = 1.01
+_BEFORE = {"follow": _OFF, "files_apart": 0.0}
 GRID = [
     subject.RULE,
-    subject.Rule(same=0.90, session=_OFF, summary_numbers=True),
-    subject.Rule(same=0.90, session=_OFF),
-    subject.Rule(same=0.86, session=_OFF),
-    subject.Rule(same=0.80, session=_OFF),
-    subject.Rule(same=0.90, session=0.80),
-    subject.Rule(same=0.90, session=0.75),
-    subject.Rule(same=0.90, session=0.70),
-    subject.Rule(same=0.90, session=_OFF, near=0.80, title_overlap=0.5),
-    subject.Rule(same=0.90, session=_OFF, near=0.85, identifiers=True),
+    subject.Rule(**_BEFORE),
+    subject.Rule(same=0.90, session=_OFF, **_BEFORE),
+    subject.Rule(same=0.86, session=_OFF, **_BEFORE),
+    subject.Rule(same=0.80, session=_OFF, **_BEFORE),
+    subject.Rule(same=0.90, session=0.75, **_BEFORE),
+    subject.Rule(same=0.90, session=_OFF, near=0.80, title_overlap=0.5, **_BEFORE),
+    subject.Rule(same=0.90, session=_OFF, near=0.85, identifiers=True, **_BEFORE),
+    subject.Rule(follow=0.50),
+    subject.Rule(follow=0.55),
+    subject.Rule(follow=0.65),
+    subject.Rule(follow=0.70),
+    subject.Rule(files_apart=0.0),
+    subject.Rule(files_apart=0.90),
+    subject.Rule(files_apart=0.97),
+    subject.Rule(same=0.86),
+    subject.Rule(same=0.86, files_apart=0.97),
+    subject.Rule(same=0.80, files_apart=0.97),
 ]
 GRID = list(dict.fromkeys(GRID))
 

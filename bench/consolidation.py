@@ -177,12 +177,22 @@ def markdown(result: dict[str, Any]) -> str:
         f"Target: ratio ≥ {result['target_ratio']}. First grid row of each project: the "
         "shipped rule. codemem-dev's projects chose it; the held-out history sets "
         "(`bench/_history_set.py`) only check it.",
-        "",
-        "| project | rule | labelled subjects (records) | labelled merges (wrong) | "
-        "precision | recall | duplicate current | merged share (all records) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for name, p in [*result["projects"].items(), *result.get("held_out", {}).items()]:
+    sets = [*result["projects"].items(), *result.get("held_out", {}).items()]
+    lines += ["", "Pooled over all sets (codemem-dev's and the held-out ones):", "",
+              "| rule | labelled merges (wrong) | precision | duplicate current |",
+              "|---|---|---|---|"]  # fmt: skip
+    for k, g in enumerate(sets[0][1]["grid"]):
+        merges = sum(p["grid"][k]["merges_labelled"] for _, p in sets)
+        wrong = sum(p["grid"][k]["wrong_merges"] for _, p in sets)
+        duplicates = sum(p["grid"][k]["duplicate_current_per_subject"] for _, p in sets)
+        precision = round((merges - wrong) / merges, 3) if merges else None
+        rule = _subjects.rule_text(g["rule"])
+        lines.append(f"| {rule} | {merges} ({wrong}) | {precision} | {duplicates} |")
+    lines += ["", "| project | rule | labelled subjects (records) | labelled merges (wrong) | "
+              "precision | recall | duplicate current | merged share (all records) |",
+              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, p in sets:
         for g in p["grid"]:
             lines.append(
                 f"| {name} | {_subjects.rule_text(g['rule'])} | {g['labelled_subjects']} "

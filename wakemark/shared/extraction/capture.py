@@ -160,11 +160,34 @@ def team_shutdown(prompt: str, tools: list[str]) -> bool:
     return bool(_TEAM_SHUTDOWN.search(said)) and len(said.split()) <= _SHUTDOWN_WORDS
 
 
+_PICK = re.compile(r"[a-f]|\d{1,2}")
+_PICK_FILLER = {
+    "option", "options", "and", "or", "then", "maybe", "probably", "mostly", "first", "both",
+    "all", "of", "them", "i", "think", "dont", "don't", "know", "for", "sure", "the", "rest",
+}  # fmt: skip
+
+
+def picks_options(request: str) -> bool:
+    """A reply that picks among options the agent offered ("b and d mostly", "2"): it
+    answers the agent's next question, so it starts a subject of its own."""
+    words = re.findall(r"[\w']+", request.lower())
+    picks = [w for w in words if _PICK.fullmatch(w)]
+    return bool(picks) and len(words) <= 12 and all(w in _PICK_FILLER or w in picks for w in words)
+
+
 def follows_up(turn: Turn) -> bool:
     """Whether the turn goes on with the previous turn of its session, so that its record
-    may continue the subject of the session's previous record (``subject.continues``):
-    a request of the user's, not a note written as it is."""
-    return not any(e.kind == "note" for e in turn.events)
+    may continue the subject of the session's previous record (``subject.continues``): a
+    request of the user's after the last one (a bug report after a fix, "yes", "still
+    fails", the error pasted). Not a note (written as it is), a slash command, a message
+    of an agent team's teammate (each reports its own task) or a pick among options."""
+    if any(e.kind == "note" for e in turn.events):
+        return False
+    prompt = next((body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"), "")
+    request = clean_prompt(prompt)
+    if _TEAMMATE_TAG.search(prompt) or _SLASH_COMMAND.match(request) or command_of(prompt):
+        return False
+    return not picks_options(request)
 
 
 # A prompt that asks for the last request again, whatever came between.
