@@ -36,7 +36,7 @@ GRID = [
     subject.Rule(same=0.90, session=_OFF, near=0.85, identifiers=True, **_BEFORE),
     subject.Rule(follow=0.50),
     subject.Rule(follow=0.55),
-    subject.Rule(follow=0.65),
+    subject.Rule(follow=0.60),
     subject.Rule(follow=0.70),
     subject.Rule(files_apart=0.0),
     subject.Rule(files_apart=0.90),

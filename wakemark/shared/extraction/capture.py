@@ -164,6 +164,7 @@ _PICK = re.compile(r"[a-f]|\d{1,2}")
 _PICK_FILLER = {
     "option", "options", "and", "or", "then", "maybe", "probably", "mostly", "first", "both",
     "all", "of", "them", "i", "think", "dont", "don't", "know", "for", "sure", "the", "rest",
+    "with", "pf",
 }  # fmt: skip
 
 
@@ -187,7 +188,9 @@ def follows_up(turn: Turn) -> bool:
     request = clean_prompt(prompt)
     if _TEAMMATE_TAG.search(prompt) or _SLASH_COMMAND.match(request) or command_of(prompt):
         return False
-    return not picks_options(request)
+    # A prompt that opens with a heading is a command's or a skill's text ("# Session
+    # Handoff"), a task of its own.
+    return not (_HEADING.match(request.lstrip().split("\n", 1)[0]) or picks_options(request))
 
 
 # A prompt that asks for the last request again, whatever came between.

@@ -51,7 +51,7 @@ class Rule:
     title_overlap: float = 1.01
     identifiers: bool = False
     session: float = 0.85
-    follow: float = 0.60
+    follow: float = 0.65
     files_apart: float = 0.95
     # The numbers compared: the titles' (False), or the titles' and summaries' (True: a
     # summary's numbers are mostly commit ids, issue links and counts, which differ
