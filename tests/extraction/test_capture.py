@@ -12,6 +12,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.extraction import extract, extract_turn, joined_turns
 from wakemark.shared.extraction.capture import (
     clean_prompt,
+    follows_up,
     is_retry,
     request_line,
     skip_reason,
@@ -307,4 +308,22 @@ def test_agent_team_shutdown_is_meta_and_a_teammate_report_is_work(settings: Set
         ("session_summary", text("Merged the headless build; CI runs it on every push.")),
     )  # fmt: skip
     out = extract_turn(report, settings)
-    assert out.skipped is None and out.records and out.follows_up
+    assert out.skipped is None and out.records
+    assert not out.follows_up  # a teammate reports its own task: no session lineage
+
+
+@pytest.mark.parametrize(
+    ("prompt", "follows"),
+    [("well now the button does nothing", True), ("yes", True),
+     ("forward request failed: Post http://127.0.0.1:8081/session/start", True),
+     ("b and d mostly", False), ("2", False), ("option a", False),
+     ("# Session Handoff\n\nPrepare for ending this session", False),
+     ("<command-name>/review</command-name>", False)],
+)  # fmt: skip
+def test_a_turn_follows_up_the_one_before_unless_it_starts_its_own(
+    prompt: str, follows: bool, settings: Settings
+) -> None:
+    turn = make_turn(("prompt", text(prompt)), ("session_summary", text("Fixed the handler.")))
+    assert follows_up(turn) is follows
+    note = make_turn(("note", text("the invoice font is DejaVu Sans")))
+    assert not follows_up(note)
