@@ -37,7 +37,7 @@ from typing import Any
 
 from bench import _codemem
 from bench._stats import mean
-from bench.search import DEFAULT_PG, _analyze, _drop_schema, _pg_schema_url
+from bench.search import DEFAULT_PG, _drop_schema, _pg_schema_url, _vacuum
 from tests.retrieval.relevance import warm
 from wakemark.shared.models import Event, Retrieval, new_ulid
 from wakemark.shared.retrieval import retriever as retrieval
@@ -224,7 +224,7 @@ def _backend(database_url: str | None) -> dict[str, Any]:
             )
             try:
                 if database_url:
-                    _analyze(project.runtime.settings)
+                    _vacuum(project.runtime.settings)
                 out[name] = project_result(project)
             finally:
                 project.runtime.close()

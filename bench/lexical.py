@@ -1,5 +1,5 @@
-"""The SQLite lexical leg at 50k records: FTS5 against the index held in the process
-(``wakemark.shared.storage.sqlite.lexicon``), issue 27 item 2.
+"""The lexical leg at 50k records: SQLite's FTS5 against the index held in the process
+(``wakemark.shared.storage.sqlite.lexicon``), and Postgres' full-text leg, issue 27 item 2.
 
 Records and queries are ``bench/search.py``'s (one namespace, no vectors). Each query runs
 every variant below in turn, rotating the order, so all of them see the same machine load:
@@ -8,18 +8,26 @@ every variant below in turn, rotating the order, so all of them see the same mac
   index (term stats, MATCH, bm25 over the newest ``fts.WINDOW`` matches, records).
 - ``leg``: the same call with the index: the ranking in memory, then the same records.
 - ``ranking``: the index's ranking alone (no term stats, no records read).
+- ``postgres``: ``search_lexical`` over Postgres (term stats, then the tsvector search
+  ranked by ts_rank over the newest window of matches, put in BM25 order), the same
+  records in a schema of ``WAKEMARK_BENCH_DATABASE_URL`` (default: the test database),
+  vacuumed and analyzed after the load (the test server runs no autovacuum).
 - ``embed_query``: the query embedding, the yardstick the issue scales its targets by.
 
 Also: the index's build time, bytes and the process's RSS growth, the first search after a
 one-record write (which refreshes the index), and how the two legs' answers agree (lists
 identical, and the top 10 in common).
 
-Run: ``python -m bench lexical``; ``WAKEMARK_BENCH_LEXICAL_RECORDS`` sets the size and
-``WAKEMARK_BENCH_LEXICAL_HOME`` keeps the built database there for the next run.
+Run: ``python -m bench lexical``; ``WAKEMARK_BENCH_LEXICAL_RECORDS`` sets the size,
+``WAKEMARK_BENCH_LEXICAL_HOME`` keeps the built SQLite database there for the next run and
+``WAKEMARK_BENCH_LEXICAL_SCHEMA`` the Postgres records in that schema (else a fresh schema
+is dropped after the run).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import tempfile
@@ -32,12 +40,23 @@ from typing import Any
 
 import numpy as np
 
-from bench.search import BATCH, NS, _queries, _record, _stats
+from bench.search import (
+    BATCH,
+    DEFAULT_PG,
+    NS,
+    _drop_schema,
+    _pg_schema_url,
+    _queries,
+    _record,
+    _stats,
+    _vacuum,
+)
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.heap import release_free_memory
 from wakemark.shared.retrieval.lexical import search_lexical, select_terms
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import lexical, migrate
+from wakemark.shared.storage.postgres.storage import PostgresStorage
 from wakemark.shared.storage.sqlite import fts, lexicon
 from wakemark.shared.storage.sqlite.storage import SqliteStorage
 
@@ -53,12 +72,13 @@ def _rss_mb() -> float:
     return int(line.split()[1]) / 1024
 
 
-def _build(home: Path) -> Settings:
-    settings = Settings(home=home)
-    prepare_home(settings)
+def _build(settings: Settings) -> None:
+    """The records, unless the database already holds them."""
+    if settings.backend == "sqlite":
+        prepare_home(settings)
     migrate(settings)
-    if (home / "bench-built").exists():
-        return settings
+    if _built(settings):
+        return
     runtime = Runtime.build(settings)
     storage = runtime.storage
     rng, base = random.Random(7), datetime(2024, 1, 1, tzinfo=UTC)
@@ -69,8 +89,20 @@ def _build(home: Path) -> Settings:
                     tx.put_memory_record(_record(rng, i, base))
     finally:
         runtime.close()
-    (home / "bench-built").write_text(f"{RECORDS}\n")
-    return settings
+    _vacuum(settings)
+    if settings.backend == "sqlite":
+        (settings.home / "bench-built").write_text(f"{RECORDS}\n")
+
+
+def _built(settings: Settings) -> bool:
+    if settings.backend == "sqlite":
+        return (settings.home / "bench-built").exists()
+    import psycopg
+
+    assert settings.database_url is not None
+    with psycopg.connect(settings.database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM memory_records").fetchone()
+    return row is not None and row[0] >= RECORDS
 
 
 def _phrases(storage: SqliteStorage, query: str) -> list[tuple[str, ...]]:
@@ -83,11 +115,12 @@ def _phrases(storage: SqliteStorage, query: str) -> list[tuple[str, ...]]:
     return [found[t] for t in terms if t in found]
 
 
-def _measure(settings: Settings) -> dict[str, Any]:
+def _measure(settings: Settings, pg_url: str) -> dict[str, Any]:
     model = Settings.from_env().onnx_model_path  # the embedder, for the yardstick
     runtime = Runtime.build(Settings(home=settings.home, model_path=model))
     plain = SqliteStorage(settings.sqlite_path, lexicon=False)
     storage = SqliteStorage(settings.sqlite_path)
+    pg = PostgresStorage(pg_url)
     try:
         runtime.embedder.warm()
         queries = _queries(random.Random(11))[:QUERIES]
@@ -104,13 +137,14 @@ def _measure(settings: Settings) -> dict[str, Any]:
             "fts5": lambda q: search_lexical(plain, NS, q, K),
             "leg": lambda q: search_lexical(storage, NS, q, K),
             "ranking": lambda q: index.ranked(plans[q], where, fts.WINDOW),
+            "postgres": lambda q: search_lexical(pg, NS, q, K),
             "embed_query": runtime.embedder.embed_query,
         }
         for q in queries[:20]:  # warm both paths (stems, statements, caches)
             for fn in variants.values():
                 fn(q)
         samples: dict[str, list[float]] = {name: [] for name in variants}
-        answers: dict[str, dict[str, list[str]]] = {"fts5": {}, "leg": {}}
+        answers: dict[str, dict[str, list[str]]] = {"fts5": {}, "leg": {}, "postgres": {}}
         names = list(variants)
         for i, q in enumerate(queries):
             for name in names[i % len(names) :] + names[: i % len(names)]:
@@ -119,9 +153,13 @@ def _measure(settings: Settings) -> dict[str, Any]:
                 samples[name].append((time.perf_counter() - t) * 1000.0)
                 if name in answers:
                     answers[name][q] = [h.record.record_id for h in out]
-        agree = [
-            len(set(answers["leg"][q][:10]) & set(answers["fts5"][q][:10])) / 10 for q in queries
-        ]
+
+        def agree(leg: str) -> float:
+            common = [
+                len(set(answers[leg][q][:10]) & set(answers["fts5"][q][:10])) for q in queries
+            ]
+            return round(float(np.mean(common)) / 10, 3)
+
         same = sum(answers["leg"][q] == answers["fts5"][q] for q in queries)
         return {
             "records": RECORDS,
@@ -133,9 +171,15 @@ def _measure(settings: Settings) -> dict[str, Any]:
             "rss_growth_mb": round(rss_growth, 1),
             "first_search_after_write_ms": _after_write(storage, queries),
             "identical_lists": same,
-            "agree_at_10": round(float(np.mean(agree)), 3),
+            "agree_at_10": agree("leg"),
+            "postgres_agree_at_10": agree("postgres"),
+            # Which records the Postgres leg answered, so runs of two versions compare.
+            "postgres_answers": hashlib.sha256(
+                json.dumps([answers["postgres"][q] for q in queries]).encode()
+            ).hexdigest()[:16],
         }
     finally:
+        pg.close()
         storage.close()
         plain.close()
         runtime.close()
@@ -155,15 +199,25 @@ def _after_write(storage: SqliteStorage, queries: list[str]) -> float:
 
 def run() -> dict[str, Any]:
     keep = os.environ.get("WAKEMARK_BENCH_LEXICAL_HOME")
+    schema = os.environ.get("WAKEMARK_BENCH_LEXICAL_SCHEMA")
+    pg_base = os.environ.get("WAKEMARK_BENCH_DATABASE_URL", DEFAULT_PG)
     load = [round(x, 2) for x in os.getloadavg()]
-    with nullcontext(keep) if keep else tempfile.TemporaryDirectory() as home:
-        result = _measure(_build(Path(home)))
+    schema, pg_url = _pg_schema_url(pg_base, schema)
+    try:
+        with nullcontext(keep) if keep else tempfile.TemporaryDirectory() as home:
+            settings = Settings(home=Path(home))
+            _build(settings)
+            _build(Settings(home=Path(home), database_url=pg_url))
+            result = _measure(settings, pg_url)
+    finally:
+        if not os.environ.get("WAKEMARK_BENCH_LEXICAL_SCHEMA"):
+            _drop_schema(pg_base, schema)
     return {**result, "load_before": load, "load_after": [round(x, 2) for x in os.getloadavg()]}
 
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        f"# SQLite lexical leg at {result['records']} records: FTS5 and the index in memory",
+        f"# Lexical leg at {result['records']} records: SQLite's FTS5 and index, Postgres",
         "",
         f"{result['queries']} queries of `bench/search.py`, every variant per query in rotating "
         f"order (same process, same load). Load average {result['load_before']} → "
@@ -173,7 +227,7 @@ def markdown(result: dict[str, Any]) -> str:
         "| variant | p50 ms | p95 ms | mean ms |",
         "|---|---|---|---|",
     ]
-    for name in ("fts5", "leg", "ranking", "embed_query"):
+    for name in ("fts5", "leg", "ranking", "postgres", "embed_query"):
         m = result[name]
         lines.append(f"| {name} | {m['p50_ms']} | {m['p95_ms']} | {m['mean_ms']} |")
     lines += [
@@ -183,5 +237,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['first_search_after_write_ms']} ms (median of {WRITES}, the refresh "
         f"included). Answers: {result['identical_lists']} of {result['queries']} lists "
         f"identical to FTS5's, top 10 in common {result['agree_at_10']}.",
+        "",
+        f"Postgres: its own ranking (ts_rank's window, then BM25 on its lexemes), top 10 in "
+        f"common with FTS5's {result['postgres_agree_at_10']}; answers digest "
+        f"`{result['postgres_answers']}` (equal digests: the same records in the same order).",
     ]
     return "\n".join(lines) + "\n"

@@ -17,7 +17,7 @@ from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import SearchQuery, TransientStorageError
 from wakemark.shared.storage.migrator import default_directory, discover
-from wakemark.shared.storage.postgres import PostgresStorage, migrate_postgres
+from wakemark.shared.storage.postgres import PostgresStorage, connection, migrate_postgres
 
 pytestmark = pytest.mark.postgres
 
@@ -110,6 +110,22 @@ def test_pool_survives_terminated_backend(store: PostgresStorage, pg_url: str) -
         assert admin.execute("SELECT pg_terminate_backend(%s)", pid).fetchone() == (True,)
     with contextlib.suppress(TransientStorageError):  # allowed once; the next call works
         store.stats()
+    assert store.stats()["memories"] == 0
+    with store._db.connection() as conn:
+        assert conn.execute("SELECT pg_backend_pid()").fetchone() != pid
+
+
+def test_idle_connection_is_checked_before_use(
+    store: PostgresStorage, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Idle CHECK_IDLE_S or more (here: any time at all), a pooled connection is checked
+    # before it is handed out, so one whose server process died is replaced unseen.
+    monkeypatch.setattr(connection, "CHECK_IDLE_S", 0.0)
+    store.ping()
+    with store._db.connection() as conn:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", pid).fetchone() == (True,)
     assert store.stats()["memories"] == 0
     with store._db.connection() as conn:
         assert conn.execute("SELECT pg_backend_pid()").fetchone() != pid

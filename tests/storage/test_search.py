@@ -195,6 +195,9 @@ def test_lexical_primitives(storage: Storage) -> None:
     found = storage.search_terms(where, ["nosuchword", "walrus"], stats=stats)
     assert found is not None and [r.record_id for r in found] == [rec.record_id]
     assert storage.search_terms(where, ["nosuchword"], stats=stats) == []
+    # A term term_stats was not asked about is searched all the same.
+    found = storage.search_terms(where, ["tusk"], stats=stats)
+    assert found is not None and [r.record_id for r in found] == [rec.record_id]
     assert storage.search_terms(where, [], stats=stats) is None  # nothing to search for
     assert [r.record_id for r in storage.search_substring(where, "RUS TU")] == [rec.record_id]
     assert storage.search_substring(where, "  ") == []

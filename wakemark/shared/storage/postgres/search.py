@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,11 +27,13 @@ from wakemark.shared.storage.postgres.rows import (
 
 # Per query token: its document frequency, via the lexemes Postgres makes of it (a token
 # that is only stop words can never match, so it sorts as the most common and is dropped
-# first); and the document count.
+# first); the document count; and the token's tsquery (plainto_tsquery: no operator in
+# user text survives; '' for stop words only), which the search ORs client-side.
 QUERY_TERMS = """
 SELECT t.token,
        CASE WHEN count(l.lexeme) = 0 THEN 2147483647 ELSE min(coalesce(d.df, 0)) END,
-       (SELECT n FROM fts_doc_count WHERE id = 1)
+       (SELECT n FROM fts_doc_count WHERE id = 1),
+       plainto_tsquery('english', wakemark_fts_text(t.token))::text
   FROM unnest(%s::text[]) AS t(token)
   LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', wakemark_fts_text(t.token))))
        AS l(lexeme) ON true
@@ -39,14 +41,15 @@ SELECT t.token,
  GROUP BY t.token
 """
 
-# The OR of the terms' plainto_tsquery (no operator in user text survives), in order;
-# NULL when no term has one (all stop words).
-TSQUERY = """
-SELECT string_agg('(' || part || ')', ' | ' ORDER BY i)
-  FROM (SELECT i, plainto_tsquery('english', wakemark_fts_text(t))::text AS part
-          FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)) p
- WHERE part <> ''
+# The tsquery of terms term_stats was not asked about.
+TERM_TSQUERIES = """
+SELECT t, plainto_tsquery('english', wakemark_fts_text(t))::text FROM unnest(%s::text[]) AS u(t)
 """
+
+# Tokens whose tsquery is kept (it depends on the token and the built-in configuration
+# only, so it never goes stale); past this many the cache starts over.
+TSQUERY_CACHE = 50_000
+_tsqueries: dict[str, str] = {}
 
 # Ranks the newest %(window)s matches only (all of them when there are fewer), in
 # memory_fts. Keyed by "one full namespace": then the statement says only namespace = ...,
@@ -119,18 +122,15 @@ SELECT * FROM (
     for exact in (False, True)
 }
 
-# Bounds the statements after it in the transaction (milliseconds; 0 would mean none).
-STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"
 
-# SET LOCAL, with parameters, for one vector search: the HNSW walk's candidate list, and
-# sorting off for the walk, so the planner takes the index (the caller chose it by the
-# namespace's size; for a selective filter the planner would rather sort every row that
-# passes). JIT off: a disabled sort prices the plan past jit_above_cost, and compiling it
-# took ~0.5 s, against ~10 ms for the walk.
-SET_VECTOR_SEARCH = (
-    "SELECT set_config('jit', 'off', true), set_config('hnsw.ef_search', %s, true),"
-    " set_config('enable_sort', %s, true)"
-)
+# The HNSW walk's settings for one vector search, SET LOCAL before it: its candidate list
+# (hnsw.ef_search), and sorting off for the walk, so the planner takes the index (the
+# caller chose it by the namespace's size; for a selective filter the planner would rather
+# sort every row that passes). JIT off: a disabled sort prices the plan past
+# jit_above_cost, and compiling it took ~0.5 s, against ~10 ms for the walk.
+def _vector_settings(ef_search: int, sort: bool) -> dict[str, str]:
+    return {"jit": "off", "hnsw.ef_search": str(ef_search), "enable_sort": "on" if sort else "off"}
+
 
 _VECTOR_FILTER = f"""namespace {NS} AND embedding IS NOT NULL
    AND (%(type)s::text IS NULL OR observation_type = %(type)s)
@@ -177,22 +177,22 @@ class PostgresSearch(PostgresBase):
                 found = conn.execute(QUERY_TERMS, (list(tokens),)).fetchall()
             except (psycopg.ProgrammingError, psycopg.DataError):
                 return None
-        return TermStats({t: df for t, df, _ in found}, int(found[0][2]) if found else None)
+        _keep_tsqueries((t, q) for t, _, _, q in found)
+        return TermStats({t: df for t, df, _, _ in found}, int(found[0][2]) if found else None)
 
     def search_terms(
         self, query: SearchQuery, terms: Sequence[str], *, stats: TermStats
     ) -> list[MemoryRecord] | None:
         params = _search_params(query)
+        end = _deadline(query.timeout_s)
         try:
-            with self._db.connection() as conn, conn.transaction():
-                run = _bounded(conn, _deadline(query.timeout_s), "full-text search")
-                row = run(TSQUERY, (list(terms),)).fetchone()
-                tsquery = row[0] if row else None
+            with self._db.connection() as conn:
+                tsquery = _tsquery(conn, terms, end)
                 if tsquery is None:
                     return None
                 sql = SEARCH_FTS[params["exact"] is not None]
                 more = {"tsquery": tsquery, "window": max(self.fts_window, query.limit)}
-                rows = run(sql, {**params, **more}).fetchall()
+                rows = _run(conn, sql, {**params, **more}, end, "full-text search")
         except (psycopg.ProgrammingError, psycopg.DataError):
             return None
         # ts_rank picks the candidates; BM25 orders them (see bm25.py).
@@ -204,9 +204,10 @@ class PostgresSearch(PostgresBase):
         pattern = lexical.substring_pattern(text)
         if pattern is None:
             return []
-        with self._db.connection() as conn, conn.transaction():
-            run = _bounded(conn, _deadline(query.timeout_s), "substring search")
-            rows = run(SEARCH_SUBSTRING, {**params, "patterns": [pattern]}).fetchall()
+        params["patterns"] = [pattern]
+        end = _deadline(query.timeout_s)
+        with self._db.connection() as conn:
+            rows = _run(conn, SEARCH_SUBSTRING, params, end, "substring search")
         return [memory_record(r) for r in rows]
 
     def search_fragments(self, query: SearchQuery, fragments: Sequence[str]) -> list[MemoryRecord]:
@@ -220,11 +221,11 @@ class PostgresSearch(PostgresBase):
                 wanted[fragment] = pattern
         short = [f for f in wanted if len(f) < lexical.TRIGRAM_CHARS]
         found = []
-        with self._db.connection() as conn, conn.transaction():
-            bounded = _bounded(conn, end, "fragment search")
+        with self._db.connection() as conn:
 
             def run(statement: str, **more: Any) -> list[MemoryRecord]:
-                return [memory_record(r) for r in bounded(statement, {**params, **more})]
+                rows = _run(conn, statement, {**params, **more}, end, "fragment search")
+                return [memory_record(r) for r in rows]
 
             for fragment, pattern in wanted.items():
                 if fragment not in short:
@@ -247,23 +248,40 @@ class PostgresSearch(PostgresBase):
             "type": query.observation_type,
             "since": query.since,
         }
-        ef_search = str(max(self.hnsw_ef_search, query.limit))
+        ef_search = max(self.hnsw_ef_search, query.limit)
         end = _deadline(query.timeout_s)
         with self._db.connection() as conn:
             if not exact:
-                with conn.transaction():
-                    run = _bounded(conn, end, "vector search")
-                    conn.execute(SET_VECTOR_SEARCH, (ef_search, "off"))
-                    rows = run(SEARCH_VECTOR_HNSW, params).fetchall()
+                settings = _vector_settings(ef_search, sort=False)
+                rows = _run(conn, SEARCH_VECTOR_HNSW, params, end, "vector search", settings)
                 # Short only when the filter passes fewer rows than the walk may visit
                 # (hnsw.max_scan_tuples): then those rows are few, and a scan is cheap.
                 if len(rows) == query.limit:
                     return [VectorHit(*r) for r in rows]
-            with conn.transaction():
-                run = _bounded(conn, end, "vector search")
-                conn.execute(SET_VECTOR_SEARCH, (ef_search, "on"))
-                rows = run(SEARCH_VECTOR_EXACT, params).fetchall()
+            settings = _vector_settings(ef_search, sort=True)
+            rows = _run(conn, SEARCH_VECTOR_EXACT, params, end, "vector search", settings)
         return [VectorHit(*r) for r in rows]
+
+
+def _keep_tsqueries(found: Iterable[tuple[str, str]]) -> None:
+    global _tsqueries
+    found = list(found)
+    if len(_tsqueries) + len(found) > TSQUERY_CACHE:
+        _tsqueries = {}
+    _tsqueries.update(found)
+
+
+def _tsquery(conn: psycopg.Connection, terms: Sequence[str], end: float | None) -> str | None:
+    """The OR of the terms' tsqueries, in order; None when no term has one (all stop
+    words). Usually from the cache term_stats filled, without a round trip."""
+    cached = _tsqueries
+    missing = [t for t in terms if t not in cached]
+    if missing:
+        found = _run(conn, TERM_TSQUERIES, (missing,), end, "full-text search")
+        _keep_tsqueries(found)
+        cached = {**cached, **dict(found)}
+    parts = [cached[t] for t in terms]
+    return " | ".join(f"({part})" for part in parts if part) or None
 
 
 def _holds(record: MemoryRecord, fragment: str) -> bool:
@@ -277,24 +295,37 @@ def _deadline(timeout_s: float | None) -> float | None:
     return None if timeout_s is None else time.monotonic() + timeout_s
 
 
-def _bounded(
-    conn: psycopg.Connection, end: float | None, what: str
-) -> Callable[[str, Any], psycopg.Cursor[Any]]:
-    """``conn.execute`` for the statements of one transaction, each cancelled at ``end``
-    (``time.monotonic()``; StorageTimeoutError); unbounded if None."""
-
-    def execute(query: str, params: Any) -> psycopg.Cursor[Any]:
-        if end is not None:
-            left_ms = int((end - time.monotonic()) * 1000)
-            if left_ms < 1:
-                raise StorageTimeoutError(f"{what} past its deadline")
-            conn.execute(STATEMENT_TIMEOUT, (str(left_ms),))
-        try:
-            return conn.execute(query, params)
-        except psycopg.errors.QueryCanceled as exc:
-            raise StorageTimeoutError(f"{what} past its deadline") from exc
-
-    return execute
+def _run(
+    conn: psycopg.Connection,
+    statement: str,
+    params: Any,
+    end: float | None,
+    what: str,
+    settings: Mapping[str, str] | None = None,
+) -> list[Any]:
+    """The statement's rows, in one round trip: ``settings`` and the time left until ``end``
+    (``time.monotonic()``; unbounded if None) as statement_timeout are SET LOCAL in the
+    same query string, so they hold for this statement alone (its implicit transaction).
+    Past ``end``, StorageTimeoutError."""
+    local = dict(settings or {})
+    if end is not None:
+        left_ms = int((end - time.monotonic()) * 1000)
+        if left_ms < 1:
+            raise StorageTimeoutError(f"{what} past its deadline")
+        local["statement_timeout"] = str(left_ms)
+    try:
+        if not local:
+            return conn.execute(statement, params).fetchall()
+        # Client-side binding: the only way to send several statements with parameters
+        # in one message (the server binds one statement per message).
+        cursor = psycopg.ClientCursor(conn)
+        sets = "".join(f"SET LOCAL {name} = '{value}'; " for name, value in local.items())
+        cursor.execute(sets + statement, params)
+        while cursor.nextset():
+            pass
+        return cursor.fetchall()
+    except psycopg.errors.QueryCanceled as exc:
+        raise StorageTimeoutError(f"{what} past its deadline") from exc
 
 
 def _search_params(query: SearchQuery) -> dict[str, Any]:
