@@ -12,6 +12,8 @@ from wakemark.shared.runtime import Runtime
 
 pytestmark = pytest.mark.redis
 
+LOAD_TRIES = 200  # searches, each waiting a while for the vectors to load
+
 
 @pytest.fixture
 def two_runtimes(onnx_settings: Settings, redis_url: str) -> Iterator[tuple[Runtime, Runtime]]:
@@ -31,7 +33,14 @@ def test_write_and_delete_elsewhere_are_seen_by_the_next_search(
     first = make_record(NS, "Sitemap split into paginated pages", 0)
     put(writer, [first], embed=True)
     query = "people billed two times when pressing pay"
-    assert reader.retriever.search(NS, query).items[0].record.record_id == first.record_id
+    # The namespace's vectors load in the background; on a busy machine the first searches
+    # answer before they are in (degraded: no semantic leg), and count no load yet.
+    for _ in range(LOAD_TRIES):
+        result = reader.retriever.search(NS, query)
+        if not result.degraded:
+            break
+    assert not result.degraded
+    assert result.items[0].record.record_id == first.record_id
     loads = reader.retriever.metrics()["vector_cache"]["loads"]
     reader.retriever.search(NS, query)
     assert reader.retriever.metrics()["vector_cache"]["loads"] == loads  # cached

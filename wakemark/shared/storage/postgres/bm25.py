@@ -52,8 +52,11 @@ def order(
         columns, length = profiles[i]
         tf: dict[str, float] = {}
         for weight, column in zip(FIELD_WEIGHTS, columns, strict=True):
-            for stem in column.keys() & idf.keys():
-                tf[stem] = tf.get(stem, 0.0) + weight * column[stem]
+            # In query order, not a set's: a set's order follows the per-process string
+            # hash, so the float sum, and the order of near-ties, changed between processes.
+            for stem in idf:
+                if stem in column:
+                    tf[stem] = tf.get(stem, 0.0) + weight * column[stem]
         norm = K1 * (1 - B + B * length / mean)
         return sum(idf[stem] * f * (K1 + 1) / (f + norm) for stem, f in tf.items())
 
