@@ -12,6 +12,10 @@ every variant below in turn, rotating the order, so all of them see the same mac
   ranked by ts_rank over the newest window of matches, put in BM25 order), the same
   records in a schema of ``WAKEMARK_BENCH_DATABASE_URL`` (default: the test database),
   vacuumed and analyzed after the load (the test server runs no autovacuum).
+- ``postgres_index``: a prototype of the index for Postgres: SQLite's (the same code,
+  stemmed by an in-memory SQLite's tokenizer) built from the Postgres rows, its ranking
+  in memory, then one round trip for the ranked records (``IndexedPostgres``). It ranks
+  as SQLite does, not as the ``postgres`` leg.
 - ``embed_query``: the query embedding, the yardstick the issue scales its targets by.
 
 Also: the index's build time, bytes and the process's RSS growth, the first search after a
@@ -30,6 +34,7 @@ import hashlib
 import json
 import os
 import random
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
@@ -55,9 +60,11 @@ from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.heap import release_free_memory
 from wakemark.shared.retrieval.lexical import search_lexical, select_terms
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage import lexical, migrate
+from wakemark.shared.storage import SearchQuery, TermStats, lexical, migrate
+from wakemark.shared.storage.postgres.records import RECORD_COLUMNS
+from wakemark.shared.storage.postgres.rows import memory_record
 from wakemark.shared.storage.postgres.storage import PostgresStorage
-from wakemark.shared.storage.sqlite import fts, lexicon
+from wakemark.shared.storage.sqlite import codec, fts, lexicon
 from wakemark.shared.storage.sqlite.storage import SqliteStorage
 
 RECORDS = int(os.environ.get("WAKEMARK_BENCH_LEXICAL_RECORDS", "50000"))
@@ -105,6 +112,60 @@ def _built(settings: Settings) -> bool:
     return row is not None and row[0] >= RECORDS
 
 
+HYDRATE = f"SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = ANY(%s)"
+ALL_ROWS = """
+SELECT record_id, namespace, observation_type, created_at, title, summary,
+       array_to_string(facts, ' ')
+  FROM memory_records ORDER BY created_at, record_id
+"""
+
+
+class IndexedPostgres:
+    """The lexical primitives ``search_lexical`` calls, answered by ``lexicon.Index``
+    built from Postgres' rows (slot i: the i-th record by age, as SQLite's rowids)."""
+
+    def __init__(self, storage: PostgresStorage, url: str) -> None:
+        import psycopg
+
+        self.storage, self.stems, ids = storage, sqlite3.connect(":memory:"), []
+
+        def rows(cursor: Any) -> Any:
+            while batch := cursor.fetchmany(lexicon.READ_ROWS):
+                for r in batch:
+                    ids.append(r[0])
+                yield [(len(ids) - 1, r[1], r[2], codec.ts(r[3]), *r[4:]) for r in batch]
+
+        vocab: dict[str, int] = {}
+        with psycopg.connect(url) as conn, conn.cursor(name="rows") as cursor:
+            cursor.execute(ALL_ROWS)
+            base = lexicon.read_batch(self.stems, rows(cursor), vocab)
+        empty = lexicon.read_batch(self.stems, [], vocab)
+        alive = np.ones(len(base.rowid), dtype=bool)
+        self.index = lexicon.Index((base, 0), empty, alive, vocab, 0)
+        self.ids = ids
+
+    def term_stats(self, tokens: list[str]) -> TermStats:
+        found = lexicon.phrases(self.stems, tokens)
+        single = {t: p[0] for t, p in found.items() if len(p) == 1}
+        return TermStats({t: self.index.doc_freq(s) for t, s in single.items()}, self.index.total)
+
+    def search_terms(self, query: SearchQuery, terms: list[str], *, stats: TermStats) -> Any:
+        """As SQLite's: best bm25, then newest, then record id."""
+        if not terms:
+            return None
+        found = lexicon.phrases(self.stems, terms)
+        where = lexicon.Ranking(query.namespace, query.limit, None, None)
+        ranked = self.index.ranked([found[t] for t in terms if t in found], where, fts.WINDOW)
+        score = {self.ids[slot]: bm25 for slot, bm25 in ranked}
+        with self.storage._db.connection() as conn:
+            records = [memory_record(r) for r in conn.execute(HYDRATE, (list(score),))]
+        records.sort(key=lambda r: (score[r.record_id], -r.created_at.timestamp(), r.record_id))
+        return records[: query.limit]
+
+    def search_substring(self, query: SearchQuery, text: str) -> Any:
+        return self.storage.search_substring(query, text)
+
+
 def _phrases(storage: SqliteStorage, query: str) -> list[tuple[str, ...]]:
     """The phrases of the terms the leg asks for first (its rarest)."""
     tokens = lexical.tokenize(query)
@@ -131,6 +192,13 @@ def _measure(settings: Settings, pg_url: str) -> dict[str, Any]:
         build_s = time.perf_counter() - began
         assert index is not None
         rss_growth = _rss_mb() - rss
+        release_free_memory()
+        rss = _rss_mb()
+        began = time.perf_counter()
+        indexed = IndexedPostgres(pg, pg_url)
+        pg_build_s = time.perf_counter() - began
+        release_free_memory()
+        pg_rss_growth = _rss_mb() - rss
         plans = {q: _phrases(storage, q) for q in queries}
         where = lexicon.Ranking(NS, K, None, None)
         variants: dict[str, Callable[[str], Any]] = {
@@ -138,13 +206,19 @@ def _measure(settings: Settings, pg_url: str) -> dict[str, Any]:
             "leg": lambda q: search_lexical(storage, NS, q, K),
             "ranking": lambda q: index.ranked(plans[q], where, fts.WINDOW),
             "postgres": lambda q: search_lexical(pg, NS, q, K),
+            "postgres_index": lambda q: search_lexical(indexed, NS, q, K),  # type: ignore[arg-type]
             "embed_query": runtime.embedder.embed_query,
         }
         for q in queries[:20]:  # warm both paths (stems, statements, caches)
             for fn in variants.values():
                 fn(q)
         samples: dict[str, list[float]] = {name: [] for name in variants}
-        answers: dict[str, dict[str, list[str]]] = {"fts5": {}, "leg": {}, "postgres": {}}
+        answers: dict[str, dict[str, list[str]]] = {
+            "fts5": {},
+            "leg": {},
+            "postgres": {},
+            "postgres_index": {},
+        }
         names = list(variants)
         for i, q in enumerate(queries):
             for name in names[i % len(names) :] + names[: i % len(names)]:
@@ -173,6 +247,27 @@ def _measure(settings: Settings, pg_url: str) -> dict[str, Any]:
             "identical_lists": same,
             "agree_at_10": agree("leg"),
             "postgres_agree_at_10": agree("postgres"),
+            "postgres_index_agree_at_10": agree("postgres_index"),
+            "postgres_index_identical_lists": sum(
+                answers["postgres_index"][q] == answers["fts5"][q] for q in queries
+            ),
+            "postgres_index_top10_vs_postgres": round(
+                float(
+                    np.mean(
+                        [
+                            len(
+                                set(answers["postgres_index"][q][:10])
+                                & set(answers["postgres"][q][:10])
+                            )
+                            for q in queries
+                        ]
+                    )
+                )
+                / 10,
+                3,
+            ),  # fmt: skip
+            "postgres_index_build_s": round(pg_build_s, 1),
+            "postgres_index_rss_growth_mb": round(pg_rss_growth, 1),
             # Which records the Postgres leg answered, so runs of two versions compare.
             "postgres_answers": hashlib.sha256(
                 json.dumps([answers["postgres"][q] for q in queries]).encode()
@@ -227,7 +322,7 @@ def markdown(result: dict[str, Any]) -> str:
         "| variant | p50 ms | p95 ms | mean ms |",
         "|---|---|---|---|",
     ]
-    for name in ("fts5", "leg", "ranking", "postgres", "embed_query"):
+    for name in ("fts5", "leg", "ranking", "postgres", "postgres_index", "embed_query"):
         m = result[name]
         lines.append(f"| {name} | {m['p50_ms']} | {m['p95_ms']} | {m['mean_ms']} |")
     lines += [
@@ -241,5 +336,11 @@ def markdown(result: dict[str, Any]) -> str:
         f"Postgres: its own ranking (ts_rank's window, then BM25 on its lexemes), top 10 in "
         f"common with FTS5's {result['postgres_agree_at_10']}; answers digest "
         f"`{result['postgres_answers']}` (equal digests: the same records in the same order).",
+        "",
+        f"Postgres index prototype (`postgres_index`): built from Postgres in "
+        f"{result['postgres_index_build_s']} s, RSS +{result['postgres_index_rss_growth_mb']} "
+        f"MB; {result['postgres_index_identical_lists']} of {result['queries']} lists identical "
+        f"to FTS5's (top 10 in common {result['postgres_index_agree_at_10']}), top 10 in common "
+        f"with the `postgres` leg's {result['postgres_index_top10_vs_postgres']}.",
     ]
     return "\n".join(lines) + "\n"
