@@ -131,9 +131,10 @@ class IndexedPostgres:
 
         def rows(cursor: Any) -> Any:
             while batch := cursor.fetchmany(lexicon.READ_ROWS):
-                for r in batch:
-                    ids.append(r[0])
-                yield [(len(ids) - 1, r[1], r[2], codec.ts(r[3]), *r[4:]) for r in batch]
+                yield [
+                    (len(ids) + i, r[1], r[2], codec.ts(r[3]), *r[4:]) for i, r in enumerate(batch)
+                ]
+                ids.extend(r[0] for r in batch)
 
         vocab: dict[str, int] = {}
         with psycopg.connect(url) as conn, conn.cursor(name="rows") as cursor:
