@@ -219,7 +219,8 @@ def test_database_results_equal_the_in_memory_leg_on_a_small_namespace(
 
 def _plan(storage: Any, sql: str, params: dict[str, Any]) -> str:
     with storage._db.connection() as conn, conn.transaction():
-        conn.execute(q.SET_VECTOR_SEARCH, (str(storage.hnsw_ef_search), "off"))
+        for name, value in q.vector_settings(storage.hnsw_ef_search, sort=False).items():
+            conn.execute(f"SET LOCAL {name} = '{value}'")
         return "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
 
 

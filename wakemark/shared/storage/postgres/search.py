@@ -128,7 +128,7 @@ SELECT * FROM (
 # caller chose it by the namespace's size; for a selective filter the planner would rather
 # sort every row that passes). JIT off: a disabled sort prices the plan past
 # jit_above_cost, and compiling it took ~0.5 s, against ~10 ms for the walk.
-def _vector_settings(ef_search: int, sort: bool) -> dict[str, str]:
+def vector_settings(ef_search: int, sort: bool) -> dict[str, str]:
     return {"jit": "off", "hnsw.ef_search": str(ef_search), "enable_sort": "on" if sort else "off"}
 
 
@@ -252,13 +252,13 @@ class PostgresSearch(PostgresBase):
         end = _deadline(query.timeout_s)
         with self._db.connection() as conn:
             if not exact:
-                settings = _vector_settings(ef_search, sort=False)
+                settings = vector_settings(ef_search, sort=False)
                 rows = _run(conn, SEARCH_VECTOR_HNSW, params, end, "vector search", settings)
                 # Short only when the filter passes fewer rows than the walk may visit
                 # (hnsw.max_scan_tuples): then those rows are few, and a scan is cheap.
                 if len(rows) == query.limit:
                     return [VectorHit(*r) for r in rows]
-            settings = _vector_settings(ef_search, sort=True)
+            settings = vector_settings(ef_search, sort=True)
             rows = _run(conn, SEARCH_VECTOR_EXACT, params, end, "vector search", settings)
         return [VectorHit(*r) for r in rows]
 
