@@ -212,62 +212,87 @@ def read_batch(
     conn: sqlite3.Connection, slices: Iterable[list[sqlite3.Row]], vocab: dict[str, int]
 ) -> Batch:
     """Rows of ``ROWS``, a slice at a time (so only one slice's text, and one segment's
-    stems, are held), indexed; new stems are added to ``vocab``."""
+    stems, are held), indexed; new stems are added to ``vocab``. Each slice's stems go
+    into arrays at once: millions of small objects held over a segment would leave the
+    allocator's pages fragmented."""
     ids: dict[str, list[int]] = {}  # run -> its stems' ids
     namespaces: dict[str, int] = {}
     types: dict[str, int] = {}
-    rowid, ns, kind, created = [], [], [], []
-    lengths: list[np.ndarray] = []
+    columns: list[list[np.ndarray]] = [[], [], [], []]  # rowid, ns, type, created per slice
     segments: list[Segment] = []
-    pending: list[list[list[int]]] = []  # per record of the open segment: its fields' stems
+    stems: list[np.ndarray] = []  # the open segment's stems, and its fields' sizes
+    sizes: list[np.ndarray] = []
+    start = count = 0  # the open segment's first slot, and its records
+    lengths: list[np.ndarray] = []
     for rows in slices:
         fields = [_RUN.findall(t) for r in rows for t in (r[4], r[5], r[6])]
         new = list({run: None for field in fields for run in field if run not in ids})
         stemmed = fts.stems(conn, new)
         for run in new:
             ids[run] = [vocab.setdefault(s, len(vocab)) for s in stemmed.get(run, ())]
-        for i, r in enumerate(rows):
-            rowid.append(r[0])
-            ns.append(namespaces.setdefault(r[1], len(namespaces)))
-            kind.append(types.setdefault(r[2], len(types)))
-            created.append(micros(codec.from_ts(r[3])))
-            own = fields[3 * i : 3 * i + 3]
-            pending.append([[s for run in field for s in ids[run]] for field in own])
-            if len(pending) == SEGMENT:
-                lengths.append(_lengths(pending))
-                segments.append(_segment(len(rowid) - len(pending), pending))
-                pending = []
-    if pending:
-        lengths.append(_lengths(pending))
-        segments.append(_segment(len(rowid) - len(pending), pending))
+        stream: list[int] = []
+        before = np.zeros(len(fields) + 1, dtype=np.int64)  # stems before each field
+        for i, field in enumerate(fields):
+            for run in field:
+                stream.extend(ids[run])
+            before[i + 1] = len(stream)
+        stream_at = np.asarray(stream, dtype=np.int32)
+        del stream
+        n = len(rows)
+        columns[0].append(np.fromiter((r[0] for r in rows), np.int64, n))
+        columns[1].append(
+            np.fromiter((namespaces.setdefault(r[1], len(namespaces)) for r in rows), np.int32, n)
+        )
+        columns[2].append(
+            np.fromiter((types.setdefault(r[2], len(types)) for r in rows), np.int32, n)
+        )
+        columns[3].append(np.fromiter((micros(codec.from_ts(r[3])) for r in rows), np.int64, n))
+        done = 0
+        while done < n:
+            take = min(n - done, SEGMENT - count)
+            stems.append(stream_at[before[3 * done] : before[3 * (done + take)]])
+            sizes.append(np.diff(before[3 * done : 3 * (done + take) + 1]))
+            done, count = done + take, count + take
+            if count == SEGMENT:
+                segments.append(_segment(start, stems, sizes))
+                lengths.append(_lengths(sizes))
+                start, count, stems, sizes = start + count, 0, [], []
+    if count:
+        segments.append(_segment(start, stems, sizes))
+        lengths.append(_lengths(sizes))
+    rowid, ns, kind, created = (
+        np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in columns
+    )
     return Batch(
-        np.asarray(rowid, dtype=np.int64),
+        rowid,
         list(namespaces),
-        np.asarray(ns, dtype=np.int32),
+        ns.astype(np.int32),
         list(types),
-        np.asarray(kind, dtype=np.int32),
-        np.asarray(created, dtype=np.int64),
+        kind.astype(np.int32),
+        created,
         np.concatenate(lengths) if lengths else np.zeros(0),
         segments,
     )
 
 
-def _lengths(records: list[list[list[int]]]) -> np.ndarray:
-    return np.asarray([sum(map(len, r)) + SCOPE_TOKENS for r in records], dtype=np.float64)
-
-
-def _segment(start: int, records: list[list[list[int]]]) -> Segment:
-    """The postings of ``records`` (per record, its fields' stems), slots from 0."""
-    stem = np.fromiter((s for r in records for field in r for s in field), dtype=np.int32)
-    sizes = [len(field) for r in records for field in r]
-    field = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)  # of each position
+def _segment(start: int, stems: list[np.ndarray], sizes: list[np.ndarray]) -> Segment:
+    """The postings of records from slot ``start``: their stems, and each of their three
+    fields' number of stems, in order."""
+    stem = np.concatenate(stems)
+    size = np.concatenate(sizes)
+    field = np.repeat(np.arange(len(size), dtype=np.int32), size)  # of each position
     doc = (field // 3).astype(np.uint16)
     weight = np.asarray(WEIGHTS, dtype=np.uint32)[field % 3]
     terms = _pairs(stem, doc, weight)
     follows = np.flatnonzero(field[1:] == field[:-1])  # a stem followed by another in its field
     pair = (stem[follows].astype(np.int64) << 32) | stem[follows + 1]
     bigrams = _pairs(pair, doc[follows], weight[follows])
-    return Segment(start, len(records), terms, bigrams)
+    return Segment(start, len(size) // 3, terms, bigrams)
+
+
+def _lengths(sizes: list[np.ndarray]) -> np.ndarray:
+    """Each record's tokens in all four columns."""
+    return np.concatenate(sizes).reshape(-1, 3).sum(axis=1).astype(np.float64) + SCOPE_TOKENS
 
 
 def recount(
