@@ -99,11 +99,12 @@ def _measure(settings: Settings) -> dict[str, Any]:
         assert index is not None
         rss_growth = _rss_mb() - rss
         plans = {q: _phrases(storage, q) for q in queries}
+        conn = storage._conns.get()
         where = lexicon.Ranking(NS, K, None, None)
         variants: dict[str, Callable[[str], Any]] = {
             "fts5": lambda q: search_lexical(plain, NS, q, K),
             "leg": lambda q: search_lexical(storage, NS, q, K),
-            "ranking": lambda q: index.ranked(plans[q], where, fts.WINDOW),
+            "ranking": lambda q: index.ranked(conn, plans[q], where, fts.WINDOW),
             "embed_query": runtime.embedder.embed_query,
         }
         for q in queries[:20]:  # warm both paths (stems, statements, caches)
