@@ -49,7 +49,7 @@ REFRESH_WAIT_S = 0.05  # a search waits this long for a refresh, then uses FTS5
 STEM_CACHE = 50_000  # query tokens whose stems are kept
 READ_ROWS = 2000
 SCOPES = 64  # namespaces whose record mask (and phrases recounted) a snapshot keeps
-SEGMENT = 2**14  # records per segment: a slot within one fits uint16
+SEGMENT = 2**16  # records per segment: a slot within one fits uint16
 FREQ_HELD_APART = 255  # a weighted frequency this large is held beside the uint8 ones
 # A phrase of three stems or more is recounted in the text of at most this many records
 # (those holding each adjacent pair of it); beyond, FTS5 answers the query.
@@ -103,17 +103,22 @@ class Pairs:
         arrays = (self.keys, self.at, self.doc, self.freq, self.over_at, self.over)
         return sum(a.nbytes for a in arrays)
 
+    def span(self, key: int) -> tuple[int, int]:
+        """Where ``key``'s pairs are (an empty span if nowhere)."""
+        i = int(self.keys.searchsorted(key))
+        if i == len(self.keys) or self.keys[i] != key:
+            return 0, 0
+        return int(self.at[i]), int(self.at[i + 1])
+
     def get(self, key: int) -> tuple[np.ndarray, np.ndarray]:
         """The slots holding ``key`` and its frequency in each."""
-        i = int(np.searchsorted(self.keys, key))
-        if i == len(self.keys) or self.keys[i] != key:
-            return _EMPTY_SLOTS, _EMPTY_FREQ
-        lo, hi = int(self.at[i]), int(self.at[i + 1])
+        lo, hi = self.span(key)
         freq = self.freq[lo:hi]
-        first, last = np.searchsorted(self.over_at, (lo, hi))
-        if first < last:
-            freq = freq.astype(np.uint32)
-            freq[self.over_at[first:last] - lo] = self.over[first:last]
+        if len(self.over_at) and self.over_at[-1] >= lo:
+            first, last = self.over_at.searchsorted((lo, hi))
+            if first < last:
+                freq = freq.astype(np.uint32)
+                freq[self.over_at[first:last] - lo] = self.over[first:last]
         return self.doc[lo:hi], freq
 
 
@@ -187,11 +192,15 @@ class Batch:
         for seg in self.segments:
             doc, freq = (seg.terms if len(stems) == 1 else seg.bigrams).get(key)
             if len(doc):
-                slots.append(doc.astype(np.int32) + seg.start)
+                slots.append(np.add(doc, seg.start, dtype=np.int32))
                 freqs.append(freq)
-        if not slots:
-            return _EMPTY_SLOTS, _EMPTY_FREQ
+        if len(slots) < 2:
+            return (slots[0], freqs[0]) if slots else (_EMPTY_SLOTS, _EMPTY_FREQ)
         return np.concatenate(slots), np.concatenate(freqs)
+
+    def count(self, stem: int) -> int:
+        """The records holding ``stem``, masked or not."""
+        return sum(hi - lo for lo, hi in (seg.terms.span(stem) for seg in self.segments))
 
     def holding_pairs(self, stems: Sequence[int]) -> np.ndarray:
         """Slots holding every two adjacent stems of ``stems``: where the phrase may be."""
@@ -421,7 +430,11 @@ class Index:
 
     def doc_freq(self, stem: str) -> int:
         at = self.vocab.get(stem)
-        return 0 if at is None else len(self._frequency([at])[0])
+        if at is None:
+            return 0
+        if self.whole:
+            return self.base.count(at) + self.delta.count(at)
+        return len(self._frequency([at])[0])
 
     def scores(self, conn: sqlite3.Connection, phrases: Sequence[Sequence[str]]) -> np.ndarray:
         """FTS5's bm25 of every slot (higher is better, 0 where nothing matched), phrase
