@@ -67,6 +67,7 @@ class Search(Protocol):
     def warm_up(self) -> None:
         """Start loading, in the background, what the first search needs (a backend
         whose searches hold nothing in the process: nothing)."""
+        return None
 
     @abc.abstractmethod
     def search_substring(self, query: SearchQuery, text: str) -> list[MemoryRecord]:
