@@ -49,7 +49,7 @@ REFRESH_WAIT_S = 0.05  # a search waits this long for a refresh, then uses FTS5
 STEM_CACHE = 50_000  # query tokens whose stems are kept
 READ_ROWS = 2000
 SCOPES = 64  # namespaces whose record mask (and phrases recounted) a snapshot keeps
-SEGMENT = 2**14  # records per segment: a slot within one fits uint16, a build holds one
+SEGMENT = 2**16  # records per segment: a slot within one fits uint16
 FREQ_HELD_APART = 255  # a weighted frequency this large is held beside the uint8 ones
 # A phrase of three stems or more is recounted in the text of at most this many records
 # (those holding each adjacent pair of it); beyond, FTS5 answers the query.
