@@ -2,12 +2,13 @@
 with FTS5's bm25 (same tokenizer, formula, column weights, statistics and window), so a
 search answers without FTS5's per-statement count of every document holding each term.
 
-The database stays the source of truth. The index is built from it on first use, on a
-background thread (searches use FTS5 meanwhile), and kept in step through ``text_seq``
-(migration 0016): a counter every insert, text edit and delete of a record moves. While it
-reads what the index was built at, the index is current; otherwise the rows stamped since
-the build are indexed again beside it (their old entries masked) and records gone are
-masked, or the whole index is rebuilt once that delta grows past ``DELTA_ROWS``.
+The database stays the source of truth. The index is built from it at the worker's
+warm-up or first use, on a background thread (searches use FTS5 meanwhile), and kept in
+step through ``text_seq`` (migration 0016): a counter every insert, text edit and delete
+of a record moves. While it reads what the index was built at, the index is current;
+otherwise the rows stamped since the build are indexed again beside it (their old entries
+masked) and records gone are masked, or the whole index is rebuilt once that delta grows
+past ``DELTA_ROWS``.
 
 Postings are held per segment of ``SEGMENT`` records, so a slot fits two bytes, and a
 frequency in one (the rare larger ones apart). Positions are not held: a phrase of three
@@ -149,12 +150,11 @@ def bigram(a: int, b: int) -> int:
 
 @dataclass(frozen=True)
 class Segment:
-    """The postings of ``size`` records of a batch from slot ``start``: every stem, and
-    every two stems adjacent in one field. A phrase of more stems may only be where each
-    adjacent pair of it is; its instances are counted in the records' text."""
+    """The postings of records of a batch from slot ``start``: every stem, and every two
+    stems adjacent in one field. A phrase of more stems may only be where each adjacent
+    pair of it is; its instances are counted in the records' text."""
 
     start: int
-    size: int
     terms: Pairs
     bigrams: Pairs
 
@@ -296,7 +296,7 @@ def _segment(start: int, stems: list[np.ndarray], sizes: list[np.ndarray]) -> Se
     follows = np.flatnonzero(field[1:] == field[:-1])  # a stem followed by another in its field
     pair = (stem[follows].astype(np.int64) << 32) | stem[follows + 1]
     bigrams = _pairs(pair, doc[follows], weight[follows])
-    return Segment(start, len(size) // 3, terms, bigrams)
+    return Segment(start, terms, bigrams)
 
 
 def _lengths(sizes: list[np.ndarray]) -> np.ndarray:
