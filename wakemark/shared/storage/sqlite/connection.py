@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -281,5 +282,6 @@ class Connections:
             else:
                 # Closing a connection under a statement another thread is running frees
                 # what that statement uses (a crash): it is interrupted instead, and closed
-                # when its thread ends and drops it (its only reference is thread-local).
-                conn.interrupt()
+                # when its thread ends (``_thread_ended``), which it may have just done.
+                with contextlib.suppress(sqlite3.ProgrammingError):  # closed meanwhile
+                    conn.interrupt()
