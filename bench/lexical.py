@@ -156,7 +156,9 @@ class IndexedPostgres:
             return None
         found = lexicon.phrases(self.stems, terms)
         where = lexicon.Ranking(query.namespace, query.limit, None, None)
-        ranked = self.index.ranked([found[t] for t in terms if t in found], where, fts.WINDOW)
+        ranked = self.index.ranked(
+            self.stems, [found[t] for t in terms if t in found], where, fts.WINDOW
+        )
         score = {self.ids[slot]: bm25 for slot, bm25 in ranked}
         with self.storage._db.connection() as conn:
             records = [memory_record(r) for r in conn.execute(HYDRATE, (list(score),))]
@@ -201,11 +203,12 @@ def _measure(settings: Settings, pg_url: str) -> dict[str, Any]:
         release_free_memory()
         pg_rss_growth = _rss_mb() - rss
         plans = {q: _phrases(storage, q) for q in queries}
+        conn = storage._conns.get()
         where = lexicon.Ranking(NS, K, None, None)
         variants: dict[str, Callable[[str], Any]] = {
             "fts5": lambda q: search_lexical(plain, NS, q, K),
             "leg": lambda q: search_lexical(storage, NS, q, K),
-            "ranking": lambda q: index.ranked(plans[q], where, fts.WINDOW),
+            "ranking": lambda q: index.ranked(conn, plans[q], where, fts.WINDOW),
             "postgres": lambda q: search_lexical(pg, NS, q, K),
             "postgres_index": lambda q: search_lexical(indexed, NS, q, K),  # type: ignore[arg-type]
             "embed_query": runtime.embedder.embed_query,

@@ -1,5 +1,5 @@
-"""The malloc arena cap of a server process (glibc): threads that allocate at once share
-the capped arenas instead of each getting its own."""
+"""The malloc settings of a server process (glibc): threads that allocate at once share
+the capped arenas instead of each getting its own, and large blocks are mapped apart."""
 
 from __future__ import annotations
 
@@ -51,3 +51,36 @@ def test_threads_share_the_capped_arenas() -> None:
     assert _arenas("cap") <= 2
     # An operator's MALLOC_ARENA_MAX wins over the cap.
     assert _arenas("cap", MALLOC_ARENA_MAX="4") > 2
+
+
+# A 16 MB block freed (glibc's threshold then rises past it), then four of 2 MB held:
+# how many blocks glibc mapped apart (mallinfo2's hblks).
+MAPPED = """
+import ctypes, sys
+from wakemark.shared.heap import map_large_blocks
+if sys.argv[1] == "map":
+    map_large_blocks()
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = Info
+big = bytearray(16 << 20)
+del big
+held = [bytearray(2 << 20) for _ in range(4)]
+print(libc.mallinfo2().hblks)
+"""
+
+
+def _mapped(mode: str) -> int:
+    out = subprocess.run(
+        [sys.executable, "-c", MAPPED, mode], capture_output=True, text=True, check=True,
+        timeout=60,
+    )  # fmt: skip
+    return int(out.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_large_blocks_are_mapped_apart_so_freeing_them_returns_the_memory() -> None:
+    assert _mapped("none") < 4  # glibc's own threshold grew past 2 MB: heap blocks
+    assert _mapped("map") >= 4

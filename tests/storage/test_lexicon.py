@@ -14,7 +14,7 @@ from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
 from wakemark.shared.storage import SearchQuery, migrate
 from wakemark.shared.storage.lexical import tokenize
-from wakemark.shared.storage.sqlite import fts
+from wakemark.shared.storage.sqlite import fts, lexicon
 from wakemark.shared.storage.sqlite.storage import SqliteStorage
 
 # Stems shared by inflections, identifiers split into phrases of two and three stems,
@@ -100,12 +100,20 @@ def _ids(records: list[MemoryRecord] | None) -> list[str] | None:
     return None if records is None else [r.record_id for r in records]
 
 
-@pytest.mark.parametrize("window", [fts.WINDOW, 20])
+@pytest.mark.parametrize(
+    ("window", "segment"), [(fts.WINDOW, lexicon.SEGMENT), (20, lexicon.SEGMENT), (fts.WINDOW, 7)]
+)
 def test_the_index_answers_as_fts5_as_records_come_change_and_go(
-    pair: tuple[SqliteStorage, SqliteStorage], window: int, monkeypatch: pytest.MonkeyPatch
+    pair: tuple[SqliteStorage, SqliteStorage],
+    window: int,
+    segment: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(fts, "WINDOW", window)  # 20: most searches rank only the newest
-    rng = random.Random(window)
+    # 7: the records, the rows changed since the build, the edits and the deletes each
+    # span many segments.
+    monkeypatch.setattr(lexicon, "SEGMENT", segment)
+    rng = random.Random(window + segment)
     indexed, _ = pair
     records = [_record(rng) for _ in range(300)]
     with indexed.transaction() as tx:
@@ -185,3 +193,98 @@ def test_a_limit_of_zero_finds_nothing_in_the_index(
     query = SearchQuery(NS, 0)
     assert indexed.search_terms(query, ["retry"], stats=None) == []  # type: ignore[arg-type]
     assert plain.search_terms(query, ["retry"], stats=None) == []  # type: ignore[arg-type]
+
+
+def _put(storage: SqliteStorage, *titles: str) -> list[MemoryRecord]:
+    records = [
+        MemoryRecord(namespace=NS, title=t, summary=f"note {i}", created_at=T0 + timedelta(i))
+        for i, t in enumerate(titles)
+    ]
+    with storage.transaction() as tx:
+        for r in records:
+            tx.put_memory_record(r)
+    return records
+
+
+def _search(storage: SqliteStorage, terms: list[str]) -> list[str]:
+    found = storage.search_terms(SearchQuery(NS, 10), terms, stats=None)  # type: ignore[arg-type]
+    return [r.record_id for r in found or []]
+
+
+def test_a_phrase_of_three_stems_is_counted_in_the_text_across_segments(
+    pair: tuple[SqliteStorage, SqliteStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lexicon, "SEGMENT", 2)
+    indexed, plain = pair
+    held = _put(
+        indexed,
+        "foo bar baz",  # the phrase
+        "foo bar, then bar baz",  # each adjacent pair, not the phrase
+        "retry retry retry retry",  # two overlapping instances of retry_retry_retry
+        "x foo_bar_baz y foo-bar-baz",  # twice
+        "foo bar",  # the phrase split across two fields: not an instance
+        "retry retry",
+    )
+    with indexed.transaction() as tx:
+        tx.replace_record_text(held[4].model_copy(update={"summary": "baz"}))
+    assert indexed.memory_index(wait_s=30) is not None
+    for terms in (["foo_bar_baz"], ["retry_retry_retry"], ["foo_bar_baz", "retry"], ["bar_baz"]):
+        assert _search(indexed, terms) == _search(plain, terms), terms
+    assert set(_search(indexed, ["foo_bar_baz"])) == {held[0].record_id, held[3].record_id}
+
+    with indexed.transaction() as tx:  # deleted in one segment, edited in another
+        tx.delete_memory_records([held[0].record_id])
+        tx.replace_record_text(held[1].model_copy(update={"title": "foo bar baz"}))
+    assert indexed.memory_index(wait_s=30) is not None
+    assert set(_search(indexed, ["foo_bar_baz"])) == {held[1].record_id, held[3].record_id}
+    assert _search(indexed, ["foo_bar_baz"]) == _search(plain, ["foo_bar_baz"])
+
+
+def test_a_phrase_in_too_many_records_to_recount_is_left_to_fts5(
+    pair: tuple[SqliteStorage, SqliteStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lexicon, "RECOUNT_MAX", 2)
+    indexed, plain = pair
+    _put(indexed, "foo bar baz", "foo bar baz foo", "bar baz foo bar", "foo bar baz", "qux")
+    index = indexed.memory_index(wait_s=30)
+    assert index is not None
+    conn = indexed._conns.get()
+    with pytest.raises(lexicon.TooBroad):
+        index.ranked(conn, [("foo", "bar", "baz")], lexicon.Ranking(NS, 10, None, None), 100)
+    assert index.ranked(conn, [("qux",)], lexicon.Ranking(NS, 10, None, None), 100)
+    found = _search(indexed, ["foo_bar_baz"])
+    assert len(found) == 3  # not the one holding each pair only
+    assert found == _search(plain, ["foo_bar_baz"])
+
+
+def test_a_frequency_too_large_for_a_byte_ranks_as_fts5_ranks_it(
+    pair: tuple[SqliteStorage, SqliteStorage],
+) -> None:
+    indexed, plain = pair
+    # Weighted frequencies of a summary term: 2 per instance, so 260 and 256 do not fit a
+    # byte, 252 does.
+    with indexed.transaction() as tx:
+        for i, n in enumerate((130, 128, 126, 1)):
+            tx.put_memory_record(
+                MemoryRecord(namespace=NS, title=f"note {i}", summary="cache " * n,
+                             created_at=T0 + timedelta(i))
+            )  # fmt: skip
+    index = indexed.memory_index(wait_s=30)
+    assert index is not None
+    assert any(len(s.terms.over) for s in index.base.segments)
+    assert _search(indexed, ["cache"]) == _search(plain, ["cache"])
+    assert indexed.term_stats(["cache"]) == plain.term_stats(["cache"])
+
+
+def test_warming_up_builds_the_index_before_any_search(
+    pair: tuple[SqliteStorage, SqliteStorage],
+) -> None:
+    indexed, _ = pair
+    _put(indexed, "retry budget")
+    indexed.warm_up()
+    lexicon_ = indexed._lexicon
+    assert lexicon_ is not None
+    job = lexicon_._job
+    if job is not None:  # still building
+        job[1].wait(30)
+    assert lexicon_._index is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import stat
 import threading
 from datetime import UTC, datetime
@@ -233,3 +234,17 @@ def test_a_full_database_rolls_the_write_back_whole_and_the_connection_stays_usa
         conn.execute("INSERT INTO t VALUES (x'00')")
     assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1
     conn.close()
+
+
+def test_a_threads_connection_is_closed_when_the_thread_ends(sqlite_store: Any) -> None:
+    conns = sqlite_store._conns
+    held: list[Any] = []
+    worker = threading.Thread(target=lambda: held.append(conns.get()))
+    worker.start()
+    worker.join()
+    (conn,) = held
+    with pytest.raises(sqlite3.ProgrammingError):  # closed, its page cache freed
+        conn.execute("SELECT 1")
+    assert all(c is not conn for c, _ in conns._all)
+    assert conns.get().execute("SELECT 1").fetchone()[0] == 1  # this thread's, still open
+    sqlite_store.close()  # and closing the storage after is quiet

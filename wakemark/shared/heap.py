@@ -1,4 +1,4 @@
-"""Give freed heap back to the OS after a big load (glibc only; a no-op elsewhere)."""
+"""Give freed heap back to the OS (glibc only; a no-op elsewhere)."""
 
 from __future__ import annotations
 
@@ -26,3 +26,18 @@ def release_free_memory() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+M_MMAP_THRESHOLD = -3  # malloc.h
+# Blocks this large or larger get their own mapping, unmapped when freed. glibc's default
+# threshold grows to the largest block freed so far, after which the big arrays of an
+# index build land in the heap and leave it fragmented at the build's peak.
+LARGE_BLOCK = 1 << 20
+
+
+def map_large_blocks(size: int = LARGE_BLOCK) -> None:
+    """Blocks of ``size`` bytes or more (numpy arrays) mapped on their own from now on, so
+    freeing one gives its memory back: call it where the process starts serving."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(M_MMAP_THRESHOLD, size)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from wakemark.shared.heap import release_free_memory
+
 log = logging.getLogger(__name__)
 
 DIM = 384
@@ -180,6 +182,7 @@ class Embedder:
         self._query_prefix, self._passage_prefix = _prefixes(self.model_path)
         self._tokenizer, self._session, self._pid = tokenizer, session, os.getpid()
         self._error = None
+        release_free_memory()  # the parsed model file, freed once its weights are copied
         log.info("embedder loaded %s (pid %d)", self.model_path, self._pid)
 
     # --- embedding -----------------------------------------------------------------------

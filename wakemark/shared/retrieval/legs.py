@@ -171,6 +171,10 @@ class LexicalLeg(DatabaseLeg):
             for h in hits
         ]
 
+    def warm_up(self) -> None:
+        """Start building the storage's full-text index held in memory, if it keeps one."""
+        self._storage.warm_up()
+
 
 _TOKEN = re.compile(r"[A-Za-z0-9][\w.\-]*\w")
 _INNER_CAPITAL = re.compile(r"[a-z0-9][A-Z]|[A-Z][A-Z][a-z]")
@@ -372,6 +376,8 @@ class VectorLeg(Leg):
 
     def warm_up(self) -> None:
         """Load the model on a background thread, once at a time."""
+        if self._settings.embedder == "off":
+            return
         with self._warm_lock:
             if self._warming:
                 return

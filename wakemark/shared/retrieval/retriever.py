@@ -500,7 +500,8 @@ class Retriever:
                     yield _marked(SearchHit(record, "", 0.0), verdict).record
 
     def warm_up(self) -> None:
-        """Load the model in the background: a search never waits for a cold model."""
+        """Load the model and the full-text index in the background: the first search
+        waits for neither."""
         for leg in self._legs:
             leg.warm_up()
 

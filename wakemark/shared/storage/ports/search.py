@@ -64,6 +64,11 @@ class Search(Protocol):
         ``term_stats`` said of the query's tokens (the terms among them), for a backend
         whose ranking needs them."""
 
+    def warm_up(self) -> None:
+        """Start loading, in the background, what the first search needs (a backend
+        whose searches hold nothing in the process: nothing)."""
+        return None
+
     @abc.abstractmethod
     def search_substring(self, query: SearchQuery, text: str) -> list[MemoryRecord]:
         """Records containing ``text`` (escaped, case-insensitive), newest first, among

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -192,6 +194,10 @@ class Checkpointer:
             thread.join(timeout=10)
 
 
+class _Owner:
+    """Held only in a thread's locals: tells when they are dropped (the thread ended)."""
+
+
 class Connections:
     """One connection per thread, opened lazily. A connection made before a fork is
     never used (nor closed) by the child: it opens its own.
@@ -229,9 +235,20 @@ class Connections:
         if conn is None:
             conn = connect(self._path)
             self._local.conn = conn
+            # Dropped with the thread's locals when it ends: its connection (and page
+            # cache) is closed then, rather than kept to the end of the process.
+            self._local.owner = owner = _Owner()
+            weakref.finalize(owner, self._thread_ended, conn, pid).atexit = False
             with self._lock:
                 self._all.append((conn, threading.current_thread()))
         return conn
+
+    def _thread_ended(self, conn: sqlite3.Connection, pid: int) -> None:
+        if os.getpid() != pid:  # a forked child drops the parent's: never closed here
+            return
+        with self._lock:
+            self._all = [(c, t) for c, t in self._all if c is not conn]
+        conn.close()  # its thread ended: no statement of it runs
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -265,5 +282,6 @@ class Connections:
             else:
                 # Closing a connection under a statement another thread is running frees
                 # what that statement uses (a crash): it is interrupted instead, and closed
-                # when its thread ends and drops it (its only reference is thread-local).
-                conn.interrupt()
+                # when its thread ends (``_thread_ended``), which it may have just done.
+                with contextlib.suppress(sqlite3.ProgrammingError):  # closed meanwhile
+                    conn.interrupt()

@@ -2,16 +2,24 @@
 with FTS5's bm25 (same tokenizer, formula, column weights, statistics and window), so a
 search answers without FTS5's per-statement count of every document holding each term.
 
-The database stays the source of truth. The index is built from it on first use, on a
-background thread (searches use FTS5 meanwhile), and kept in step through ``text_seq``
-(migration 0016): a counter every insert, text edit and delete of a record moves. While it
-reads what the index was built at, the index is current; otherwise the rows stamped since
-the build are indexed again beside it (their old entries masked) and records gone are
-masked, or the whole index is rebuilt once that delta grows past ``DELTA_ROWS``.
+The database stays the source of truth. The index is built from it at the worker's
+warm-up or first use, on a background thread (searches use FTS5 meanwhile), and kept in
+step through ``text_seq`` (migration 0016): a counter every insert, text edit and delete
+of a record moves. While it reads what the index was built at, the index is current;
+otherwise the rows stamped since the build are indexed again beside it (their old entries
+masked) and records gone are masked, or the whole index is rebuilt once that delta grows
+past ``DELTA_ROWS``.
+
+Postings are held per segment of ``SEGMENT`` records, so a slot fits two bytes, and a
+frequency in one (the rare larger ones apart). Positions are not held: a phrase of three
+stems or more (``foo_bar_baz``) is counted in the text of the few records holding each
+adjacent pair of it, and left to FTS5 when they are many (``TooBroad``).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import math
 import os
@@ -41,7 +49,12 @@ DELTA_ROWS = 2000
 REFRESH_WAIT_S = 0.05  # a search waits this long for a refresh, then uses FTS5
 STEM_CACHE = 50_000  # query tokens whose stems are kept
 READ_ROWS = 2000
-SCOPES = 64  # namespaces whose record mask a snapshot keeps
+SCOPES = 64  # namespaces whose record mask (and phrases recounted) a snapshot keeps
+SEGMENT = 2**16  # records per segment: a slot within one fits uint16
+FREQ_HELD_APART = 255  # a weighted frequency this large is held beside the uint8 ones
+# A phrase of three stems or more is recounted in the text of at most this many records
+# (those holding each adjacent pair of it); beyond, FTS5 answers the query.
+RECOUNT_MAX = 200
 
 # Runs of ASCII letters and digits or of other characters: every other ASCII character
 # separates tokens for unicode61, so each run is stemmed whole by the index's tokenizer,
@@ -57,6 +70,14 @@ ROWS = """
 SELECT id, namespace, observation_type, created_at, title, summary, facts_text
 FROM memory_records WHERE text_seq > ?
 """
+TEXTS = """
+SELECT id, title, summary, facts_text FROM memory_records
+WHERE id IN (SELECT value FROM json_each(?))
+"""
+
+
+class TooBroad(Exception):
+    """A phrase may be in too many records to count it in their text: ask FTS5."""
 
 
 def micros(value: datetime) -> int:
@@ -68,23 +89,38 @@ def micros(value: datetime) -> int:
 
 @dataclass(frozen=True)
 class Pairs:
-    """(key, record) pairs in CSR form: per distinct key (a stem, or two adjacent stems),
-    the records holding it and its weighted frequency in each."""
+    """One segment's (key, slot) pairs in CSR form: per distinct key (a stem, or two
+    adjacent stems), the slots holding it and its weighted frequency in each."""
 
-    keys: np.ndarray  # int64, ascending
-    at: np.ndarray  # key i's pairs: [at[i], at[i + 1])
-    doc: np.ndarray  # int32 slot, ascending within a key
-    freq: np.ndarray  # weighted frequency: small integers, uint16 (or float32 if larger)
+    keys: np.ndarray  # int32 stem or int64 bigram, ascending
+    at: np.ndarray  # int32; key i's pairs: [at[i], at[i + 1])
+    doc: np.ndarray  # uint16 slot within the segment, ascending within a key
+    freq: np.ndarray  # uint8 weighted frequency; FREQ_HELD_APART: the pair is in ``over``
+    over_at: np.ndarray  # int64 pairs whose frequency did not fit, ascending
+    over: np.ndarray  # uint32 their frequency
 
     @property
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.at.nbytes + self.doc.nbytes + self.freq.nbytes
+        arrays = (self.keys, self.at, self.doc, self.freq, self.over_at, self.over)
+        return sum(a.nbytes for a in arrays)
 
-    def get(self, key: int) -> slice:
-        i = int(np.searchsorted(self.keys, key))
-        if i < len(self.keys) and self.keys[i] == key:
-            return slice(int(self.at[i]), int(self.at[i + 1]))
-        return slice(0, 0)
+    def span(self, key: int) -> tuple[int, int]:
+        """Where ``key``'s pairs are (an empty span if nowhere)."""
+        i = int(self.keys.searchsorted(key))
+        if i == len(self.keys) or self.keys[i] != key:
+            return 0, 0
+        return int(self.at[i]), int(self.at[i + 1])
+
+    def get(self, key: int) -> tuple[np.ndarray, np.ndarray]:
+        """The slots holding ``key`` and its frequency in each."""
+        lo, hi = self.span(key)
+        freq = self.freq[lo:hi]
+        if len(self.over_at) and self.over_at[-1] >= lo:
+            first, last = self.over_at.searchsorted((lo, hi))
+            if first < last:
+                freq = freq.astype(np.uint32)
+                freq[self.over_at[first:last] - lo] = self.over[first:last]
+        return self.doc[lo:hi], freq
 
 
 def _pairs(key: np.ndarray, doc: np.ndarray, weight: np.ndarray) -> Pairs:
@@ -95,11 +131,17 @@ def _pairs(key: np.ndarray, doc: np.ndarray, weight: np.ndarray) -> Pairs:
     new[1:] = (key[1:] != key[:-1]) | (doc[1:] != doc[:-1])
     first = np.flatnonzero(new)
     freq = np.add.reduceat(weight, first) if len(first) else weight[:0]
-    if freq.max(initial=0) < 2**16:  # exact in half the bytes
-        freq = freq.astype(np.uint16)
+    over_at = np.flatnonzero(freq >= FREQ_HELD_APART)
     keys = key[first]
     starts = np.flatnonzero(np.concatenate((keys[:1] == keys[:1], keys[1:] != keys[:-1])))
-    return Pairs(keys[starts], np.append(starts, len(first)), doc[first], freq)
+    return Pairs(
+        keys[starts],
+        np.append(starts, len(first)).astype(np.int32),
+        doc[first].astype(np.uint16),
+        np.minimum(freq, FREQ_HELD_APART).astype(np.uint8),
+        over_at,
+        freq[over_at].astype(np.uint32),
+    )
 
 
 def bigram(a: int, b: int) -> int:
@@ -107,59 +149,27 @@ def bigram(a: int, b: int) -> int:
 
 
 @dataclass(frozen=True)
-class Postings:
-    """One batch of records. ``stream`` is the batch's stems in order, each field followed
-    by a gap (-1, so no phrase spans two fields); ``gaps`` are the positions of those
-    gaps, ``gap_doc`` and ``gap_weight`` the field ending there. A phrase of two stems is
-    looked up as a key of ``bigrams``; a longer one is checked in the stream."""
+class Segment:
+    """The postings of records of a batch from slot ``start``: every stem, and every two
+    stems adjacent in one field. A phrase of more stems may only be where each adjacent
+    pair of it is; its instances are counted in the records' text."""
 
-    stream: np.ndarray  # int32 stem at each position
+    start: int
     terms: Pairs
     bigrams: Pairs
-    gaps: np.ndarray
-    gap_doc: np.ndarray
-    gap_weight: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.stream, self.gaps, self.gap_doc, self.gap_weight)
-        return self.terms.nbytes + self.bigrams.nbytes + sum(a.nbytes for a in arrays)
-
-    def frequency(self, stems: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Slots holding the phrase ``stems`` and its weighted frequency in each (FTS5's
-        phrase instances: consecutive positions in one field, overlaps counted)."""
-        if len(stems) <= 2:
-            pairs = self.terms if len(stems) == 1 else self.bigrams
-            span = pairs.get(stems[0] if len(stems) == 1 else bigram(stems[0], stems[1]))
-            return pairs.doc[span], pairs.freq[span]
-        docs = None
-        for a, b in zip(stems, stems[1:], strict=False):
-            these = self.bigrams.doc[self.bigrams.get(bigram(a, b))]
-            docs = these if docs is None else np.intersect1d(docs, these, assume_unique=True)
-        if docs is None or not len(docs):
-            return _EMPTY_DOCS, _EMPTY_FREQ32
-        # Every position of the records holding each adjacent pair, checked in turn.
-        fields = (docs[:, None] * 3 + np.arange(3)).ravel()
-        begin = np.where(fields > 0, self.gaps[fields - 1] + 1, 0)
-        size = self.gaps[fields] - begin
-        start = np.repeat(begin - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
-        start = start[start + len(stems) <= len(self.stream)]
-        for i, stem in enumerate(stems):
-            start = start[self.stream[start + i] == stem]
-        field = np.searchsorted(self.gaps, start)
-        found, first = np.unique(self.gap_doc[field], return_index=True)
-        if not len(first):
-            return _EMPTY_DOCS, _EMPTY_FREQ32
-        return found, np.add.reduceat(self.gap_weight[field], first)
+        return self.terms.nbytes + self.bigrams.nbytes
 
 
-_EMPTY_DOCS = np.zeros(0, dtype=np.int32)
-_EMPTY_FREQ32 = np.zeros(0, dtype=np.float32)
+_EMPTY_SLOTS = np.zeros(0, dtype=np.int32)
+_EMPTY_FREQ = np.zeros(0, dtype=np.uint8)
 
 
 @dataclass(frozen=True)
 class Batch:
-    """Records read from the database: their columns and, per field, its stems."""
+    """Records read from the database: their columns and their segments' postings."""
 
     rowid: np.ndarray  # int64
     namespaces: list[str]  # the batch's, distinct
@@ -168,19 +178,61 @@ class Batch:
     type: np.ndarray  # int32 index into ``types`` per record
     created: np.ndarray  # int64 microseconds
     length: np.ndarray  # float64 tokens of all four columns
-    postings: Postings
+    segments: list[Segment]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.segments)
+
+    def frequency(self, stems: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Slots holding a phrase of one or two stems, and its weighted frequency in each
+        (FTS5's phrase instances: consecutive positions in one field)."""
+        key = stems[0] if len(stems) == 1 else bigram(stems[0], stems[1])
+        slots, freqs = [], []
+        for seg in self.segments:
+            doc, freq = (seg.terms if len(stems) == 1 else seg.bigrams).get(key)
+            if len(doc):
+                slots.append(np.add(doc, seg.start, dtype=np.int32))
+                freqs.append(freq)
+        if len(slots) < 2:
+            return (slots[0], freqs[0]) if slots else (_EMPTY_SLOTS, _EMPTY_FREQ)
+        return np.concatenate(slots), np.concatenate(freqs)
+
+    def count(self, stem: int) -> int:
+        """The records holding ``stem``, masked or not."""
+        return sum(hi - lo for lo, hi in (seg.terms.span(stem) for seg in self.segments))
+
+    def holding_pairs(self, stems: Sequence[int]) -> np.ndarray:
+        """Slots holding every two adjacent stems of ``stems``: where the phrase may be."""
+        found = []
+        for seg in self.segments:
+            docs = None
+            for a, b in itertools.pairwise(stems):
+                these = seg.bigrams.get(bigram(a, b))[0]
+                docs = these if docs is None else np.intersect1d(docs, these, assume_unique=True)
+                if not len(docs):
+                    break
+            if docs is not None and len(docs):
+                found.append(docs.astype(np.int32) + seg.start)
+        return np.concatenate(found) if found else _EMPTY_SLOTS
 
 
 def read_batch(
     conn: sqlite3.Connection, slices: Iterable[list[sqlite3.Row]], vocab: dict[str, int]
 ) -> Batch:
-    """Rows of ``ROWS``, a slice at a time (so only one slice's text is held), indexed;
-    new stems are added to ``vocab``."""
+    """Rows of ``ROWS``, a slice at a time (so only one slice's text, and one segment's
+    stems, are held), indexed; new stems are added to ``vocab``. Each slice's stems go
+    into arrays at once: millions of small objects held over a segment would leave the
+    allocator's pages fragmented."""
     ids: dict[str, list[int]] = {}  # run -> its stems' ids
     namespaces: dict[str, int] = {}
     types: dict[str, int] = {}
-    rowid, ns, kind, created = [], [], [], []
-    streams, gaps, at = [], [], 0
+    columns: list[list[np.ndarray]] = [[], [], [], []]  # rowid, ns, type, created per slice
+    segments: list[Segment] = []
+    stems: list[np.ndarray] = []  # the open segment's stems, and its fields' sizes
+    sizes: list[np.ndarray] = []
+    start = count = 0  # the open segment's first slot, and its records
+    lengths: list[np.ndarray] = []
     for rows in slices:
         fields = [_RUN.findall(t) for r in rows for t in (r[4], r[5], r[6])]
         new = list({run: None for field in fields for run in field if run not in ids})
@@ -188,47 +240,92 @@ def read_batch(
         for run in new:
             ids[run] = [vocab.setdefault(s, len(vocab)) for s in stemmed.get(run, ())]
         stream: list[int] = []
-        for field in fields:
+        before = np.zeros(len(fields) + 1, dtype=np.int64)  # stems before each field
+        for i, field in enumerate(fields):
             for run in field:
                 stream.extend(ids[run])
-            gaps.append(at + len(stream))
-            stream.append(-1)
-        streams.append(np.asarray(stream, dtype=np.int32))
-        at += len(stream)
-        for r in rows:
-            rowid.append(r[0])
-            ns.append(namespaces.setdefault(r[1], len(namespaces)))
-            kind.append(types.setdefault(r[2], len(types)))
-            created.append(micros(codec.from_ts(r[3])))
-    tokens = np.concatenate(streams) if streams else _EMPTY_DOCS
-    gap_at = np.asarray(gaps, dtype=np.int32)
-    sizes = np.diff(np.concatenate(([-1], gap_at))) - 1
-    gap_doc = np.repeat(np.arange(len(rowid), dtype=np.int32), 3)
-    gap_weight = np.tile(np.asarray(WEIGHTS, dtype=np.float32), len(rowid))
-    length = sizes.reshape(-1, 3).sum(axis=1).astype(np.float64) + SCOPE_TOKENS
+            before[i + 1] = len(stream)
+        stream_at = np.asarray(stream, dtype=np.int32)
+        del stream
+        n = len(rows)
+        columns[0].append(np.fromiter((r[0] for r in rows), np.int64, n))
+        columns[1].append(
+            np.fromiter((namespaces.setdefault(r[1], len(namespaces)) for r in rows), np.int32, n)
+        )
+        columns[2].append(
+            np.fromiter((types.setdefault(r[2], len(types)) for r in rows), np.int32, n)
+        )
+        columns[3].append(np.fromiter((micros(codec.from_ts(r[3])) for r in rows), np.int64, n))
+        done = 0
+        while done < n:
+            take = min(n - done, SEGMENT - count)
+            stems.append(stream_at[before[3 * done] : before[3 * (done + take)]])
+            sizes.append(np.diff(before[3 * done : 3 * (done + take) + 1]))
+            done, count = done + take, count + take
+            if count == SEGMENT:
+                segments.append(_segment(start, stems, sizes))
+                lengths.append(_lengths(sizes))
+                start, count, stems, sizes = start + count, 0, [], []
+    if count:
+        segments.append(_segment(start, stems, sizes))
+        lengths.append(_lengths(sizes))
+    rowid, ns, kind, created = (
+        np.concatenate(c) if c else np.zeros(0, dtype=np.int64) for c in columns
+    )
     return Batch(
-        np.asarray(rowid, dtype=np.int64),
+        rowid,
         list(namespaces),
-        np.asarray(ns, dtype=np.int32),
+        ns.astype(np.int32),
         list(types),
-        np.asarray(kind, dtype=np.int32),
-        np.asarray(created, dtype=np.int64),
-        length,
-        _postings(tokens, gap_at, gap_doc, gap_weight),
+        kind.astype(np.int32),
+        created,
+        np.concatenate(lengths) if lengths else np.zeros(0),
+        segments,
     )
 
 
-def _postings(
-    tokens: np.ndarray, gaps: np.ndarray, gap_doc: np.ndarray, gap_weight: np.ndarray
-) -> Postings:
-    at = np.flatnonzero(tokens >= 0)
-    field = np.searchsorted(gaps, at)
-    terms = _pairs(tokens[at].astype(np.int64), gap_doc[field], gap_weight[field])
-    at = at[tokens[at + 1] >= 0]  # a stem followed by another in the same field
-    field = np.searchsorted(gaps, at)
-    pair = (tokens[at].astype(np.int64) << 32) | tokens[at + 1]
-    bigrams = _pairs(pair, gap_doc[field], gap_weight[field])
-    return Postings(tokens, terms, bigrams, gaps, gap_doc, gap_weight)
+def _segment(start: int, stems: list[np.ndarray], sizes: list[np.ndarray]) -> Segment:
+    """The postings of records from slot ``start``: their stems, and each of their three
+    fields' number of stems, in order."""
+    stem = np.concatenate(stems)
+    size = np.concatenate(sizes)
+    field = np.repeat(np.arange(len(size), dtype=np.int32), size)  # of each position
+    doc = (field // 3).astype(np.uint16)
+    weight = np.asarray(WEIGHTS, dtype=np.uint32)[field % 3]
+    terms = _pairs(stem, doc, weight)
+    follows = np.flatnonzero(field[1:] == field[:-1])  # a stem followed by another in its field
+    pair = (stem[follows].astype(np.int64) << 32) | stem[follows + 1]
+    bigrams = _pairs(pair, doc[follows], weight[follows])
+    return Segment(start, terms, bigrams)
+
+
+def _lengths(sizes: list[np.ndarray]) -> np.ndarray:
+    """Each record's tokens in all four columns."""
+    return np.concatenate(sizes).reshape(-1, 3).sum(axis=1).astype(np.float64) + SCOPE_TOKENS
+
+
+def recount(
+    conn: sqlite3.Connection, slots: np.ndarray, rowids: np.ndarray, phrase: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The slots whose record's text holds ``phrase`` and its weighted frequency in each:
+    FTS5's phrase instances (consecutive stems of one field, overlaps counted), from the
+    text read again and stemmed by the index's tokenizer."""
+    rows = conn.execute(TEXTS, (json.dumps(rowids.tolist()),)).fetchall()
+    text = {r[0]: (r[1], r[2], r[3]) for r in rows}
+    stems = fts.stems(conn, list({t for r in rows for t in r[1:] if t}))
+    want, n = tuple(phrase), len(phrase)
+    found, freq = [], []
+    for slot, rowid in zip(slots.tolist(), rowids.tolist(), strict=True):
+        count = 0.0
+        for weight, t in zip(WEIGHTS, text.get(rowid, ()), strict=False):
+            got = stems.get(t, ())
+            count += weight * sum(
+                1 for i, s in enumerate(got) if s == want[0] and got[i : i + n] == want
+            )
+        if count:
+            found.append(slot)
+            freq.append(count)
+    return np.asarray(found, dtype=np.int32), np.asarray(freq, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -276,22 +373,31 @@ class Index:
         self.norm = K1 * ((1 - B) + B * length / avgdl)
         self.whole = bool(alive.all())
         self._scopes: dict[str, tuple[np.ndarray, bool]] = {}
+        self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def nbytes(self) -> int:
         arrays = (self.rowid, self.ns, self.type, self.created, self.norm, self.alive)
-        lists = 8 * len(self.rowid) + 100 * len(self.vocab)
-        postings = self.base.postings.nbytes + self.delta.postings.nbytes
+        lists = 100 * len(self.vocab)
+        postings = self.base.nbytes + self.delta.nbytes
         return postings + lists + sum(a.nbytes for a in arrays)
 
-    def frequency(self, phrase: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The live slots holding the phrase, and its weighted frequency in each."""
+    def frequency(
+        self, conn: sqlite3.Connection, phrase: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The live slots holding the phrase, and its weighted frequency in each. A phrase
+        of three stems or more is counted in the text of the records holding each adjacent
+        pair of it (``recount``); ``TooBroad`` if they are more than ``RECOUNT_MAX``."""
         ids = [self.vocab.get(s) for s in phrase]
         if not ids or None in ids:
-            return _EMPTY_DOCS, _EMPTY_FREQ32
-        docs, freq = self.base.postings.frequency(ids)  # type: ignore[arg-type]
+            return _EMPTY_SLOTS, _EMPTY_FREQ
+        stems: list[int] = ids  # type: ignore[assignment]
+        return self._recounted(conn, phrase, stems) if len(stems) > 2 else self._frequency(stems)
+
+    def _frequency(self, stems: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        docs, freq = self.base.frequency(stems)
         if len(self.delta.rowid):
-            more, more_freq = self.delta.postings.frequency(ids)  # type: ignore[arg-type]
+            more, more_freq = self.delta.frequency(stems)
             docs = np.concatenate((docs, more + len(self.base.rowid)))
             freq = np.concatenate((freq, more_freq))
         if not self.whole:
@@ -299,15 +405,43 @@ class Index:
             docs, freq = docs[live], freq[live]
         return docs, freq
 
-    def doc_freq(self, stem: str) -> int:
-        return len(self.frequency((stem,))[0])
+    def _recounted(
+        self, conn: sqlite3.Connection, phrase: Sequence[str], stems: list[int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        key = tuple(phrase)
+        found = self._phrases.get(key)
+        if found is not None:
+            return found
+        slots = self.base.holding_pairs(stems)
+        if len(self.delta.rowid):
+            more = self.delta.holding_pairs(stems) + len(self.base.rowid)
+            slots = np.concatenate((slots, more))
+        if not self.whole:
+            slots = slots[self.alive[slots]]
+        if len(slots) > RECOUNT_MAX:
+            raise TooBroad(f"{len(slots)} records may hold a phrase of {len(stems)} stems")
+        found = (
+            recount(conn, slots, self.rowid[slots], phrase) if len(slots) else (slots, _EMPTY_FREQ)
+        )
+        if len(self._phrases) >= SCOPES:
+            self._phrases.clear()
+        self._phrases[key] = found
+        return found
 
-    def scores(self, phrases: Sequence[Sequence[str]]) -> np.ndarray:
+    def doc_freq(self, stem: str) -> int:
+        at = self.vocab.get(stem)
+        if at is None:
+            return 0
+        if self.whole:
+            return self.base.count(at) + self.delta.count(at)
+        return len(self._frequency([at])[0])
+
+    def scores(self, conn: sqlite3.Connection, phrases: Sequence[Sequence[str]]) -> np.ndarray:
         """FTS5's bm25 of every slot (higher is better, 0 where nothing matched), phrase
         by phrase in query order, each step as fts5_aux.c computes it."""
         scores = np.zeros(len(self.rowid))
         for phrase in phrases:
-            docs, freq = self.frequency(phrase)
+            docs, freq = self.frequency(conn, phrase)
             if not len(docs):
                 continue
             idf = math.log((self.total - len(docs) + 0.5) / (len(docs) + 0.5))
@@ -317,12 +451,17 @@ class Index:
         return scores
 
     def ranked(
-        self, phrases: Sequence[Sequence[str]], want: Ranking, window: int
+        self,
+        conn: sqlite3.Connection,
+        phrases: Sequence[Sequence[str]],
+        want: Ranking,
+        window: int,
     ) -> list[tuple[int, float]]:
         """``(rowid, bm25)`` as ``fts.ranked`` answers for the same MATCH: best first, the
         newest ``window`` matches ranked (all of them if that came back short), at least
-        ``want.limit`` rows plus every row tied with the last."""
-        scores = self.scores(phrases)
+        ``want.limit`` rows plus every row tied with the last. ``conn`` reads the text of
+        records that may hold a phrase of three stems or more."""
+        scores = self.scores(conn, phrases)
         within, scoped = self._scope(want.namespace)
         found = np.flatnonzero((scores > 0) & (within if scoped else self.alive))
         keep = None if scoped else within

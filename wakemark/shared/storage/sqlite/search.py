@@ -84,6 +84,10 @@ class SqliteSearch(SqliteBase):
             return None
         return self._lexicon.current(self._conns.get(), wait_s)
 
+    def warm_up(self) -> None:
+        """Start building the full-text index held in memory."""
+        self.memory_index()
+
     def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
         conn = self._conns.get()
         try:
@@ -111,15 +115,10 @@ class SqliteSearch(SqliteBase):
             try:
                 index = self.memory_index()
                 if index is not None:  # the same ranking, from the index held in memory
-                    phrases = lexicon.phrases(conn, terms)
-                    want = Ranking(
-                        query.namespace, query.limit, query.observation_type, query.since
-                    )
-                    found = index.ranked(
-                        [phrases[t] for t in terms if t in phrases], want, fts.WINDOW
-                    )
-                    rows = _records_by_rank(conn, found, params)
-                    return [codec.to_record(r) for r in rows]
+                    found = _ranked_in_memory(conn, index, query, terms)
+                    if found is not None:
+                        rows = _records_by_rank(conn, found, params)
+                        return [codec.to_record(r) for r in rows]
                 prefix, exact = fts.scope(conn, query.namespace)
                 filtered = query.observation_type is not None or query.since is not None
                 sql = RANK_FTS if exact and not filtered else RANK_FTS_CHECKED
@@ -161,6 +160,18 @@ class SqliteSearch(SqliteBase):
         self, query: SearchQuery, vector: np.ndarray, exact: bool = False
     ) -> list[VectorHit]:
         raise NotImplementedError(NO_VECTOR_INDEX)
+
+
+def _ranked_in_memory(
+    conn: sqlite3.Connection, index: Index, query: SearchQuery, terms: Sequence[str]
+) -> list[tuple[int, float]] | None:
+    """The index's ranking of ``terms``; None: a phrase it cannot count cheaply, ask FTS5."""
+    phrases = lexicon.phrases(conn, terms)
+    want = Ranking(query.namespace, query.limit, query.observation_type, query.since)
+    try:
+        return index.ranked(conn, [phrases[t] for t in terms if t in phrases], want, fts.WINDOW)
+    except lexicon.TooBroad:
+        return None
 
 
 def _search_params(query: SearchQuery) -> dict[str, Any]:
