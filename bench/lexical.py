@@ -128,12 +128,21 @@ class IndexedPostgres:
         import psycopg
 
         self.storage, self.stems, ids = storage, sqlite3.connect(":memory:"), []
+        # The text by slot, where the index recounts a phrase of three stems or more.
+        self.stems.execute(
+            "CREATE TABLE memory_records (id INTEGER PRIMARY KEY, title, summary, facts_text)"
+        )
 
         def rows(cursor: Any) -> Any:
             while batch := cursor.fetchmany(lexicon.READ_ROWS):
-                yield [
+                slices = [
                     (len(ids) + i, r[1], r[2], codec.ts(r[3]), *r[4:]) for i, r in enumerate(batch)
                 ]
+                self.stems.executemany(
+                    "INSERT INTO memory_records VALUES (?, ?, ?, ?)",
+                    [(r[0], *r[4:]) for r in slices],
+                )
+                yield slices
                 ids.extend(r[0] for r in batch)
 
         vocab: dict[str, int] = {}
