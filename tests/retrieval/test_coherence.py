@@ -57,5 +57,14 @@ def test_write_and_delete_elsewhere_are_seen_by_the_next_search(
 
     writer.storage.delete_memory_records([charged.record_id])
     for ns in (NS, "/actor/alice/"):
-        ids = [h.record.record_id for h in reader.retriever.search(ns, query).items]
-        assert charged.record_id not in ids and ids == [first.record_id]
+        # The very next search never shows the deleted record; on a busy machine it may
+        # answer while the namespace's vectors are still being refreshed (degraded), so
+        # the full answer is read from the first search that has them.
+        result = reader.retriever.search(ns, query)
+        assert charged.record_id not in [h.record.record_id for h in result.items]
+        for _ in range(LOAD_TRIES):
+            if not result.degraded:
+                break
+            result = reader.retriever.search(ns, query)
+        ids = [h.record.record_id for h in result.items]
+        assert not result.degraded and ids == [first.record_id]
