@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 import time
@@ -108,8 +107,15 @@ def test_pool_survives_terminated_backend(store: PostgresStorage, pg_url: str) -
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()
     with psycopg.connect(pg_url, autocommit=True) as admin:
         assert admin.execute("SELECT pg_terminate_backend(%s)", pid).fetchone() == (True,)
-    with contextlib.suppress(TransientStorageError):  # allowed once; the next call works
-        store.stats()
+    # A connection back in the pool less than CHECK_IDLE_S ago is handed out unchecked:
+    # the call that meets the dead one fails once (transient), whichever call that is.
+    failed = 0
+    for _ in range(3):
+        try:
+            store.stats()
+        except TransientStorageError:
+            failed += 1
+    assert failed <= 1
     assert store.stats()["memories"] == 0
     with store._db.connection() as conn:
         assert conn.execute("SELECT pg_backend_pid()").fetchone() != pid
