@@ -292,6 +292,38 @@ def test_a_slow_first_vector_load_never_blocks_a_search(
     assert not later.degraded and {h.match_source for h in later.items} == {"hybrid"}
 
 
+def test_a_slow_refresh_answers_from_the_vectors_as_last_read(
+    hybrid: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = [make_record(NS, f"webhook token {i}", i) for i in range(3)]
+    put(hybrid, records, embed=True)
+    for _ in range(200):
+        if not hybrid.retriever.search(NS, "webhook token").degraded:
+            break
+        time.sleep(0.05)
+    gate = threading.Event()
+    load = hybrid.storage.list_embeddings
+
+    def slow_load(namespace: str, since: int | None = None) -> Any:
+        gate.wait(10)  # a refresh outlasting the search's wait (a busy machine)
+        return load(namespace, since)
+
+    monkeypatch.setattr(hybrid.storage, "list_embeddings", slow_load)
+    hybrid.storage.delete_memory_records([records[0].record_id])
+    result = hybrid.retriever.search(NS, "webhook token", limit=10)
+    ids = {h.record.record_id for h in result.items}
+    assert ids == {r.record_id for r in records[1:]}  # never the deleted one
+    # The semantic leg still answers: from the database, or from the vectors as last read.
+    assert {h.match_source for h in result.items} == {"hybrid"}
+    assert result.degraded is not hybrid.storage.vector_index
+    gate.set()
+    for _ in range(200):
+        if not (later := hybrid.retriever.search(NS, "webhook token", limit=10)).degraded:
+            break
+        time.sleep(0.05)
+    assert not later.degraded and {h.record.record_id for h in later.items} == ids
+
+
 def test_session_start_warms_the_namespace_vectors(hybrid: Runtime) -> None:
     put(hybrid, [make_record(NS, "webhook token", 0)], embed=True)
     assert hybrid.retriever.metrics()["vector_cache"]["loads"] == 0

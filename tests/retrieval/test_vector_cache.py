@@ -185,6 +185,30 @@ def test_a_slow_first_load_finishes_in_the_background(storage: Any) -> None:
     assert cache.stats()["loads"] == 1 and cache.stats()["refreshes"] == 1
 
 
+def test_a_slow_refresh_leaves_the_set_as_last_read_held(storage: Any) -> None:
+    h = Harness(storage)
+    for seed in range(3):
+        h.add(seed)
+    gate = threading.Event()
+    gate.set()
+
+    def slow_load(ns: str, since: int | None) -> Any:
+        assert gate.wait(10), "never released"
+        return storage.list_embeddings(ns, since)
+
+    cache = VectorCache(slow_load, lambda ns: h.epoch, storage.embedded_ids, BUDGET)
+    assert cache.held(h.ns) is None  # never loaded
+    before = cache.get_within(h.ns, 10)
+    assert before is not None
+    gate.clear()
+    h.add(7)
+    assert cache.get_within(h.ns, 0.05) is None  # refreshing
+    assert cache.held(h.ns) is before  # what a search answers from meanwhile
+    gate.set()
+    after = cache.get_within(h.ns, 10)
+    assert after is not None and _content(after) == _full(h) and cache.held(h.ns) is after
+
+
 def test_warm_starts_one_background_load(storage: Any) -> None:
     h = Harness(storage)
     h.add(1)

@@ -58,7 +58,13 @@ EXACT_MAX_ROWS = 16_000
 
 
 class Unavailable(Exception):
-    """The leg cannot answer now; the message says why (logged, rate-limited)."""
+    """The leg cannot answer now; the message says why (logged, rate-limited).
+    ``partial``: what it could answer meanwhile (fused with the other legs' lists; the
+    search is still marked degraded)."""
+
+    def __init__(self, reason: str, partial: list[Candidate] | None = None) -> None:
+        super().__init__(reason)
+        self.partial = partial or []
 
 
 class NothingToSearch(Unavailable):
@@ -315,7 +321,15 @@ class VectorLeg(Leg):
             raise Unavailable(f"embedder {state}")
         vectors = self._cache.get_within(where.namespace, self._wait)
         if vectors is None and not self._in_database:
-            raise Unavailable("vectors of the namespace still loading")
+            held = self._cache.held(where.namespace)
+            if held is None or not held.ids:
+                raise Unavailable("vectors of the namespace still loading")
+            # A refresh outlasting the wait (a delete, a backfill, a busy machine) leaves the
+            # vectors as last read to answer: a record deleted since drops out at hydration,
+            # one embedded since is missing until the refresh is in.
+            vector = self._query_vector(query)
+            partial = held.top(vector, where.limit, where.observation_type, where.since)
+            raise Unavailable("vectors of the namespace still refreshing", partial)
         if vectors is None:
             return self._search_database(where, query, end)
         if not vectors.ids:
@@ -347,6 +361,8 @@ class VectorLeg(Leg):
         """The query's cosine with each of ``record_ids`` that has a vector here (the
         relevance gate's evidence for hits this leg did not rank); after ``search``."""
         vectors = self._cache.get_within(namespace, 0.0)
+        if vectors is None and not self._in_database:
+            vectors = self._cache.held(namespace)  # refreshing: as ``search`` answered
         if vectors is None and self._in_database:
             return self._storage.vector_cosines(namespace, self._query_vector(query), record_ids)
         if vectors is None or not vectors.ids:

@@ -360,9 +360,9 @@ class Retriever:
         try:
             ranked = {first.name: _bounded(first, where, text, legs_deadline)}
         except Unavailable as exc:
-            # The other legs' hits alone, or none: degraded, not failed.
+            # The other legs' hits (and what it had), or none: degraded, not failed.
             self._warn(reason := f"{first.name}: {exc}", reason)
-            ranked, degraded = {first.name: []}, True
+            ranked, degraded = {first.name: exc.partial}, True
         if not degraded:
             later = [leg for leg in others if not leg.runs_beside(text)]
             futures += [submit(leg) for leg in later if leg.runs_after(text, ranked[first.name], k)]
@@ -419,9 +419,10 @@ class Retriever:
     def _leg_result(
         self, leg: Leg, future: Future[list[Candidate]], deadline: float
     ) -> tuple[list[Candidate] | None, bool]:
-        """The leg's candidates, or None, and whether the search is degraded for it (after
-        one rate-limited warning); a leg that has not answered by ``deadline`` is left out
-        (and never starts if queued)."""
+        """The leg's candidates (or what it had when unavailable), or None, and whether the
+        search is degraded for it (after one rate-limited warning); a leg that has not
+        answered by ``deadline`` is left out (and never starts if queued)."""
+        partial = None
         try:
             return future.result(timeout=max(0.0, deadline - time.perf_counter())), False
         except NothingToSearch:
@@ -431,11 +432,12 @@ class Retriever:
             key = reason = f"{leg.name}: not answered within {LEG_SHARE:.0%} of the budget"
         except Unavailable as exc:
             key = reason = f"{leg.name}: {exc}"
+            partial = exc.partial or None
         except Exception as exc:
             key = f"{leg.name} failed"
             reason = f"{key}: {exc.__class__.__name__}: {exc}"
         self._warn(key, reason)
-        return None, True
+        return partial, True
 
     def _with_relevance(
         self, namespace: str, text: str, items: list[SearchHit], ranked: dict[str, list[Candidate]]

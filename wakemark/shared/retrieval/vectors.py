@@ -277,6 +277,13 @@ class VectorCache:
             return None
         return self.get(namespace)
 
+    def held(self, namespace: str) -> VectorSet | None:
+        """The namespace's set as last read, current or not (None if never loaded or
+        evicted): what a search answers from while a refresh outlasts its wait."""
+        with self._lock:
+            entry = self._entries.get(namespace)
+        return None if entry is None else entry[1]
+
     def rows(self, namespace: str) -> int | None:
         """The namespace's embedded rows as last seen (cached or counted), if known."""
         with self._lock:
