@@ -71,14 +71,16 @@ def _event(i: int, session: str) -> dict[str, Any]:
 class Server:
     """``wakemark serve`` in a fresh home on a free port; stopped with SIGTERM."""
 
-    def __init__(self, workers: int, threads: int | None = None) -> None:
+    def __init__(self, workers: int, threads: int | None = None, home: Path | None = None) -> None:
+        """``home``: serve that one (the model on, as ``make run``); else a fresh one
+        with the embedder off."""
         self.port = _free_port()
         self._tmp = tempfile.TemporaryDirectory(prefix="wakemark-bench-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("WAKEMARK_")}
         env.update(
-            WAKEMARK_HOME=str(Path(self._tmp.name) / "home"),
+            WAKEMARK_HOME=str(home or Path(self._tmp.name) / "home"),
             WAKEMARK_PORT=str(self.port),
-            WAKEMARK_EMBEDDER="off",
+            WAKEMARK_EMBEDDER="onnx" if home else "off",
             WAKEMARK_LOG_LEVEL="warning",
             # Clients share one list of requests, so under load a session's event can
             # overtake the one before it and land after its turn was extracted, opening a

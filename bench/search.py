@@ -7,7 +7,8 @@ same run, the raw cost of its parts: query embed alone, lexical alone, cosine al
 RSS of a warm process holding the 50k namespace is measured in a subprocess.
 Postgres: ``WAKEMARK_BENCH_DATABASE_URL`` (default: the test database, in a fresh schema).
 Run alone: ``python -m bench.search``; ``python -m bench.search --rss DIR`` measures only
-the warm RSS (SQLite, 50k records built in ``DIR`` once and kept).
+the warm RSS (SQLite, 50k records built in ``DIR`` once and kept), ``--http DIR`` only
+searches of 10k records through ``wakemark serve``, timed by the client.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ DEFAULT_PG = "postgresql://wakemark@127.0.0.1:5432/wakemark_test"
 # At a query-embedding p95 of about 5 ms: scale it with that run's yardstick (issue #27).
 TARGET_P95_MS = 15.0
 TARGET_RSS_MB = 300.0
+HTTP_RECORDS = 10_000
+HTTP_QUERIES = 300
+TARGET_HTTP_P95_MS = 14.0  # client-side, at the same yardstick as TARGET_P95_MS
 
 _VOCAB_TEXT = (
     "cache redis token login session webhook stripe parser migration index timeout retry "
@@ -337,18 +341,84 @@ def rss_only(home: Path) -> dict[str, Any]:
     """``--rss DIR``: the warm RSS on SQLite alone, of the 50k namespace kept in ``DIR``
     (built there by the first run), so runs of two checkouts can alternate on one
     database."""
+    settings = _built(home, SIZES[-1])
+    load = [round(x, 2) for x in os.getloadavg()]
+    return {"load": load, **_rss(settings, _queries(random.Random(11)))}
+
+
+def _built(home: Path, records: int) -> Settings:
+    """Settings of a SQLite home holding ``records`` records in ``NS``, built there once
+    and kept (so runs of two checkouts can alternate on one database)."""
     settings = Settings(home=home, model_path=Settings.from_env().onnx_model_path)
     if not (home / "bench-built").exists():
         prepare_home(settings)
         migrate(settings)
         runtime = Runtime.build(settings)
         try:
-            _fill(runtime, 0, SIZES[-1], random.Random(7))
+            _fill(runtime, 0, records, random.Random(7))
         finally:
             runtime.close()
-        (home / "bench-built").write_text(f"{SIZES[-1]}\n")
+        (home / "bench-built").write_text(f"{records}\n")
+    built = int((home / "bench-built").read_text())
+    if built != records:
+        raise SystemExit(f"{home} holds {built} records, not {records}: use another directory")
+    return settings
+
+
+def http_only(home: Path) -> dict[str, Any]:
+    """``--http DIR``: searches of a 10k namespace (kept in ``DIR``) through ``wakemark
+    serve`` as a client sees them: a new connection each, as the hook forwarder makes one
+    per prompt; beside each, this process embeds the same query (the run's yardstick)."""
+    from bench.ingest import Server, request
+    from wakemark.shared.embedding import open_embedder
+
+    settings = _built(home, HTTP_RECORDS)
+    queries = _queries(random.Random(11))[:HTTP_QUERIES]
+    embedder = open_embedder(settings)
+    embedder.warm()
     load = [round(x, 2) for x in os.getloadavg()]
-    return {"load": load, **_rss(settings, _queries(random.Random(11)))}
+    server = Server(workers=1, home=home)
+    try:
+        headers = {"Authorization": f"Bearer {server.token}"}
+
+        def search(q: str) -> dict[str, Any]:
+            conn = server.connect()
+            try:
+                path = f"/v1/search?namespace={quote(NS)}&q={quote(q)}&limit=10"
+                status, body = request(conn, "GET", path, None, headers)
+            finally:
+                conn.close()
+            if status != 200:
+                raise RuntimeError(f"search answered {status}: {body[:200]!r}")
+            return dict(json.loads(body))
+
+        for _ in range(600):  # the namespace's vectors load in the background
+            if not search("warm up")["degraded"]:
+                break
+            time.sleep(0.05)
+        client, server_ms, embed, degraded = [], [], [], 0
+        for q in queries:
+            t = time.perf_counter()
+            answer = search(q)
+            client.append((time.perf_counter() - t) * 1000.0)
+            server_ms.append(float(answer["latency_ms"]))
+            degraded += bool(answer["degraded"])
+            t = time.perf_counter()
+            embedder.embed_query(q)
+            embed.append((time.perf_counter() - t) * 1000.0)
+    finally:
+        server.stop()
+    return {
+        "records": HTTP_RECORDS,
+        "queries": len(queries),
+        "load": load,
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "client": percentiles(client),
+        "server": percentiles(server_ms),
+        "embed_query": percentiles(embed),
+        "degraded": degraded,
+        "target_client_p95_ms": TARGET_HTTP_P95_MS,
+    }
 
 
 def run(model_path: Path | None = None, database_url: str | None = None) -> dict[str, Any]:
@@ -360,6 +430,8 @@ def run(model_path: Path | None = None, database_url: str | None = None) -> dict
         sqlite = Settings(home=Path(home), model_path=model)
         result["backends"]["sqlite"] = _backend(sqlite, queries)
         result["backends"]["sqlite"]["rss_50k"] = _rss(sqlite, queries)
+    with tempfile.TemporaryDirectory() as home:
+        result["http_10k"] = http_only(Path(home))
     schema, url = _pg_schema_url(pg_base)
     try:
         with tempfile.TemporaryDirectory() as home:
@@ -416,11 +488,33 @@ def markdown(result: dict[str, Any]) -> str:
             f"reload {r['full_reload_ms']} ms ({r['speedup']}x); first search after the write "
             f"{r['first_search_ms']} ms."
         )
+    if "http_10k" in result:
+        h = result["http_10k"]
+        ratio = h["client"]["p95_ms"] / h["embed_query"]["p95_ms"]
+        lines += [
+            "",
+            f"## Through HTTP (SQLite, {h['records']} records, `wakemark serve`)",
+            "",
+            f"{h['queries']} searches, a new connection each (as the hook forwarder makes); "
+            f"load {h['load']} → {h['load_after']}; {h['degraded']} degraded.",
+            "",
+            "| timed by | p50 | p95 |",
+            "|---|---|---|",
+            f"| client | {h['client']['p50_ms']} | {h['client']['p95_ms']} |",
+            f"| server (`latency_ms`) | {h['server']['p50_ms']} | {h['server']['p95_ms']} |",
+            f"| query embedding alone | {h['embed_query']['p50_ms']} | "
+            f"{h['embed_query']['p95_ms']} |",
+            "",
+            f"Client p95 / embedding p95: {ratio:.2f} (target {h['target_client_p95_ms']} ms "
+            f"at an embedding p95 of 5 ms: {h['target_client_p95_ms'] / 5:.2f}).",
+        ]
     return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--rss"] and len(sys.argv) == 3:
         print(json.dumps(rss_only(Path(sys.argv[2]))))
+    elif sys.argv[1:2] == ["--http"] and len(sys.argv) == 3:
+        print(json.dumps(http_only(Path(sys.argv[2]))))
     else:
         print(markdown(run()))
