@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -14,7 +15,7 @@ from wakemark.shared.models import NAMESPACE_RE, MemoryRecord
 from wakemark.shared.storage import lexical
 from wakemark.shared.storage.errors import StorageTimeoutError
 from wakemark.shared.storage.ports.search import SearchQuery, TermStats, VectorHit
-from wakemark.shared.storage.postgres import bm25
+from wakemark.shared.storage.postgres import bm25, lexicon
 from wakemark.shared.storage.postgres.base import (
     NS,
     PostgresBase,
@@ -24,6 +25,14 @@ from wakemark.shared.storage.postgres.rows import (
     check_vector,
     memory_record,
 )
+
+log = logging.getLogger(__name__)
+
+# The records the index held in the process ranked (a record moved out of the namespace
+# since drops out).
+RANKED_RECORDS = f"""
+SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = ANY(%(ids)s) AND namespace {NS}
+"""
 
 # Per query token: its document frequency, via the lexemes Postgres makes of it (a token
 # that is only stop words can never match, so it sorts as the most common and is dropped
@@ -171,7 +180,28 @@ class PostgresSearch(PostgresBase):
     # A full-text search ranks only the newest this many matches (SEARCH_FTS).
     fts_window = 2000
 
+    def memory_index(self, wait_s: float = 0.0) -> lexicon.Snapshot | None:
+        """The full-text index held in the process if it is current with the database,
+        waiting up to ``wait_s`` for it to be built (``lexicon.REFRESH_WAIT_S`` for a
+        refresh); None: Postgres answers (no index kept, past its size, being built, or
+        an error)."""
+        if self._memory is None:
+            return None
+        try:
+            with self._db.connection() as conn:
+                return self._memory.current(conn, wait_s)
+        except psycopg.Error as exc:
+            log.warning("checking the full-text index failed: %r", exc)
+            return None
+
+    def warm_up(self) -> None:
+        """Start building the full-text index held in the process."""
+        self.memory_index()
+
     def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
+        snap = self.memory_index()
+        if snap is not None and self._memory is not None:
+            return snap.term_stats(self._memory.stems(), tokens)
         with self._db.connection() as conn:
             try:
                 found = conn.execute(QUERY_TERMS, (list(tokens),)).fetchall()
@@ -185,6 +215,14 @@ class PostgresSearch(PostgresBase):
     ) -> list[MemoryRecord] | None:
         params = _search_params(query)
         end = _deadline(query.timeout_s)
+        snap = self.memory_index() if terms else None
+        if snap is not None and self._memory is not None:  # SQLite's ranking, in memory
+            score = snap.ranked(self._memory.stems(), query, terms)
+            if score is not None:
+                with self._db.connection() as conn:
+                    more = {"ids": list(score), "ns": params["ns"]}
+                    rows = _run(conn, RANKED_RECORDS, more, end, "full-text search")
+                return lexicon.ordered([memory_record(r) for r in rows], score, query.limit)
         try:
             with self._db.connection() as conn:
                 tsquery = _tsquery(conn, terms, end)

@@ -26,10 +26,12 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -80,8 +82,11 @@ class TooBroad(Exception):
     """A phrase may be in too many records to count it in their text: ask FTS5."""
 
 
-def micros(value: datetime) -> int:
-    """Microseconds since the epoch; a naive time is UTC, as ``codec.ts`` takes it."""
+def micros(value: datetime | str) -> int:
+    """Microseconds since the epoch of a time or of its ``codec.ts`` text; a naive time
+    is UTC, as ``codec.ts`` takes it."""
+    if isinstance(value, str):
+        value = codec.from_ts(value)
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return (value - _EPOCH) // _MICROSECOND
@@ -218,12 +223,12 @@ class Batch:
 
 
 def read_batch(
-    conn: sqlite3.Connection, slices: Iterable[list[sqlite3.Row]], vocab: dict[str, int]
+    conn: sqlite3.Connection, slices: Iterable[Sequence[Sequence[Any]]], vocab: dict[str, int]
 ) -> Batch:
-    """Rows of ``ROWS``, a slice at a time (so only one slice's text, and one segment's
-    stems, are held), indexed; new stems are added to ``vocab``. Each slice's stems go
-    into arrays at once: millions of small objects held over a segment would leave the
-    allocator's pages fragmented."""
+    """Rows of ``ROWS`` (a time as ``codec.ts`` text or a datetime), a slice at a time
+    (so only one slice's text, and one segment's stems, are held), indexed; new stems
+    are added to ``vocab``. Each slice's stems go into arrays at once: millions of small
+    objects held over a segment would leave the allocator's pages fragmented."""
     ids: dict[str, list[int]] = {}  # run -> its stems' ids
     namespaces: dict[str, int] = {}
     types: dict[str, int] = {}
@@ -255,7 +260,7 @@ def read_batch(
         columns[2].append(
             np.fromiter((types.setdefault(r[2], len(types)) for r in rows), np.int32, n)
         )
-        columns[3].append(np.fromiter((micros(codec.from_ts(r[3])) for r in rows), np.int64, n))
+        columns[3].append(np.fromiter((micros(r[3]) for r in rows), np.int64, n))
         done = 0
         while done < n:
             take = min(n - done, SEGMENT - count)
@@ -304,13 +309,26 @@ def _lengths(sizes: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(sizes).reshape(-1, 3).sum(axis=1).astype(np.float64) + SCOPE_TOKENS
 
 
+# The title, summary and facts of records by rowid: ``(rowid, title, summary, facts)``.
+Texts = Callable[[sqlite3.Connection, list[int]], Sequence[Sequence[Any]]]
+
+
+def database_texts(conn: sqlite3.Connection, rowids: list[int]) -> list[sqlite3.Row]:
+    """The records' text in the database ``conn`` opens."""
+    return conn.execute(TEXTS, (json.dumps(rowids),)).fetchall()
+
+
 def recount(
-    conn: sqlite3.Connection, slots: np.ndarray, rowids: np.ndarray, phrase: Sequence[str]
+    conn: sqlite3.Connection,
+    slots: np.ndarray,
+    rowids: np.ndarray,
+    phrase: Sequence[str],
+    texts: Texts = database_texts,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The slots whose record's text holds ``phrase`` and its weighted frequency in each:
     FTS5's phrase instances (consecutive stems of one field, overlaps counted), from the
-    text read again and stemmed by the index's tokenizer."""
-    rows = conn.execute(TEXTS, (json.dumps(rowids.tolist()),)).fetchall()
+    text read again (``texts``) and stemmed by the index's tokenizer (``conn``'s)."""
+    rows = texts(conn, rowids.tolist())
     text = {r[0]: (r[1], r[2], r[3]) for r in rows}
     stems = fts.stems(conn, list({t for r in rows for t in r[1:] if t}))
     want, n = tuple(phrase), len(phrase)
@@ -357,9 +375,11 @@ class Index:
         alive: np.ndarray,
         vocab: dict[str, int],
         seq: int,
+        texts: Texts = database_texts,
     ) -> None:
         (self.base, self.base_seq), self.delta = base, delta
         self.alive, self.vocab, self.seq = alive, vocab, seq  # seq: text_seq read at the refresh
+        self.texts = texts  # where a phrase of three stems or more is recounted
         self.rowid = np.concatenate((self.base.rowid, delta.rowid))
         self.namespaces, self.ns = _codes(
             (self.base.namespaces, self.base.ns), (delta.namespaces, delta.ns)
@@ -421,7 +441,9 @@ class Index:
         if len(slots) > RECOUNT_MAX:
             raise TooBroad(f"{len(slots)} records may hold a phrase of {len(stems)} stems")
         found = (
-            recount(conn, slots, self.rowid[slots], phrase) if len(slots) else (slots, _EMPTY_FREQ)
+            recount(conn, slots, self.rowid[slots], phrase, self.texts)
+            if len(slots)
+            else (slots, _EMPTY_FREQ)
         )
         if len(self._phrases) >= SCOPES:
             self._phrases.clear()
@@ -548,27 +570,41 @@ def refreshed(conn: sqlite3.Connection, index: Index) -> Index:
     return Index((base, index.base_seq), delta, alive, vocab, seq)
 
 
-class Lexicon:
-    """The process's index, built and refreshed on one background thread at a time."""
+T = TypeVar("T")
 
-    def __init__(self, path: Path | str) -> None:
-        self._path = path
+
+class Lexicon(Generic[T]):
+    """The process's index, built and refreshed on one background thread at a time.
+    ``build`` may decline (None: the database is past what the index holds); it is then
+    not tried again for ``retry_s``."""
+
+    def __init__(
+        self,
+        build: Callable[[], T | None],
+        refresh: Callable[[T], T | None],
+        retry_s: float = 0.0,
+    ) -> None:
+        self._build, self._refresh, self._retry_s = build, refresh, retry_s
         self._lock = threading.Lock()
-        self._index: Index | None = None
+        self._index: T | None = None
         self._job: tuple[int, threading.Event] | None = None  # (pid, done)
+        self._declined_at: float | None = None
 
-    def current(self, conn: sqlite3.Connection, wait_s: float = 0.0) -> Index | None:
-        """The index if it is current with the database, after waiting up to ``wait_s``
-        for it to be built (or ``REFRESH_WAIT_S`` for a refresh); None: search FTS5."""
-        seq = int(conn.execute(SEQ).fetchone()[0])
+    def current(self, fresh: Callable[[T], bool], wait_s: float = 0.0) -> T | None:
+        """The index if ``fresh`` says it is current with the database, after waiting up
+        to ``wait_s`` for it to be built (or ``REFRESH_WAIT_S`` for a refresh); None: the
+        database answers."""
         index = self._index
-        if index is not None and index.seq >= seq:
+        if index is not None and fresh(index):
             return index
+        declined = self._declined_at
+        if index is None and declined is not None and time.monotonic() - declined < self._retry_s:
+            return None
         done = self._start()
         if not done.wait(wait_s if index is None else max(wait_s, REFRESH_WAIT_S)):
             return None
         index = self._index
-        return index if index is not None and index.seq >= seq else None
+        return index if index is not None and fresh(index) else None
 
     def _start(self) -> threading.Event:
         with self._lock:
@@ -584,19 +620,41 @@ class Lexicon:
 
     def _run(self, done: threading.Event) -> None:
         try:
-            conn = connect(self._path)
-            try:
-                index = self._index
-                self._index = build(conn) if index is None else refreshed(conn, index)
-            finally:
-                conn.close()
+            index = self._index
+            self._index = self._build() if index is None else self._refresh(index)
+            self._declined_at = None if self._index is not None else time.monotonic()
             release_free_memory()  # the rows' text and the arrays of the build, freed
-        except Exception as exc:  # FTS5 answers meanwhile; the next search tries again
+        except Exception as exc:  # the database answers meanwhile; the next search tries again
             log.warning("building the full-text index failed: %r", exc)
         finally:
             with self._lock:
                 self._job = None
             done.set()
+
+
+def in_database(path: Path | str) -> Lexicon[Index]:
+    """SQLite's index of the database at ``path``, read through a connection of its own."""
+
+    def build_() -> Index:
+        conn = connect(path)
+        try:
+            return build(conn)
+        finally:
+            conn.close()
+
+    def refresh(index: Index) -> Index:
+        conn = connect(path)
+        try:
+            return refreshed(conn, index)
+        finally:
+            conn.close()
+
+    return Lexicon(build_, refresh)
+
+
+def current_seq(conn: sqlite3.Connection) -> int:
+    """What ``text_seq`` reads now: an index read at this value is current."""
+    return int(conn.execute(SEQ).fetchone()[0])
 
 
 _stems: dict[str, tuple[str, ...]] = {}  # token -> stems (the tokenizer's, so per process)

@@ -82,7 +82,8 @@ class SqliteSearch(SqliteBase):
         for it to be built or refreshed; None: FTS5 answers."""
         if self._lexicon is None:
             return None
-        return self._lexicon.current(self._conns.get(), wait_s)
+        seq = lexicon.current_seq(self._conns.get())
+        return self._lexicon.current(lambda index: index.seq >= seq, wait_s)
 
     def warm_up(self) -> None:
         """Start building the full-text index held in memory."""
