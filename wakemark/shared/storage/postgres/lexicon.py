@@ -70,7 +70,7 @@ SELECT record_id, title, summary, array_to_string(facts, E'\\n')
 # (a few: those of transactions that were open or just committed then).
 CHECK = """
 SELECT n, ARRAY(SELECT record_id || ' ' || text_xid FROM memory_records
-                 WHERE text_xid >= %s LIMIT %s)
+                 WHERE text_xid >= %(seq)s LIMIT %(most)s)
   FROM fts_doc_count WHERE id = 1
 """
 
@@ -84,6 +84,10 @@ class Snapshot:
     slots: dict[str, int]  # the reverse, as ``ids``
     count: int  # the records in the snapshot
     recent: frozenset[str]  # "record_id xid" of its rows stamped >= index.seq
+
+    @property
+    def check_params(self) -> dict[str, int]:
+        return {"seq": self.index.seq, "most": DELTA_ROWS + 1}
 
     def holds(self, count: int, recent: Sequence[str]) -> bool:
         same = count == self.count and len(recent) <= DELTA_ROWS
@@ -126,12 +130,17 @@ class Memory:
             conn = self._local.conn = sqlite3.connect(":memory:")
         return conn
 
+    @property
+    def latest(self) -> Snapshot | None:
+        """The index last built or refreshed, current or not."""
+        return self.lexicon.latest
+
     def current(self, conn: psycopg.Connection, wait_s: float = 0.0) -> Snapshot | None:
         """The index if it is current with what ``conn`` sees now, after waiting up to
         ``wait_s`` for a build; None: Postgres answers."""
 
         def fresh(snap: Snapshot) -> bool:
-            row = conn.execute(CHECK, (snap.index.seq, DELTA_ROWS + 1)).fetchone()
+            row = conn.execute(CHECK, snap.check_params).fetchone()
             return row is not None and snap.holds(*row)
 
         return self.lexicon.current(fresh, wait_s)

@@ -29,9 +29,13 @@ from wakemark.shared.storage.postgres.rows import (
 log = logging.getLogger(__name__)
 
 # The records the index held in the process ranked (a record moved out of the namespace
-# since drops out).
-RANKED_RECORDS = f"""
-SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = ANY(%(ids)s) AND namespace {NS}
+# since drops out), and in the same statement (one snapshot) its check
+# (``lexicon.CHECK``): its two columns first, then the record's, a row per record (one
+# row of NULLs if none).
+CHECKED_RECORDS = f"""
+SELECT c.*, r.* FROM ({lexicon.CHECK}) c LEFT JOIN LATERAL (
+  SELECT {RECORD_COLUMNS} FROM memory_records
+   WHERE record_id = ANY(%(ids)s) AND namespace {NS}) r ON true
 """
 
 # Per query token: its document frequency, via the lexemes Postgres makes of it (a token
@@ -199,7 +203,9 @@ class PostgresSearch(PostgresBase):
         self.memory_index()
 
     def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
-        snap = self.memory_index()
+        # The index as last refreshed, unchecked: the statistics only choose which terms
+        # to search for (SQLite's FTS5 caches them longer); search_terms checks it.
+        snap = self._memory.latest if self._memory is not None else None
         if snap is not None and self._memory is not None:
             return snap.term_stats(self._memory.stems(), tokens)
         with self._db.connection() as conn:
@@ -215,14 +221,9 @@ class PostgresSearch(PostgresBase):
     ) -> list[MemoryRecord] | None:
         params = _search_params(query)
         end = _deadline(query.timeout_s)
-        snap = self.memory_index() if terms else None
-        if snap is not None and self._memory is not None:  # SQLite's ranking, in memory
-            score = snap.ranked(self._memory.stems(), query, terms)
-            if score is not None:
-                with self._db.connection() as conn:
-                    more = {"ids": list(score), "ns": params["ns"]}
-                    rows = _run(conn, RANKED_RECORDS, more, end, "full-text search")
-                return lexicon.ordered([memory_record(r) for r in rows], score, query.limit)
+        found = self._search_in_memory(query, terms, params["ns"], end) if terms else None
+        if found is not None:
+            return found
         try:
             with self._db.connection() as conn:
                 tsquery = _tsquery(conn, terms, end)
@@ -236,6 +237,29 @@ class PostgresSearch(PostgresBase):
         # ts_rank picks the candidates; BM25 orders them (see bm25.py).
         records = [memory_record(r) for r in rows]
         return bm25.order(records, terms, stats.doc_freq, stats.total or 0)
+
+    def _search_in_memory(
+        self, query: SearchQuery, terms: Sequence[str], ns: str, end: float | None
+    ) -> list[MemoryRecord] | None:
+        """SQLite's ranking, from the index held in the process, checked in the round trip
+        that reads the ranked records; if it is not current, once more after waiting for
+        its refresh. None: Postgres answers."""
+        memory = self._memory
+        if memory is None:
+            return None
+        snap = memory.latest or self.memory_index()  # none yet: its build is started
+        for _ in range(2):
+            score = snap.ranked(memory.stems(), query, terms) if snap is not None else None
+            if snap is None or score is None:
+                return None
+            with self._db.connection() as conn:
+                params = {**snap.check_params, "ids": list(score), "ns": ns}
+                rows = _run(conn, CHECKED_RECORDS, params, end, "full-text search")
+            if snap.holds(rows[0][0], rows[0][1]):
+                records = [memory_record(r[2:]) for r in rows if r[2] is not None]
+                return lexicon.ordered(records, score, query.limit)
+            snap = self.memory_index()
+        return None
 
     def search_substring(self, query: SearchQuery, text: str) -> list[MemoryRecord]:
         params = _search_params(query)

@@ -590,6 +590,11 @@ class Lexicon(Generic[T]):
         self._job: tuple[int, threading.Event] | None = None  # (pid, done)
         self._declined_at: float | None = None
 
+    @property
+    def latest(self) -> T | None:
+        """The index last built or refreshed, current or not."""
+        return self._index
+
     def current(self, fresh: Callable[[T], bool], wait_s: float = 0.0) -> T | None:
         """The index if ``fresh`` says it is current with the database, after waiting up
         to ``wait_s`` for it to be built (or ``REFRESH_WAIT_S`` for a refresh); None: the
