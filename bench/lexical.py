@@ -59,9 +59,9 @@ from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.heap import release_free_memory
 from wakemark.shared.retrieval.lexical import search_lexical, select_terms
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage import lexical, migrate
+from wakemark.shared.storage import lexical, lexicon, migrate
 from wakemark.shared.storage.postgres.storage import PostgresStorage
-from wakemark.shared.storage.sqlite import fts, lexicon
+from wakemark.shared.storage.sqlite import fts
 from wakemark.shared.storage.sqlite.storage import SqliteStorage
 
 RECORDS = int(os.environ.get("WAKEMARK_BENCH_LEXICAL_RECORDS", "50000"))

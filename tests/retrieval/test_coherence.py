@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.retrieval.conftest import NS, make_record, put
 from wakemark.shared.config import Settings
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage.postgres import PostgresStorage
-from wakemark.shared.storage.sqlite.storage import SqliteStorage
 
 pytestmark = pytest.mark.redis
 
@@ -80,8 +79,7 @@ def test_text_written_elsewhere_reaches_the_next_full_text_search(
     reader, writer = Runtime.build(backend_settings), Runtime.build(backend_settings)
     try:
         put(writer, [make_record(NS, "Sitemap split into paginated pages", 0)])
-        storage = reader.storage
-        assert isinstance(storage, SqliteStorage | PostgresStorage)
+        storage: Any = reader.storage  # either backend's: both hold the index
         reader.retriever.warm_up()
         assert storage.memory_index(wait_s=30) is not None  # built: the index answers
 

@@ -18,11 +18,11 @@ from tests.storage.test_lexicon import PREFIXES, _record, _text
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
-from wakemark.shared.storage import SearchQuery, migrate
+from wakemark.shared.storage import SearchQuery, lexicon, migrate
 from wakemark.shared.storage.lexical import tokenize
 from wakemark.shared.storage.postgres import PostgresStorage
 from wakemark.shared.storage.postgres import lexicon as pg_lexicon
-from wakemark.shared.storage.sqlite import fts, lexicon
+from wakemark.shared.storage.sqlite import fts
 from wakemark.shared.storage.sqlite.storage import SqliteStorage
 
 pytestmark = pytest.mark.postgres

@@ -35,12 +35,10 @@ import numpy as np
 import psycopg
 
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.storage.ports.search import SearchQuery, TermStats
-from wakemark.shared.storage.postgres.connection import REPEATABLE_READ
-from wakemark.shared.storage.sqlite import fts
-from wakemark.shared.storage.sqlite.lexicon import (
+from wakemark.shared.storage.lexicon import (
     DELTA_ROWS,
     READ_ROWS,
+    WINDOW,
     Index,
     Lexicon,
     Ranking,
@@ -48,6 +46,8 @@ from wakemark.shared.storage.sqlite.lexicon import (
     phrases,
     read_batch,
 )
+from wakemark.shared.storage.ports.search import SearchQuery, TermStats
+from wakemark.shared.storage.postgres.connection import REPEATABLE_READ
 
 MAX_RECORDS = 200_000
 RETRY_S = 60.0  # how long a database past MAX_RECORDS is left to Postgres before a recount
@@ -108,7 +108,7 @@ class Snapshot:
         want = Ranking(query.namespace, query.limit, query.observation_type, query.since)
         try:
             ranked = self.index.ranked(stems, [found[t] for t in terms if t in found], want,
-                                       fts.WINDOW)  # fmt: skip
+                                       WINDOW)  # fmt: skip
         except TooBroad:
             return None
         return {self.ids[slot]: score for slot, score in ranked}

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from wakemark.shared.storage.base import Storage, Tx
+from wakemark.shared.storage.lexicon import Index, Lexicon
 from wakemark.shared.storage.sqlite import fts
 from wakemark.shared.storage.sqlite.connection import Connections
-from wakemark.shared.storage.sqlite.lexicon import Index, Lexicon, in_database
+from wakemark.shared.storage.sqlite.lexicon import in_database
 
 log = logging.getLogger(__name__)
 
