@@ -223,3 +223,19 @@ def test_a_phrase_too_broad_to_recount_is_left_to_the_database(
     found = store.search_terms(query, ["foo_bar_baz"], stats=stats)
     assert _ids(found) == _ids(sql_store.search_terms(query, ["foo_bar_baz"], stats=stats))
     assert _search(store, ["qux"]) == _search(sql_store, ["qux"])
+
+
+def test_an_index_that_fails_leaves_the_search_to_the_database(
+    store: PostgresStorage, sql_store: PostgresStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(3):
+        store.put_memory_record(MemoryRecord(namespace=NS, title=f"walrus {i}", created_at=T0))
+    assert store.memory_index(wait_s=30) is not None
+
+    def broken(*_: Any) -> None:
+        raise RuntimeError("a fault in the index")
+
+    monkeypatch.setattr(pg_lexicon.Snapshot, "ranked", broken)
+    expected = _search(sql_store, ["walrus"])
+    assert expected is not None and len(expected) == 3
+    assert _search(store, ["walrus"]) == expected

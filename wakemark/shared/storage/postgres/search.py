@@ -221,7 +221,13 @@ class PostgresSearch(PostgresBase):
     ) -> list[MemoryRecord] | None:
         params = _search_params(query)
         end = _deadline(query.timeout_s)
-        found = self._search_in_memory(query, terms, params["ns"], end) if terms else None
+        try:
+            found = self._search_in_memory(query, terms, params["ns"], end) if terms else None
+        except StorageTimeoutError:
+            raise
+        except Exception as exc:  # the statement below answers; a broken index never fails one
+            log.warning("searching the full-text index failed: %r", exc)
+            found = None
         if found is not None:
             return found
         try:
