@@ -39,20 +39,20 @@ from wakemark.shared.heap import release_free_memory
 log = logging.getLogger(__name__)
 
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
-WEIGHTS = (4.0, 2.0, 1.0)  # title, summary, facts_text: the weights of search.py's bm25()
+WEIGHTS = (4.0, 2.0, 1.0)  # title, summary, facts: the weights of SQLite's bm25() call
 # The scope column (migration 0002, weight 0) holds two tokens per record: they count in
 # a record's length, and so in the average, as FTS5 counts them.
 SCOPE_TOKENS = 2
 # Rows changed since the build indexed beside it; past this many, a rebuild.
 DELTA_ROWS = 2000
-REFRESH_WAIT_S = 0.05  # a search waits this long for a refresh, then uses FTS5
+REFRESH_WAIT_S = 0.05  # a search waits this long for a refresh, then asks the database
 STEM_CACHE = 50_000  # query tokens whose stems are kept
 READ_ROWS = 2000
 SCOPES = 64  # namespaces whose record mask (and phrases recounted) a snapshot keeps
 SEGMENT = 2**16  # records per segment: a slot within one fits uint16
 FREQ_HELD_APART = 255  # a weighted frequency this large is held beside the uint8 ones
 # A phrase of three stems or more is recounted in the text of at most this many records
-# (those holding each adjacent pair of it); beyond, FTS5 answers the query.
+# (those holding each adjacent pair of it); beyond, the database answers the query.
 RECOUNT_MAX = 200
 
 # Runs of ASCII letters and digits or of other characters: every other ASCII character
@@ -113,7 +113,7 @@ def stems(conn: sqlite3.Connection, texts: Sequence[str]) -> dict[str, tuple[str
 
 
 class TooBroad(Exception):
-    """A phrase may be in too many records to count it in their text: ask FTS5."""
+    """A phrase may be in too many records to count it in their text: ask the database."""
 
 
 def micros(value: datetime | str) -> int:
