@@ -186,6 +186,9 @@ def gate_cost_us(project: _codemem.Project) -> float:
 
 def project_result(project: _codemem.Project) -> dict[str, Any]:
     warm(project.runtime.retriever, project.namespace, True)
+    storage = project.runtime.storage
+    if hasattr(storage, "memory_index"):  # the full-text index held in memory, built
+        storage.memory_index(wait_s=600)
     return {
         "queries": len(project.queries),
         "negatives": len(project.negatives),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -68,3 +69,32 @@ def test_write_and_delete_elsewhere_are_seen_by_the_next_search(
             result = reader.retriever.search(ns, query)
         ids = [h.record.record_id for h in result.items]
         assert not result.degraded and ids == [first.record_id]
+
+
+def test_text_written_elsewhere_reaches_the_next_full_text_search(
+    backend_settings: Settings,
+) -> None:
+    """Both backends answer full-text searches from an index held in the reader's process;
+    a worker's insert, edit and delete are in the very next search's answer."""
+    reader, writer = Runtime.build(backend_settings), Runtime.build(backend_settings)
+    try:
+        put(writer, [make_record(NS, "Sitemap split into paginated pages", 0)])
+        storage: Any = reader.storage  # either backend's: both hold the index
+        reader.retriever.warm_up()
+        assert storage.memory_index(wait_s=30) is not None  # built: the index answers
+
+        def found(query: str) -> list[str]:
+            return [h.record.record_id for h in reader.retriever.search(NS, query).items]
+
+        added = make_record(NS, "Walrus tusks measured", 1)
+        put(writer, [added])
+        assert found("walrus tusks") == [added.record_id]
+        writer.storage.edit_memory_record(added.record_id, title="Narwhal horn measured")
+        assert found("walrus tusks") == []
+        assert found("narwhal horn") == [added.record_id]
+        writer.storage.delete_memory_records([added.record_id])
+        assert found("narwhal horn") == []
+        assert storage.memory_index(wait_s=30) is not None  # kept current, not dropped
+    finally:
+        reader.close()
+        writer.close()

@@ -33,6 +33,16 @@ def store(pg_url: str) -> Iterator[PostgresStorage]:
 
 
 @pytest.fixture
+def sql_store(pg_url: str) -> Iterator[PostgresStorage]:
+    """As ``store``, its full-text searches answered by Postgres alone (no index held in
+    the process)."""
+    migrate_postgres(pg_url)
+    storage = PostgresStorage(pg_url, lexicon=False)
+    yield storage
+    storage.close()
+
+
+@pytest.fixture
 def sqlite_store(settings: Settings) -> Iterator[Storage]:
     """A migrated SQLite storage in the test's home."""
     prepare_home(settings)

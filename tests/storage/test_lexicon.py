@@ -12,9 +12,9 @@ import pytest
 from tests.storage.conftest import NS, T0
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
-from wakemark.shared.storage import SearchQuery, migrate
+from wakemark.shared.storage import SearchQuery, lexicon, migrate
 from wakemark.shared.storage.lexical import tokenize
-from wakemark.shared.storage.sqlite import fts, lexicon
+from wakemark.shared.storage.sqlite import fts
 from wakemark.shared.storage.sqlite.storage import SqliteStorage
 
 # Stems shared by inflections, identifiers split into phrases of two and three stems,

@@ -102,8 +102,9 @@ def test_migration_moves_existing_records_to_memory_fts(pg_url: str, tmp_path: P
 
 
 def test_ranking_window_holds_the_newest_matches(
-    store: PostgresStorage, monkeypatch: pytest.MonkeyPatch
+    sql_store: PostgresStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    store = sql_store
     best = rec("walrus walrus", minutes=0)  # the best match, and the oldest
     weak = [rec("note", minutes=i, facts=["walrus"]) for i in range(1, 4)]
     rare = rec("zebra", minutes=4)

@@ -9,7 +9,11 @@ import psycopg
 
 from wakemark.shared.config import DEFAULT_DB_POOL_SIZE
 from wakemark.shared.storage.base import Storage, Tx
-from wakemark.shared.storage.postgres.connection import POOL_TIMEOUT_S, Connector
+from wakemark.shared.storage.postgres.connection import (
+    POOL_TIMEOUT_S,
+    Connector,
+)
+from wakemark.shared.storage.postgres.lexicon import Memory
 
 ChangeHook = Callable[[set[str]], None]
 
@@ -22,8 +26,6 @@ NS = "LIKE %(ns)s ESCAPE '\\'"
 LOCK_RECORDS = (
     "SELECT pg_advisory_xact_lock(hashtextextended('wakemark.records:' || current_schema(), 0))"
 )
-
-REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 
 class PostgresTxBase(Tx):
@@ -60,8 +62,10 @@ class PostgresBase(Storage):
         on_change: ChangeHook | None = None,
         timeout: float = POOL_TIMEOUT_S,
         pool_size: int = DEFAULT_DB_POOL_SIZE,
+        lexicon: bool = True,  # False: full-text search through Postgres alone
     ) -> None:
         """``timeout``: seconds to wait for a pooled connection before the call fails with
         ``TransientStorageError``; ``pool_size``: connections open at once, at most."""
         self._db = Connector(url, timeout, pool_size)
         self._on_change = on_change
+        self._memory = Memory(self._db.connection) if lexicon else None

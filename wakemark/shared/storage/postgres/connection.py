@@ -31,6 +31,10 @@ CONNECT_TIMEOUT_S = 5
 # died within the second fails its statement, and the pool is replaced (``Connector``).
 CHECK_IDLE_S = 1.0
 
+# The first statement of a transaction that reads in one snapshot (and whose xmin, for
+# the caches held in the process, says what it has seen).
+REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
 
 def configure(conn: psycopg.Connection) -> None:
     """Per-connection setup, run once when the pool opens a connection."""

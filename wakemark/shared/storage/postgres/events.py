@@ -13,10 +13,10 @@ from wakemark.shared.storage import lexical, turns
 from wakemark.shared.storage.ports.events import PutEventResult, Turn, TurnInfo
 from wakemark.shared.storage.postgres.base import (
     NS,
-    REPEATABLE_READ,
     PostgresBase,
     PostgresTxBase,
 )
+from wakemark.shared.storage.postgres.connection import REPEATABLE_READ
 from wakemark.shared.storage.postgres.rows import (
     event_params,
     stored_event,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -14,7 +15,7 @@ from wakemark.shared.models import NAMESPACE_RE, MemoryRecord
 from wakemark.shared.storage import lexical
 from wakemark.shared.storage.errors import StorageTimeoutError
 from wakemark.shared.storage.ports.search import SearchQuery, TermStats, VectorHit
-from wakemark.shared.storage.postgres import bm25
+from wakemark.shared.storage.postgres import bm25, lexicon
 from wakemark.shared.storage.postgres.base import (
     NS,
     PostgresBase,
@@ -24,6 +25,18 @@ from wakemark.shared.storage.postgres.rows import (
     check_vector,
     memory_record,
 )
+
+log = logging.getLogger(__name__)
+
+# The records the index held in the process ranked (a record moved out of the namespace
+# since drops out), and in the same statement (one snapshot) its check
+# (``lexicon.CHECK``): its two columns first, then the record's, a row per record (one
+# row of NULLs if none).
+CHECKED_RECORDS = f"""
+SELECT c.*, r.* FROM ({lexicon.CHECK}) c LEFT JOIN LATERAL (
+  SELECT {RECORD_COLUMNS} FROM memory_records
+   WHERE record_id = ANY(%(ids)s) AND namespace {NS}) r ON true
+"""
 
 # Per query token: its document frequency, via the lexemes Postgres makes of it (a token
 # that is only stop words can never match, so it sorts as the most common and is dropped
@@ -171,7 +184,30 @@ class PostgresSearch(PostgresBase):
     # A full-text search ranks only the newest this many matches (SEARCH_FTS).
     fts_window = 2000
 
+    def memory_index(self, wait_s: float = 0.0) -> lexicon.Snapshot | None:
+        """The full-text index held in the process if it is current with the database,
+        waiting up to ``wait_s`` for it to be built (``lexicon.REFRESH_WAIT_S`` for a
+        refresh); None: Postgres answers (no index kept, past its size, being built, or
+        an error)."""
+        if self._memory is None:
+            return None
+        try:
+            with self._db.connection() as conn:
+                return self._memory.current(conn, wait_s)
+        except psycopg.Error as exc:
+            log.warning("checking the full-text index failed: %r", exc)
+            return None
+
+    def warm_up(self) -> None:
+        """Start building the full-text index held in the process."""
+        self.memory_index()
+
     def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
+        # The index as last refreshed, unchecked: the statistics only choose which terms
+        # to search for (SQLite's FTS5 caches them longer); search_terms checks it.
+        snap = self._memory.latest if self._memory is not None else None
+        if snap is not None and self._memory is not None:
+            return snap.term_stats(self._memory.stems(), tokens)
         with self._db.connection() as conn:
             try:
                 found = conn.execute(QUERY_TERMS, (list(tokens),)).fetchall()
@@ -186,6 +222,15 @@ class PostgresSearch(PostgresBase):
         params = _search_params(query)
         end = _deadline(query.timeout_s)
         try:
+            found = self._search_in_memory(query, terms, params["ns"], end) if terms else None
+        except StorageTimeoutError:
+            raise
+        except Exception as exc:  # the statement below answers; a broken index never fails one
+            log.warning("searching the full-text index failed: %r", exc)
+            found = None
+        if found is not None:
+            return found
+        try:
             with self._db.connection() as conn:
                 tsquery = _tsquery(conn, terms, end)
                 if tsquery is None:
@@ -198,6 +243,29 @@ class PostgresSearch(PostgresBase):
         # ts_rank picks the candidates; BM25 orders them (see bm25.py).
         records = [memory_record(r) for r in rows]
         return bm25.order(records, terms, stats.doc_freq, stats.total or 0)
+
+    def _search_in_memory(
+        self, query: SearchQuery, terms: Sequence[str], ns: str, end: float | None
+    ) -> list[MemoryRecord] | None:
+        """SQLite's ranking, from the index held in the process, checked in the round trip
+        that reads the ranked records; if it is not current, once more after waiting for
+        its refresh. None: Postgres answers."""
+        memory = self._memory
+        if memory is None:
+            return None
+        snap = memory.latest or self.memory_index()  # none yet: its build is started
+        for _ in range(2):
+            score = snap.ranked(memory.stems(), query, terms) if snap is not None else None
+            if snap is None or score is None:
+                return None
+            with self._db.connection() as conn:
+                params = {**snap.check_params, "ids": list(score), "ns": ns}
+                rows = _run(conn, CHECKED_RECORDS, params, end, "full-text search")
+            if snap.holds(rows[0][0], rows[0][1]):
+                records = [memory_record(r[2:]) for r in rows if r[2] is not None]
+                return lexicon.ordered(records, score, query.limit)
+            snap = self.memory_index()
+        return None
 
     def search_substring(self, query: SearchQuery, text: str) -> list[MemoryRecord]:
         params = _search_params(query)

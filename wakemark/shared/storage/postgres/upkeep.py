@@ -18,9 +18,9 @@ from wakemark.shared.storage.postgres import anchors as anchors_sql
 from wakemark.shared.storage.postgres.base import (
     LOCK_RECORDS,
     NS,
-    REPEATABLE_READ,
     PostgresBase,
 )
+from wakemark.shared.storage.postgres.connection import REPEATABLE_READ
 from wakemark.shared.storage.postgres.events import TURNS_EVENTS, insert_events
 from wakemark.shared.storage.postgres.records import RECORD_COLUMNS
 from wakemark.shared.storage.postgres.rows import (

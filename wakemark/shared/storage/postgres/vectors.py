@@ -12,10 +12,10 @@ from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.ports.vectors import EmbeddingMatrix
 from wakemark.shared.storage.postgres.base import (
     NS,
-    REPEATABLE_READ,
     PostgresBase,
     PostgresTxBase,
 )
+from wakemark.shared.storage.postgres.connection import REPEATABLE_READ
 from wakemark.shared.storage.postgres.records import RECORD_COLUMNS
 from wakemark.shared.storage.postgres.rows import (
     check_vector,

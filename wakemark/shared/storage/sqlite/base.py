@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from wakemark.shared.storage.base import Storage, Tx
+from wakemark.shared.storage.lexicon import Index, Lexicon
 from wakemark.shared.storage.sqlite import fts
 from wakemark.shared.storage.sqlite.connection import Connections
-from wakemark.shared.storage.sqlite.lexicon import Lexicon
+from wakemark.shared.storage.sqlite.lexicon import in_database
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class SqliteBase(Storage):
         self._conns = Connections(self.path)
         self._on_change = on_change
         self._doc_freqs = fts.DocFreqs()
-        self._lexicon = Lexicon(self.path) if lexicon else None
+        self._lexicon: Lexicon[Index] | None = in_database(self.path) if lexicon else None
 
     def _read(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
         return self._conns.get().execute(sql, params).fetchall()

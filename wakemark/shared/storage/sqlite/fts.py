@@ -2,37 +2,22 @@
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from wakemark.shared.storage import lexical
+from wakemark.shared.storage import lexical, lexicon
+from wakemark.shared.storage.lexicon import has_scope, stems
 
 # FTS5's bm25() first counts, per query phrase, every document holding it, then scores each
 # match: with common terms that is the whole index. Only the newest WINDOW matches are
 # ranked; a search that comes back short (filters, a prefix without scope token) reruns
 # unbounded, so a result is never missing rows that exist.
-WINDOW = 2000
-_FULL = re.compile(r"/actor/[^/]+/project/[^/]+/")
-_ACTOR = re.compile(r"/actor/[^/]+/")
+WINDOW = lexicon.WINDOW
 TOTAL_TTL_S = 1.0  # the document count is re-read at most once a second
 
-# The index's tokenizer (migrations 0001, 0002): text is split, folded and stemmed by it
-# alone, through a scratch FTS5 table per connection (TEMP, so nothing is written to the
-# database file) and its per-instance vocabulary, which lists each text's stems in order.
-TOKENIZE = "porter unicode61 remove_diacritics 2"
-_STEM_TABLES = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wakemark_stem "
-    f"USING fts5 (t, tokenize = '{TOKENIZE}')",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wakemark_stem_instances "
-    "USING fts5vocab(temp, wakemark_stem, instance)",
-)
-CLEAR_STEMS = "DELETE FROM temp.wakemark_stem"
-PUT_TEXT = "INSERT INTO temp.wakemark_stem (rowid, t) VALUES (?, ?)"
-TEXT_STEMS = "SELECT doc, term FROM temp.wakemark_stem_instances ORDER BY doc, offset"
 STEM_DF = "SELECT doc FROM memory_fts_vocab WHERE term = ?"
 DOC_COUNT = "SELECT count(*) FROM memory_records"
 # Whether a record lies outside the namespace range: two probes of memory_by_namespace.
@@ -59,13 +44,8 @@ def scope(conn: sqlite3.Connection, namespace: str) -> tuple[str, bool]:
         return "", True
     if not has_scope(namespace):
         return "", False
-    kind = "ns" if _FULL.fullmatch(namespace) else "na"
+    kind = "ns" if lexicon.FULL_NAMESPACE.fullmatch(namespace) else "na"
     return f'scope : "{kind}{namespace.encode().hex()}" AND ', True
-
-
-def has_scope(namespace: str) -> bool:
-    """Whether the index holds a scope token for ``namespace``."""
-    return bool(_FULL.fullmatch(namespace) or _ACTOR.fullmatch(namespace))
 
 
 class DocFreqs:
@@ -116,30 +96,6 @@ class DocFreqs:
             with self._lock:
                 self._df[stem] = df
         return df
-
-
-def stems(conn: sqlite3.Connection, texts: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """Each text's stems in order, as the index would hold them (a text with none is left
-    out)."""
-    for sql in _STEM_TABLES:
-        conn.execute(sql)
-    began = not conn.in_transaction  # one transaction, not one per inserted row
-    if began:
-        conn.execute("BEGIN")
-    try:
-        conn.execute(CLEAR_STEMS)
-        conn.executemany(PUT_TEXT, enumerate(texts))
-        found: dict[int, list[str]] = {}
-        for doc, term in conn.execute(TEXT_STEMS):
-            found.setdefault(doc, []).append(term)
-        conn.execute(CLEAR_STEMS)
-    except BaseException:
-        if began and conn.in_transaction:  # interrupted: leave no snapshot open
-            conn.execute("ROLLBACK")
-        raise
-    if began:
-        conn.execute("COMMIT")
-    return {texts[doc]: tuple(terms) for doc, terms in found.items()}
 
 
 def ranked(

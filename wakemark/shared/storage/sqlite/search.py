@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.storage import lexical
+from wakemark.shared.storage import lexical, lexicon
 from wakemark.shared.storage.errors import StorageTimeoutError
+from wakemark.shared.storage.lexicon import Index, Ranking
 from wakemark.shared.storage.ports.search import SearchQuery, TermStats, VectorHit
-from wakemark.shared.storage.sqlite import codec, fts, lexicon
+from wakemark.shared.storage.sqlite import codec, fts
 from wakemark.shared.storage.sqlite.base import NS, R_NS, SqliteBase
-from wakemark.shared.storage.sqlite.lexicon import Index, Ranking
+from wakemark.shared.storage.sqlite.lexicon import current_seq
 from wakemark.shared.storage.sqlite.records import RECORD_COLUMNS
 from wakemark.shared.storage.sqlite.vectors import NO_VECTOR_INDEX
 
@@ -82,7 +83,8 @@ class SqliteSearch(SqliteBase):
         for it to be built or refreshed; None: FTS5 answers."""
         if self._lexicon is None:
             return None
-        return self._lexicon.current(self._conns.get(), wait_s)
+        seq = current_seq(self._conns.get())
+        return self._lexicon.current(lambda index: index.seq >= seq, wait_s)
 
     def warm_up(self) -> None:
         """Start building the full-text index held in memory."""
