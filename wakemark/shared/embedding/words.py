@@ -140,12 +140,11 @@ def _find_table(buf: memoryview, start: int, end: int) -> _Table | None:
 
 
 class WordTable:
-    """The rows of the table, read from the model file opened at load (a file replaced
-    later does not change what this session reads)."""
+    """The rows of the table, read from the model file as it was opened at load (a file
+    replaced later changes nothing this session reads)."""
 
-    def __init__(self, path: Path, offset: int, rows: int, width: int) -> None:
-        self._file: BinaryIO = open(path, "rb", buffering=0)  # noqa: SIM115 (lives with the session)
-        self._offset, self.rows, self.width = offset, rows, width
+    def __init__(self, file: BinaryIO, offset: int, rows: int, width: int) -> None:
+        self._file, self._offset, self.rows, self.width = file, offset, rows, width
 
     def feed(self, ids: np.ndarray) -> dict[str, np.ndarray]:
         """The session inputs for token ``ids``: each distinct id's row, and the ids
@@ -163,21 +162,29 @@ class WordTable:
         }
 
 
-def split_model(path: Path) -> tuple[bytes, WordTable] | None:
-    """The model's bytes without its word-embedding table, and the table read from
-    ``path``; None when the model has no such table (then load it whole)."""
+Piece = bytes | tuple[int, int]  # new bytes, or a (start, end) range of the model file
+
+
+def split_model(path: Path) -> tuple[list[Piece], WordTable] | None:
+    """The model without its word-embedding table (pieces to write out in order), and the
+    table; None when the model has no such table (then load it whole)."""
+    file = open(path, "rb", buffering=0)  # noqa: SIM115 (the table keeps it open)
     try:
         with (
-            open(path, "rb") as f,
-            mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+            mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
             memoryview(mapped) as buf,
         ):
-            return _split(path, buf)
+            found = _split(buf)
     except (ValueError, IndexError):
-        return None  # not a model this reads: onnxruntime loads it whole, or says why not
+        found = None  # not a model this reads: onnxruntime loads it whole, or says why not
+    if found is None:
+        file.close()
+        return None
+    pieces, table = found
+    return pieces, WordTable(file, table.offset, table.rows, table.width)
 
 
-def _split(path: Path, buf: memoryview) -> tuple[bytes, WordTable] | None:
+def _split(buf: memoryview) -> tuple[list[Piece], _Table] | None:
     graphs = [(pos, at, stop) for n, _, pos, at, stop in _fields(buf, 0, len(buf)) if n == 7]
     if len(graphs) != 1:
         return None
@@ -186,26 +193,44 @@ def _split(path: Path, buf: memoryview) -> tuple[bytes, WordTable] | None:
     if table is None:
         return None
     cut, end = table.field
-    graph = b"".join((buf[at:cut], buf[end:stop], _table_input("words", table.width)))
-    model = b"".join((buf[:pos], _message(7, graph), buf[stop:]))
-    return model, WordTable(path, table.offset, table.rows, table.width)
+    extra = _table_input("words", table.width)
+    size = (cut - at) + (stop - end) + len(extra)
+    header = _encode_varint(7 << 3 | _BYTES) + _encode_varint(size)
+    return [(0, pos), header, (at, cut), (end, stop), extra, (stop, len(buf))], table
+
+
+def _write(pieces: list[Piece], src: int, dst: int) -> None:
+    for piece in pieces:
+        if isinstance(piece, bytes):
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(dst, view) :]
+            continue
+        start, end = piece
+        while start < end:  # in the kernel: the weights never pass through this process
+            sent = os.sendfile(dst, src, start, end - start)
+            if sent <= 0:
+                raise OSError(f"the model file ended at {start} of {end} bytes")
+            start += sent
 
 
 @contextmanager
-def as_file(model: bytes) -> Iterator[str | bytes]:
-    """``model`` as a path in memory (a memfd) while the block runs, else the bytes: an
+def _source(pieces: list[Piece], words: WordTable) -> Iterator[str | bytes]:
+    """The model as a path in memory (a memfd) while the block runs, else its bytes: an
     onnxruntime session keeps the bytes it was built from for as long as it lives (to
     rebuild itself), but only reads a path."""
+    src = words._file.fileno()
     memfd_create = getattr(os, "memfd_create", None)  # Linux
     fd = memfd_create("wakemark-model", os.MFD_CLOEXEC) if memfd_create else -1
     try:
         path = f"/proc/self/fd/{fd}"
-        if fd < 0 or not os.path.exists(path):
-            yield model
-            return
-        with open(fd, "wb", closefd=False) as f:
-            f.write(model)
-        yield path
+        if fd >= 0 and os.path.exists(path):
+            _write(pieces, src, fd)
+            yield path
+        else:
+            yield b"".join(
+                p if isinstance(p, bytes) else os.pread(src, p[1] - p[0], p[0]) for p in pieces
+            )
     finally:
         if fd >= 0:
             os.close(fd)
@@ -219,6 +244,6 @@ def load_session(path: Path, options: Any) -> tuple[Any, WordTable | None]:
     split = split_model(path)
     if split is None:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), None
-    model, words = split
-    with as_file(model) as source:
+    pieces, words = split
+    with _source(pieces, words) as source:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"]), words
