@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from wakemark.shared.embedding.words import WordTable, load_session
 from wakemark.shared.heap import release_free_memory
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ class Embedder:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._words: WordTable | None = None
         self._query_prefix = ""
         self._passage_prefix = ""
         self._pid: int | None = None
@@ -148,7 +150,7 @@ class Embedder:
         """Load now (raises EmbedderUnavailable); e.g. in a worker right after fork."""
         self._ensure_loaded()
 
-    def _ensure_loaded(self) -> tuple[Any, Any]:
+    def _ensure_loaded(self) -> tuple[Any, Any, WordTable | None]:
         if not self._loaded():
             with self._lock:
                 if not self._loaded():
@@ -156,7 +158,7 @@ class Embedder:
                     if reason:
                         raise EmbedderUnavailable(reason)
                     self._load()
-        return self._session, self._tokenizer
+        return self._session, self._tokenizer, self._words
 
     def _load(self) -> None:
         try:
@@ -171,9 +173,7 @@ class Embedder:
             options.inter_op_num_threads = 1
             # Don't busy-spin between requests: API and worker processes share 2 cores.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = ort.InferenceSession(
-                str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            session, words = load_session(self.model_path, options)
         except Exception as exc:
             self._error = f"cannot load {self.model_path}: {exc.__class__.__name__}: {exc}"
             self._error_key = self._file_key()
@@ -181,6 +181,7 @@ class Embedder:
             raise EmbedderUnavailable(self._error) from exc
         self._query_prefix, self._passage_prefix = _prefixes(self.model_path)
         self._tokenizer, self._session, self._pid = tokenizer, session, os.getpid()
+        self._words = words
         self._error = None
         release_free_memory()  # the parsed model file, freed once its weights are copied
         log.info("embedder loaded %s (pid %d)", self.model_path, self._pid)
@@ -193,13 +194,13 @@ class Embedder:
         return self._embed([self._passage_prefix + t for t in texts])
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        session, tokenizer = self._ensure_loaded()
+        session, tokenizer, words = self._ensure_loaded()
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
         encodings = tokenizer.encode_batch(texts)
         for chunk in self._batches([len(e.ids) for e in encodings]):
-            out[chunk] = self._run(session, [encodings[i] for i in chunk])
+            out[chunk] = self._run(session, words, [encodings[i] for i in chunk])
         return out
 
     def _batches(self, lengths: list[int]) -> list[list[int]]:
@@ -225,7 +226,7 @@ class Embedder:
         return self._embed([self._query_prefix + text])[0]
 
     @staticmethod
-    def _run(session: Any, encodings: list[Any]) -> np.ndarray:
+    def _run(session: Any, words: WordTable | None, encodings: list[Any]) -> np.ndarray:
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros_like(ids)
@@ -235,10 +236,10 @@ class Embedder:
             ids[row, :n] = enc.ids
             mask[row, :n] = enc.attention_mask
             types[row, :n] = enc.type_ids
-        (hidden,) = session.run(
-            ["last_hidden_state"],
-            {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
-        )
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        if words is not None:
+            feed.update(words.feed(ids))
+        (hidden,) = session.run(["last_hidden_state"], feed)
         # Mean pooling over real tokens, then L2 normalize (as sentence-transformers does).
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
