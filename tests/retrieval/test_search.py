@@ -45,6 +45,9 @@ def test_dead_embedder_gives_exactly_the_lexical_list(
 ) -> None:
     ns = _fresh_ns()
     put(runtime, [make_record(ns, t, i, summary=s) for i, (t, s) in enumerate(corpus)])
+    # Both searches from the index: while it is built Postgres' SQL leg answers, in an
+    # order of its own (SQLite's FTS5 answers as its index does).
+    assert runtime.storage.memory_index(wait_s=30) is not None
     result = runtime.retriever.search(ns, query, limit=5)
     lexical = search_lexical(runtime.storage, ns, query, 5 * 4)[:5]
     assert _ids(result) == [h.record.record_id for h in lexical]
