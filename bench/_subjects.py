@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -54,13 +54,15 @@ def fold(
     rule: subject.Rule,
     sessions: dict[str, str],
     previous: dict[str, list[str]] | None = None,
+    carried: Collection[str] = (),
 ) -> tuple[list[int], list[tuple[int, int]]]:
     """Each record's subject (the index of its first record) and the merges (new, old),
     feeding ``records`` (time order, one namespace or several) to ``subject.match``;
     ``sessions``: each record's session, by record id; ``previous``: for a record of a
     turn that follows up, the records of the ``subject.LINEAGE`` turns of its session
     before it, nearest first (the first one written, as its subject's current record now,
-    is the session's previous record: ``HistoryTx.session_previous``)."""
+    is the session's previous record: ``HistoryTx.session_previous``); ``carried``: the
+    records of turns that carry on (``capture.carries_on``)."""
     units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     lineage = list(range(len(records)))
     current: list[int] = []
@@ -79,7 +81,14 @@ def fold(
         written = [k for k in before if k not in repeats]
         last = head[lineage[written[0]]] if written else None
         lead = None if last is None else (records[last], float(units[last] @ units[i]))
-        found = subject.match(record, near, rule, lambda r: sessions.get(r.record_id), lead)
+        found = subject.match(
+            record,
+            near,
+            rule,
+            lambda r: sessions.get(r.record_id),
+            lead,
+            record.record_id in carried,
+        )
         if found is None:
             current.append(i)
             head[i] = i
@@ -102,9 +111,10 @@ def score(
     rule: subject.Rule,
     sessions: dict[str, str],
     previous: dict[str, list[str]] | None = None,
+    carried: Collection[str] = (),
 ) -> dict[str, Any]:
     """``rule`` scored on ``label`` (each record's labelled subject, None: unlabelled)."""
-    lineage, merges = fold(records, vectors, rule, sessions, previous)
+    lineage, merges = fold(records, vectors, rule, sessions, previous, carried)
     tp = fp = 0
     for i, j in merges:
         if label[i] is not None and label[j] is not None:
