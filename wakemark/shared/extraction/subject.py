@@ -80,37 +80,36 @@ def _words(text: str) -> str:
 _NAMELESS = re.compile(
     r"\S*(?:://|/)\S*|\b\d+(?:\.\d+){3}\b|\S*\w:\d+\S*|\b\d{1,4}[-/:]\d{1,2}[-/:]\d{1,4}\b"
 )
-_NAMED = re.compile(r"(?:\b([A-Za-z][\w-]*)\s+)?(#?)\b(v?\d+(?:\.\d+)*)\b(?!\.?\d)")
+_NAMED = re.compile(r"(?:\b([A-Za-z][\w-]*)\s+)?(#?)\bv?(\d+(?:\.\d+)*(?:[a-z]+\d*)?)\b(?!\.?\d)")
 
 
 def _named(title: str) -> dict[str, set[str]]:
     """The numbers of a title that name a thing, by what they name: an issue or pull
-    request (``#12``), a version (``3.0.3``, ``Swift 6.0``) or the word before the number
-    (task 3, phase 2, cache 1). Not a count ("3 messages", "with 4 tests": no word or a
+    request (``#12``), a version (``3.0.3``, ``v2.0.0rc1``: every version, also under the
+    word before it, so Python 3.8 and Python 2 differ) or the word before the number (task
+    3, phase 2, cache 1). Not a count ("3 messages", "with 4 tests": no word or a
     stopword before it) and nothing in a URL, a path, an address or a timestamp."""
     out: dict[str, set[str]] = {}
     for word, hash_, number in _NAMED.findall(_NAMELESS.sub(" ", title)):
+        named = word and word.lower() not in STOPWORDS
         if hash_:
-            key = "#"
-        elif "." in number or number.startswith("v"):
-            key, number = "version", number.removeprefix("v")
-        elif word and word.lower() not in STOPWORDS:
-            key = word.lower()
-        else:
+            out.setdefault("#", set()).add(number)
             continue
-        out.setdefault(key, set()).add(number)
+        if "." in number:
+            out.setdefault("version", set()).add(number)
+        if named:
+            out.setdefault(word.lower(), set()).add(number)
     return out
 
 
 def _numbers_apart(new: MemoryRecord, old: MemoryRecord, rule: Rule) -> bool:
-    """The titles name different numbers: issue #12 and #13, version 3.0.0 and 3.0.3,
-    task 3 and task 4 ("named": a title naming none, or naming other things, is not
-    apart; "all": any two different sets of numbers)."""
+    """The titles name different numbers: issue #12 and #13 (or #12 and none), version
+    3.0.0 and 3.0.3, task 3 and task 4 ("named": the numbers of ``_named``; "all": any
+    two different sets of numbers)."""
     if rule.numbers == "all":
         found = [set(re.findall(r"\d+(?:\.\d+)*", r.title)) for r in (new, old)]
         return found[0] != found[1]
-    a, b = _named(new.title), _named(old.title)
-    return any(a[key] != b[key] for key in a.keys() & b.keys())
+    return _named(new.title) != _named(old.title)
 
 
 def _title_words(record: MemoryRecord) -> set[str]:
