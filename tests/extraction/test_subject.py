@@ -96,6 +96,7 @@ def test_numbers_are_compared_in_titles_not_in_summaries() -> None:
         ("Design Section 4: Technical Architecture", "Design Section 5: Technical Architecture",
          True),
         ("Fix typo (#531)", "Fix typo", True),
+        ("add changelog for GH-735", "add changelog for GH-1358", True),
         ("Remove support for Swift 6.0", "Remove support for Xcode 16.2", True),
         # Counts, addresses and timestamps name nothing.
         ("What about 3 messages?", "Give me an example of one with 4 messages", False),

@@ -80,21 +80,22 @@ def _words(text: str) -> str:
 _NAMELESS = re.compile(
     r"\S*(?:://|/)\S*|\b\d+(?:\.\d+){3}\b|\S*\w:\d+\S*|\b\d{1,4}[-/:]\d{1,2}[-/:]\d{1,4}\b"
 )
-_NAMED = re.compile(r"(?:\b([A-Za-z][\w-]*)\s+)?(#?)\bv?(\d+(?:\.\d+)*(?:[a-z]+\d*)?)\b(?!\.?\d)")
+# An issue or pull request: #12, GH-735, pr/438, PR105.
+_ISSUE = re.compile(r"(?:#|\b(?:gh|pr|issue|pull)[-/ ]?#?)(\d+)\b", re.I)
+_NAMED = re.compile(r"(?:\b([A-Za-z][\w-]*)\s+)?\bv?(\d+(?:\.(?:\d+|x))*(?:[a-z]+\d*)?)\b(?!\.?\d)")
 
 
 def _named(title: str) -> dict[str, set[str]]:
     """The numbers of a title that name a thing, by what they name: an issue or pull
-    request (``#12``), a version (``3.0.3``, ``v2.0.0rc1``: every version, also under the
+    request (``#12``, ``GH-735``, ``pr/438``), a version (``3.0.3``, ``v2.0.0rc1``: every version, also under the
     word before it, so Python 3.8 and Python 2 differ) or the word before the number (task
     3, phase 2, cache 1). Not a count ("3 messages", "with 4 tests": no word or a
     stopword before it) and nothing in a URL, a path, an address or a timestamp."""
     out: dict[str, set[str]] = {}
-    for word, hash_, number in _NAMED.findall(_NAMELESS.sub(" ", title)):
+    for number in _ISSUE.findall(title):
+        out.setdefault("#", set()).add(number)
+    for word, number in _NAMED.findall(_NAMELESS.sub(" ", _ISSUE.sub(" ", title))):
         named = word and word.lower() not in STOPWORDS
-        if hash_:
-            out.setdefault("#", set()).add(number)
-            continue
         if "." in number:
             out.setdefault("version", set()).add(number)
         if named:
