@@ -87,10 +87,11 @@ _NAMED = re.compile(r"(?:\b([A-Za-z][\w-]*)\s+)?\bv?(\d+(?:\.(?:\d+|x))*(?:[a-z]
 
 def _named(title: str) -> dict[str, set[str]]:
     """The numbers of a title that name a thing, by what they name: an issue or pull
-    request (``#12``, ``GH-735``, ``pr/438``), a version (``3.0.3``, ``v2.0.0rc1``: every version, also under the
-    word before it, so Python 3.8 and Python 2 differ) or the word before the number (task
-    3, phase 2, cache 1). Not a count ("3 messages", "with 4 tests": no word or a
-    stopword before it) and nothing in a URL, a path, an address or a timestamp."""
+    request (``#12``, ``GH-735``, ``pr/438``), a version (``3.0.3``, ``v2.0.0rc1``: every
+    version, also under the word before it, so Python 3.8 and Python 2 differ) or the
+    word before the number (task 3, phase 2, cache 1). Not a count ("3 messages", "with 4
+    tests": no word or a stopword before it) and nothing in a URL, a path, an address or
+    a timestamp."""
     out: dict[str, set[str]] = {}
     for number in _ISSUE.findall(title):
         out.setdefault("#", set()).add(number)
