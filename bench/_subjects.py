@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Collection, Sequence
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -19,31 +19,31 @@ import numpy as np
 from wakemark.shared.extraction import subject
 from wakemark.shared.models import MemoryRecord
 
-# Candidate rules, the shipped one first, then the one before it (no lineage, no file
-# veto). Cosine alone, then a lower cosine with evidence besides: one session, title
-# words (Jaccard), a code identifier both name, or the session's lineage (``follow``);
-# and the file veto (``files_apart``) from other cosines.
+# Candidate rules, the shipped one first, then the one before it (every title number
+# apart, no carrying on), then its parts and neighbours; then the older ones (no lineage,
+# no file veto). Cosine alone, then a lower cosine with evidence besides: one session,
+# title words (Jaccard), a code identifier both name, or the session's lineage
+# (``follow``, ``carry_on``); and the file veto (``files_apart``) from other cosines.
 _OFF = 1.01
-_BEFORE = {"follow": _OFF, "files_apart": 0.0}
+_PREVIOUS = subject.Rule(numbers="all", carry_on=False)
+_BEFORE = replace(_PREVIOUS, follow=_OFF, files_apart=0.0)
 GRID = [
     subject.RULE,
-    subject.Rule(**_BEFORE),
-    subject.Rule(same=0.90, session=_OFF, **_BEFORE),
-    subject.Rule(same=0.86, session=_OFF, **_BEFORE),
-    subject.Rule(same=0.80, session=_OFF, **_BEFORE),
-    subject.Rule(same=0.90, session=0.75, **_BEFORE),
-    subject.Rule(same=0.90, session=_OFF, near=0.80, title_overlap=0.5, **_BEFORE),
-    subject.Rule(same=0.90, session=_OFF, near=0.85, identifiers=True, **_BEFORE),
-    subject.Rule(follow=0.50),
-    subject.Rule(follow=0.55),
+    _PREVIOUS,
+    subject.Rule(numbers="all"),
+    subject.Rule(carry_on=False),
     subject.Rule(follow=0.60),
     subject.Rule(follow=0.70),
     subject.Rule(files_apart=0.0),
-    subject.Rule(files_apart=0.90),
     subject.Rule(files_apart=0.97),
     subject.Rule(same=0.86),
-    subject.Rule(same=0.86, files_apart=0.97),
-    subject.Rule(same=0.80, files_apart=0.97),
+    _BEFORE,
+    replace(_BEFORE, same=0.90, session=_OFF),
+    replace(_BEFORE, same=0.86, session=_OFF),
+    replace(_BEFORE, same=0.80, session=_OFF),
+    replace(_BEFORE, same=0.90, session=0.75),
+    replace(_BEFORE, same=0.90, session=_OFF, near=0.80, title_overlap=0.5),
+    replace(_BEFORE, same=0.90, session=_OFF, near=0.85, identifiers=True),
 ]
 GRID = list(dict.fromkeys(GRID))
 
@@ -54,13 +54,15 @@ def fold(
     rule: subject.Rule,
     sessions: dict[str, str],
     previous: dict[str, list[str]] | None = None,
+    carried: Collection[str] = (),
 ) -> tuple[list[int], list[tuple[int, int]]]:
     """Each record's subject (the index of its first record) and the merges (new, old),
     feeding ``records`` (time order, one namespace or several) to ``subject.match``;
     ``sessions``: each record's session, by record id; ``previous``: for a record of a
     turn that follows up, the records of the ``subject.LINEAGE`` turns of its session
     before it, nearest first (the first one written, as its subject's current record now,
-    is the session's previous record: ``HistoryTx.session_previous``)."""
+    is the session's previous record: ``HistoryTx.session_previous``); ``carried``: the
+    records of turns that carry on (``capture.carries_on``)."""
     units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     lineage = list(range(len(records)))
     current: list[int] = []
@@ -79,7 +81,14 @@ def fold(
         written = [k for k in before if k not in repeats]
         last = head[lineage[written[0]]] if written else None
         lead = None if last is None else (records[last], float(units[last] @ units[i]))
-        found = subject.match(record, near, rule, lambda r: sessions.get(r.record_id), lead)
+        found = subject.match(
+            record,
+            near,
+            rule,
+            lambda r: sessions.get(r.record_id),
+            lead,
+            record.record_id in carried,
+        )
         if found is None:
             current.append(i)
             head[i] = i
@@ -102,9 +111,10 @@ def score(
     rule: subject.Rule,
     sessions: dict[str, str],
     previous: dict[str, list[str]] | None = None,
+    carried: Collection[str] = (),
 ) -> dict[str, Any]:
     """``rule`` scored on ``label`` (each record's labelled subject, None: unlabelled)."""
-    lineage, merges = fold(records, vectors, rule, sessions, previous)
+    lineage, merges = fold(records, vectors, rule, sessions, previous, carried)
     tp = fp = 0
     for i, j in merges:
         if label[i] is not None and label[j] is not None:
@@ -144,6 +154,8 @@ def rule_text(rule: dict[str, Any]) -> str:
         text += f", or ≥ {rule['session']} in one session"
     if rule.get("follow", _OFF) <= 1:
         text += f", or ≥ {rule['follow']} with the session's previous record"
+    if rule.get("carry_on") and rule.get("follow", _OFF) <= 1:
+        text += ", or a follow-up naming nothing of its own"
     if rule.get("files_apart", 0) > 0:
         text += f"; disjoint files below {rule['files_apart']}"
-    return text + ("; numbers of title and summary" if rule["summary_numbers"] else "")
+    return text + ("; any title numbers apart" if rule.get("numbers") == "all" else "")

@@ -84,6 +84,7 @@ for line in sys.stdin:
         "skipped": skipped,
         "joined": [t.turn_id for t in joined] if records else [],
         "follows_up": getattr(out, "follows_up", False),
+        "carries_on": getattr(out, "carries_on", False),
         "records": [r.model_dump(mode="json") for r in records],
     }))
 """
@@ -209,6 +210,7 @@ def _subjects(
 
     records, label, sessions = [], [], {}
     previous: dict[str, list[str]] = {}
+    carried: set[str] = set()
     turns: dict[str, list[list[str]]] = {}  # session -> its turns' record ids so far
     for row in rows:
         session = row["id"].rsplit("#", 1)[0]
@@ -223,13 +225,15 @@ def _subjects(
             if got[row["id"]].get("follows_up"):
                 lookback = before[-LINEAGE:][::-1]
                 previous[ids[-1]] = [r for turn in lookback for r in turn[::-1]]
+                if got[row["id"]].get("carries_on"):
+                    carried.add(ids[-1])
         before.append(ids)
     embedder = Embedder(Settings.from_env().onnx_model_path)
     vectors = np.asarray(embedder.embed([r.embedding_text() for r in records]), dtype=np.float32)
     return {
         "records": len(records),
         "grid": [
-            _subjects.score(records, vectors, label, rule, sessions, previous)
+            _subjects.score(records, vectors, label, rule, sessions, previous, carried)
             for rule in _subjects.GRID
         ],
     }

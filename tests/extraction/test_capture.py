@@ -11,6 +11,7 @@ import pytest
 from wakemark.shared.config import Settings
 from wakemark.shared.extraction import extract, extract_turn, joined_turns
 from wakemark.shared.extraction.capture import (
+    carries_on,
     clean_prompt,
     follows_up,
     is_retry,
@@ -327,3 +328,19 @@ def test_a_turn_follows_up_the_one_before_unless_it_starts_its_own(
     assert follows_up(turn) is follows
     note = make_turn(("note", text("the invoice font is DejaVu Sans")))
     assert not follows_up(note)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "carries"),
+    [("nope", True), ("that works", True), ("spinning", True),
+     ("Nope. Exact same problem. Death has already happened.", True),
+     ("well now the button does nothing", False), ("lets move to phase 4", False),
+     ("This session is being continued from a previous conversation that ran out of "
+      "context.", False),
+     ("b and d mostly", False)],
+)  # fmt: skip
+def test_a_follow_up_naming_nothing_of_its_own_carries_on(
+    prompt: str, carries: bool, settings: Settings
+) -> None:
+    turn = make_turn(("prompt", text(prompt)), ("session_summary", text("Fixed the handler.")))
+    assert carries_on(turn) is carries

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from wakemark.shared.extraction import subject
 from wakemark.shared.models import MemoryRecord
 
@@ -83,8 +85,36 @@ def test_numbers_are_compared_in_titles_not_in_summaries() -> None:
         "always set accept-ranges header", "(cherry picked from commit 664deb6a58c8ff60)"
     )
     assert subject.match(backport, [(change, 0.93)]) is not None
-    before = subject.Rule(session=1.01, summary_numbers=True)
-    assert subject.match(backport, [(change, 0.93)], before) is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "apart"),
+    [
+        ("Fix #12: crash on empty cart", "Fix #13: crash on empty cart", True),
+        ("Drop support for Python 3.7", "Drop support for Python 3.8", True),
+        ("Task 3 done: seam tests pass", "Task 4 done: seam tests pass", True),
+        ("Design Section 4: Technical Architecture", "Design Section 5: Technical Architecture",
+         True),
+        ("Fix typo (#531)", "Fix typo", True),
+        ("add changelog for GH-735", "add changelog for GH-1358", True),
+        ("Remove support for Swift 6.0", "Remove support for Xcode 16.2", True),
+        # Counts, addresses and timestamps name nothing.
+        ("What about 3 messages?", "Give me an example of one with 4 messages", False),
+        ("The video is only 3 seconds long", "trigger the video sooner", False),
+        ('forward request failed: Post "http://127.0.0.1:8081/session/start"',
+         "URL: http://192.168.86.60:8081/session/start Response: {}", False),
+        ("main-1 | E 2025/12/01 23:32:32 package.go:493: parse theme.json failed",
+         "main-1 | E 2025/12/02 00:06:27 package.go:493: parse theme.json failed", False),
+        ("Bump the github-actions group with 3 updates",
+         "Bump the github-actions group with 2 updates", False),
+        ("Sprint 8 is complete", "Sprint 8 retro: 42 commits, 3 sprints", False),
+    ],
+)  # fmt: skip
+def test_numbers_that_name_things_tell_subjects_apart(old: str, new: str, apart: bool) -> None:
+    found = subject.match(_rec(new), [(_rec(old), 0.99)])
+    assert (found is None) is apart
+    every = subject.Rule(numbers="all")  # before: any two different sets of numbers
+    assert subject.match(_rec(new), [(_rec(old), 0.99)], every) is None
 
 
 def test_a_follow_up_continues_the_session_previous_record_from_a_low_cosine() -> None:
@@ -120,3 +150,17 @@ def test_disjoint_files_keep_weaker_evidence_apart() -> None:
     assert subject.match(other, [(tried, subject.RULE.files_apart)]) is not None
     no_veto = subject.Rule(files_apart=0)
     assert subject.match(other, [], no_veto, previous=(tried, below)) is not None
+
+
+def test_a_turn_naming_nothing_of_its_own_carries_the_subject_on_at_any_cosine() -> None:
+    tried = _rec("start session spins", "rebuilt with debug logging", files_touched=["a.ts"])
+    nope = _rec("Now test the full flow:", "1. reload 2. tap Start", files_touched=["b.ts"])
+    low = subject.RULE.follow - 0.5
+    assert subject.match(nope, [], previous=(tried, low)) is None  # a request of its own
+    found = subject.match(nope, [], previous=(tried, low), carries_on=True)
+    assert found is not None and found.old is tried
+    # Numbers that name things still keep the next task of a plan apart.
+    task3, task4 = _rec("Task 3 done: 7 seam tests"), _rec("Task 4 done: input mapping")
+    assert subject.match(task4, [], previous=(task3, low), carries_on=True) is None
+    off = subject.Rule(carry_on=False)
+    assert subject.match(nope, [], off, previous=(tried, low), carries_on=True) is None

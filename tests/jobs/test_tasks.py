@@ -365,3 +365,29 @@ def test_a_follow_up_turn_supersedes_the_session_previous_record_a_turn_on_other
     a, b, c = (np.asarray(v) / np.linalg.norm(v) for v in vectors)
     assert subject.RULE.follow <= float(a @ b) < subject.RULE.session  # the lineage decides
     assert float(b @ c) < subject.RULE.files_apart  # other files: no lineage
+
+
+@pytest.mark.slow
+def test_a_reply_naming_nothing_of_its_own_carries_the_session_previous_subject_on(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime
+):
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    storage = runtime.storage
+    written = []
+    for prompt, path, answer in [
+        ("The Start Session button of the SiYuan plugin does nothing",
+         "siyuan-plugin/src/index.ts",
+         "The click handler was never bound: bound it in onload, rebuilt the plugin."),
+        ("nope", "siyuan-plugin/src/api.ts",
+         "Requests from iPadOS go through the kernel's forward proxy now; reload and retry."),
+    ]:  # fmt: skip
+        events = [event("prompt", prompt, "s1"), _edit(path, "s1"),
+                  event("session_summary", answer, "s1")]  # fmt: skip
+        written += extract_turns(runtime.tasks, storage.put_events(events)[-1].closed_turns)
+    first, nope = written
+    assert {r.record_id for r in storage.list_memory_records(NS).items} == {nope}
+    (version,) = storage.get_history(nope)
+    assert version.record.record_id == first
+    texts = [version.record.embedding_text(), storage.get_memory_record(nope).embedding_text()]  # type: ignore[union-attr]
+    a, b = (np.asarray(v) / np.linalg.norm(v) for v in runtime.embedder.embed(texts))
+    assert float(a @ b) < subject.RULE.follow  # "nope" decides, not the words

@@ -17,6 +17,7 @@ from wakemark.shared.extraction import subject
 from wakemark.shared.extraction.budget import usage as _usage
 from wakemark.shared.extraction.capture import (
     LOOKBACK,
+    carries_on,
     follows_up,
     is_ack_answer,
     joined_turns,
@@ -58,8 +59,10 @@ class Extracted:
     records: list[MemoryRecord] = field(default_factory=list)
     # why there are none: command, meta, trivial, error, unanswered, empty
     skipped: str | None = None
-    # the turn goes on with the previous turn of its session (``capture.follows_up``)
+    # the turn goes on with the previous turn of its session (``capture.follows_up``),
+    # naming nothing of its own (``capture.carries_on``)
     follows_up: bool = False
+    carries_on: bool = False
 
 
 def extract_turn(turn: Turn, settings: Settings, joined: Sequence[Turn] = ()) -> Extracted:
@@ -74,7 +77,9 @@ def extract_turn(turn: Turn, settings: Settings, joined: Sequence[Turn] = ()) ->
         if reason:
             return Extracted(skipped=reason)
     records = extract(turn, settings, screened=True, joined=joined)
-    return Extracted(records, None if records else "empty", bool(records) and follows_up(turn))
+    if not records:
+        return Extracted(skipped="empty")
+    return Extracted(records, None, follows_up(turn), carries_on(turn))
 
 
 def _ack_only(turn: Turn) -> bool:

@@ -66,6 +66,7 @@ _META_TEXT = re.compile(
     r"|^# AGENTS\.md instructions for [^\n]*$"  # Codex, before its <INSTRUCTIONS>
     r"|\[Request interrupted by user[^\]]*\]"
     r"|^Full transcript available at: \S+$"  # follows a <task-notification>
+    r"|^Read the output file to retrieve the result: \S+$"  # a background command's one
     r"|^Base directory for this skill: .*"  # a skill's body, loaded by its command
     r"|^--- Content from referenced files ---$.*?(?:^--- End of content ---$|\Z)"  # Gemini
     r"|^# Context from my IDE setup:$.*?(?:^## My request for Codex:$|\Z)",  # Codex IDE
@@ -193,10 +194,26 @@ def follows_up(turn: Turn) -> bool:
     return not (_HEADING.match(request.lstrip().split("\n", 1)[0]) or picks_options(request))
 
 
+def carries_on(turn: Turn) -> bool:
+    """Whether a turn that follows up (``follows_up``) names nothing of its own, so that
+    its record goes on with the session's previous one whatever their words: a request
+    that says little ("yes", "nope", "spinning") or a retry ("exact same problem"). Not
+    a turn without a request (a session resumed after its context ran out, the agent's
+    work after a hook's feedback or a background task's notice): it often takes up an
+    earlier request than the last one."""
+    if not follows_up(turn):
+        return False
+    prompt = next((body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"), "")
+    request = clean_prompt(prompt)
+    return bool(request) and (says_little(request) or is_retry(prompt))
+
+
 # A prompt that asks for the last request again, whatever came between.
 _RETRY = re.compile(
-    r"\A\W*(?:please\s+)?(?:try\s+(?:it\s+)?again|retry|again|continue|go\s+on|keep\s+going"
-    r"|same\s+(?:error|issue|problem|bug|thing|again)|still\s+(?:fails?|failing|broken|the\s+same"
+    r"\A\W*(?:(?:no|nope|nah)\b\W*)?(?:please\s+)?"
+    r"(?:try\s+(?:it\s+)?again|retry|again|continue|go\s+on|keep\s+going"
+    r"|(?:(?:the\s+)?exact(?:ly)?\s+(?:the\s+)?)?same\s+(?:error|issue|problem|bug|thing|again)"
+    r"|still\s+(?:fails?|failing|broken|the\s+same"
     r"|not\s+working|doesn't\s+work|crash(?:es|ing)?)|it\s+(?:still\s+)?(?:fails|crashes"
     r"|doesn't\s+work))\b",
     re.I,

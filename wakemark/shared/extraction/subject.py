@@ -53,10 +53,12 @@ class Rule:
     session: float = 0.85
     follow: float = 0.65
     files_apart: float = 0.95
-    # The numbers compared: the titles' (False), or the titles' and summaries' (True: a
-    # summary's numbers are mostly commit ids, issue links and counts, which differ
-    # between a change and its backport, or between two tries at one fix).
-    summary_numbers: bool = False
+    # A turn that carries on (``capture.carries_on``: its request names nothing of its
+    # own) continues the session's previous record whatever their cosine.
+    carry_on: bool = True
+    # The numbers of the titles that tell subjects apart: "named" (a number naming a
+    # thing, ``_named``), or "all" (any two different sets of numbers).
+    numbers: str = "named"
 
 
 RULE = Rule()
@@ -73,9 +75,43 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _numbers(record: MemoryRecord, rule: Rule) -> set[str]:
-    text = f"{record.title} {record.summary}" if rule.summary_numbers else record.title
-    return set(re.findall(r"\d+(?:\.\d+)*", text))
+# Numbers that name nothing: in URLs and paths, IP addresses, host:port and file:line,
+# dates and times.
+_NAMELESS = re.compile(
+    r"\S*(?:://|/)\S*|\b\d+(?:\.\d+){3}\b|\S*\w:\d+\S*|\b\d{1,4}[-/:]\d{1,2}[-/:]\d{1,4}\b"
+)
+# An issue or pull request: #12, GH-735, pr/438, PR105.
+_ISSUE = re.compile(r"(?:#|\b(?:gh|pr|issue|pull)[-/ ]?#?)(\d+)\b", re.I)
+_NAMED = re.compile(r"(?:\b([A-Za-z][\w-]*)\s+)?\bv?(\d+(?:\.(?:\d+|x))*(?:[a-z]+\d*)?)\b(?!\.?\d)")
+
+
+def _named(title: str) -> dict[str, set[str]]:
+    """The numbers of a title that name a thing, by what they name: an issue or pull
+    request (``#12``, ``GH-735``, ``pr/438``), a version (``3.0.3``, ``v2.0.0rc1``: every
+    version, also under the word before it, so Python 3.8 and Python 2 differ) or the
+    word before the number (task 3, phase 2, cache 1). Not a count ("3 messages", "with 4
+    tests": no word or a stopword before it) and nothing in a URL, a path, an address or
+    a timestamp."""
+    out: dict[str, set[str]] = {}
+    for number in _ISSUE.findall(title):
+        out.setdefault("#", set()).add(number)
+    for word, number in _NAMED.findall(_NAMELESS.sub(" ", _ISSUE.sub(" ", title))):
+        named = word and word.lower() not in STOPWORDS
+        if "." in number:
+            out.setdefault("version", set()).add(number)
+        if named:
+            out.setdefault(word.lower(), set()).add(number)
+    return out
+
+
+def _numbers_apart(new: MemoryRecord, old: MemoryRecord, rule: Rule) -> bool:
+    """The titles name different numbers: issue #12 and #13 (or #12 and none), version
+    3.0.0 and 3.0.3, task 3 and task 4 ("named": the numbers of ``_named``; "all": any
+    two different sets of numbers)."""
+    if rule.numbers == "all":
+        found = [set(re.findall(r"\d+(?:\.\d+)*", r.title)) for r in (new, old)]
+        return found[0] != found[1]
+    return _named(new.title) != _named(old.title)
 
 
 def _title_words(record: MemoryRecord) -> set[str]:
@@ -106,7 +142,7 @@ def _mergeable(new: MemoryRecord, old: MemoryRecord, cosine: float, rule: Rule) 
         return False
     # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
     # version 3.0.0 and 3.0.3, cache 1 and cache 2.
-    return _numbers(old, rule) == _numbers(new, rule) and not _files_apart(new, old, cosine, rule)
+    return not (_numbers_apart(new, old, rule) or _files_apart(new, old, cosine, rule))
 
 
 def same_subject(
@@ -124,11 +160,22 @@ def same_subject(
     return cosine >= rule.near and _evidence(new, old, rule)
 
 
-def continues(new: MemoryRecord, previous: MemoryRecord, cosine: float, rule: Rule = RULE) -> bool:
+def continues(
+    new: MemoryRecord,
+    previous: MemoryRecord,
+    cosine: float,
+    rule: Rule = RULE,
+    carries_on: bool = False,
+) -> bool:
     """The lineage rule: ``new``, of a turn that follows up the one before it in its
     session (``capture.follows_up``), goes on with the subject of ``previous`` (the
     session's previous current record, ``HistoryTx.session_previous``): a retry, the
-    next step of one request, the answer to "still fails"."""
+    next step of one request, the answer to "still fails". ``carries_on``: the turn's
+    request names nothing of its own ("yes", "nope", "same error", a resumed session),
+    so the subject can only be the conversation's, whatever the cosine."""
+    if carries_on and rule.carry_on:
+        # Nor do other files say otherwise ("yes" to "shall I update the tests too?").
+        return _mergeable(new, previous, 1.0, rule)
     return cosine >= rule.follow and _mergeable(new, previous, cosine, rule)
 
 
@@ -149,11 +196,13 @@ def match(
     rule: Rule = RULE,
     session_of: Callable[[MemoryRecord], str | None] = lambda record: None,
     previous: tuple[MemoryRecord, float] | None = None,
+    carries_on: bool = False,
 ) -> Match | None:
     """The current record ``new`` is about (its nearest neighbour the rule accepts, else
     the session's previous record it ``continues``), or None: ``new`` starts a subject
     of its own. ``session_of``: a record's session, when known; ``previous``: the
-    session's previous current record and its cosine, for a turn that follows up."""
+    session's previous current record and its cosine, for a turn that follows up;
+    ``carries_on``: that turn's request names nothing of its own."""
     session = session_of(new) if rule.session <= 1 else None
     for old, cosine in neighbours:
         # Looked up only when it could decide: a session may cost a read.
@@ -163,6 +212,6 @@ def match(
             return Match(old, cosine, is_repeat(new, old, cosine))
     if previous is not None and rule.follow <= 1:
         old, cosine = previous
-        if old.record_id != new.record_id and continues(new, old, cosine, rule):
+        if old.record_id != new.record_id and continues(new, old, cosine, rule, carries_on):
             return Match(old, cosine, is_repeat(new, old, cosine))
     return None

@@ -174,9 +174,14 @@ class _Subjects:
             )
 
     def match(
-        self, record: MemoryRecord, vector: np.ndarray, follows_up: str | None = None
+        self,
+        record: MemoryRecord,
+        vector: np.ndarray,
+        follows_up: str | None = None,
+        carries_on: bool = False,
     ) -> Match | None:
-        """``follows_up``: the id of the record's turn when it follows up the one before."""
+        """``follows_up``: the id of the record's turn when it follows up the one before;
+        ``carries_on``: that turn names nothing of its own (``subject.continues``)."""
         if record.record_id not in self._near:
             return None
         previous = None
@@ -189,7 +194,11 @@ class _Subjects:
                 near.append((other, float(unit @ v) / max(float(np.linalg.norm(v)), 1e-12)))
         near.sort(key=lambda pair: -pair[1])
         return self._subject.match(
-            record, near[: self._subject.NEIGHBOURS], session_of=self._session_of, previous=previous
+            record,
+            near[: self._subject.NEIGHBOURS],
+            session_of=self._session_of,
+            previous=previous,
+            carries_on=carries_on,
         )
 
     def _session_of(self, record: MemoryRecord) -> str | None:
@@ -236,7 +245,9 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     extracted = [_candidates(turn, ctx) for turn in turns]
     candidates = [e.records for e in extracted]
     skipped = {t.turn_id: e.skipped for t, e in zip(turns, extracted, strict=True)}
-    follows = {t.turn_id for t, e in zip(turns, extracted, strict=True) if e.follows_up}
+    # turn -> whether it names nothing of its own, for the turns that follow up
+    follows = {t.turn_id: e.carries_on for t, e in zip(turns, extracted, strict=True)
+               if e.follows_up}  # fmt: skip
     all_vectors = _try_embed(ctx, [r for records in candidates for r in records])
     plans: list[tuple[str, list[MemoryRecord], np.ndarray | None]] = []
     start = 0
@@ -258,7 +269,8 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
             if subjects is not None and vectors is not None:
                 lineage = turn_id if turn_id in follows else None
                 matched = (
-                    (i, subjects.match(r, vectors[i], lineage)) for i, r in enumerate(records)
+                    (i, subjects.match(r, vectors[i], lineage, follows.get(turn_id, False)))
+                    for i, r in enumerate(records)
                 )
                 found = {i: m for i, m in matched if m is not None}
             kept = [(i, r) for i, r in enumerate(records) if not (i in found and found[i].repeat)]
