@@ -370,11 +370,11 @@ def http_only(home: Path) -> dict[str, Any]:
     serve`` as a client sees them: a new connection each, as the hook forwarder makes one
     per prompt; beside each, this process embeds the same query (the run's yardstick)."""
     from bench.ingest import Server, request
-    from wakemark.shared.embedding import open_embedder
 
     settings = _built(home, HTTP_RECORDS)
     queries = _queries(random.Random(11))[:HTTP_QUERIES]
-    embedder = open_embedder(settings)
+    yardstick = Runtime.build(settings)
+    embedder = yardstick.embedder
     embedder.warm()
     load = [round(x, 2) for x in os.getloadavg()]
     server = Server(workers=1, home=home)
@@ -408,6 +408,7 @@ def http_only(home: Path) -> dict[str, Any]:
             embed.append((time.perf_counter() - t) * 1000.0)
     finally:
         server.stop()
+        yardstick.close()
     return {
         "records": HTTP_RECORDS,
         "queries": len(queries),

@@ -159,6 +159,9 @@ def test_a_slow_vector_leg_is_left_out_and_the_lexical_hits_come_back_in_time(
         rt.storage.put_embedding(
             rt.storage.list_memory_records(NS).items[0].record_id, np.ones(384, np.float32)
         )
+        # The full-text index built first (as a server's warm-up does): its build thread
+        # would share the search's time, and this is about the slow leg's share of it.
+        assert rt.storage.memory_index(wait_s=30) is not None
         result = rt.retriever.search(NS, "webhook token")
         assert [h.record.title for h in result.items] == ["webhook token"] and result.degraded
         assert result.items[0].match_source == "fts"
