@@ -76,6 +76,19 @@ def _rss_mb() -> float:
     return int(line.split()[1]) / 1024
 
 
+def _measured_build(storage: Any) -> tuple[Any, float, float]:
+    """The storage's full-text index built now, the seconds it took and the RSS it added
+    (MB, with what malloc can give back given back before and after)."""
+    release_free_memory()
+    rss = _rss_mb()
+    began = time.perf_counter()
+    index = storage.memory_index(wait_s=600)
+    build_s = time.perf_counter() - began
+    assert index is not None
+    release_free_memory()
+    return index, build_s, _rss_mb() - rss
+
+
 def _build(settings: Settings) -> None:
     """The records, unless the database already holds them."""
     if settings.backend == "sqlite":
@@ -129,21 +142,8 @@ def _measure(settings: Settings, pg_url: str) -> dict[str, Any]:
     try:
         runtime.embedder.warm()
         queries = _queries(random.Random(11))[:QUERIES]
-        release_free_memory()
-        rss = _rss_mb()
-        began = time.perf_counter()
-        index = storage.memory_index(wait_s=600)
-        build_s = time.perf_counter() - began
-        assert index is not None
-        rss_growth = _rss_mb() - rss
-        release_free_memory()
-        rss = _rss_mb()
-        began = time.perf_counter()
-        pg_index = indexed.memory_index(wait_s=600)
-        pg_build_s = time.perf_counter() - began
-        assert pg_index is not None
-        release_free_memory()
-        pg_rss_growth = _rss_mb() - rss
+        index, build_s, rss_growth = _measured_build(storage)
+        pg_index, pg_build_s, pg_rss_growth = _measured_build(indexed)
         plans = {q: _phrases(storage, q) for q in queries}
         conn = storage._conns.get()
         where = lexicon.Ranking(NS, K, None, None)

@@ -517,5 +517,7 @@ if __name__ == "__main__":
         print(json.dumps(rss_only(Path(sys.argv[2]))))
     elif sys.argv[1:2] == ["--http"] and len(sys.argv) == 3:
         print(json.dumps(http_only(Path(sys.argv[2]))))
-    else:
+    elif len(sys.argv) == 1:
         print(markdown(run()))
+    else:
+        sys.exit(f"usage: python -m bench.search [--rss DIR | --http DIR]\n\n{__doc__}")

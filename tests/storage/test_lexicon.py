@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -78,18 +78,29 @@ def pair(settings: Settings) -> Iterator[tuple[SqliteStorage, SqliteStorage]]:
     plain.close()
 
 
+def random_searches(
+    rng: random.Random, since: datetime, n: int = 60
+) -> Iterator[tuple[list[str], SearchQuery]]:
+    """``n`` searches of one to four words over the prefixes, limits and filters the
+    index must answer as FTS5 does."""
+    for _ in range(n):
+        terms = tokenize(_text(rng, rng.randint(1, 4)))
+        yield (
+            terms,
+            SearchQuery(
+                rng.choice(PREFIXES),
+                rng.choice([1, 3, 10, 40]),
+                rng.choice([None, None, rng.choice(OBSERVATION_TYPES)]),
+                rng.choice([None, since]),
+            ),
+        )
+
+
 def _same_answers(pair: tuple[SqliteStorage, SqliteStorage], rng: random.Random) -> None:
     indexed, plain = pair
     assert indexed.memory_index(wait_s=30) is not None
     plain._doc_freqs = fts.DocFreqs()  # FTS5's frequencies are cached; count them afresh
-    for _ in range(60):
-        terms = tokenize(_text(rng, rng.randint(1, 4)))
-        query = SearchQuery(
-            rng.choice(PREFIXES),
-            rng.choice([1, 3, 10, 40]),
-            rng.choice([None, None, rng.choice(OBSERVATION_TYPES)]),
-            rng.choice([None, T0 + timedelta(minutes=5_000)]),
-        )
+    for terms, query in random_searches(rng, T0 + timedelta(minutes=5_000)):
         found = indexed.search_terms(query, terms, stats=None)  # type: ignore[arg-type]
         expected = plain.search_terms(query, terms, stats=None)  # type: ignore[arg-type]
         assert _ids(found) == _ids(expected), (query, terms)

@@ -14,12 +14,11 @@ import psycopg
 import pytest
 
 from tests.storage.conftest import NS, T0
-from tests.storage.test_lexicon import PREFIXES, _record, _text
+from tests.storage.test_lexicon import _record, _text, random_searches
 from wakemark.shared.config import Settings, prepare_home
-from wakemark.shared.models import OBSERVATION_TYPES, MemoryRecord
+from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import SearchQuery, lexicon, migrate
-from wakemark.shared.storage.lexical import tokenize
 from wakemark.shared.storage.postgres import PostgresStorage
 from wakemark.shared.storage.postgres import lexicon as pg_lexicon
 from wakemark.shared.storage.sqlite import fts
@@ -59,14 +58,7 @@ def _same_answers(pg: PostgresStorage, sqlite: SqliteStorage, rng: random.Random
     index = pg.memory_index(wait_s=30)
     assert index is not None
     sqlite._doc_freqs = fts.DocFreqs()  # FTS5's frequencies are cached; count them afresh
-    for _ in range(60):
-        terms = tokenize(_text(rng, rng.randint(1, 4)))
-        query = SearchQuery(
-            rng.choice(PREFIXES),
-            rng.choice([1, 3, 10, 40]),
-            rng.choice([None, None, rng.choice(OBSERVATION_TYPES)]),
-            rng.choice([None, T0.replace(hour=20)]),
-        )
+    for terms, query in random_searches(rng, T0.replace(hour=20)):
         stats = pg.term_stats(terms)
         assert stats is not None
         assert stats == sqlite.term_stats(terms), terms
@@ -204,6 +196,26 @@ def test_while_the_index_is_built_the_database_answers(
     assert store.memory_index() is None
     assert search_lexical(store, NS, "walrus", 10) == search_lexical(sql_store, NS, "walrus", 10)
     release.set()
+    assert store.memory_index(wait_s=30) is not None
+    assert _search(store, ["walrus"]) == _search(sql_store, ["walrus"])
+
+
+def test_a_process_that_never_warms_up_never_builds_the_index(
+    store: PostgresStorage, sql_store: PostgresStorage
+) -> None:
+    """A one-shot process (the CLI, a Celery worker) searches through Postgres and pays
+    for no build; a server's warm-up builds it."""
+    memory = store._memory
+    assert memory is not None
+    for i in range(3):
+        store.put_memory_record(MemoryRecord(namespace=NS, title=f"walrus {i}", created_at=T0))
+    for _ in range(3):
+        assert search_lexical(store, NS, "walrus", 10) == search_lexical(
+            sql_store, NS, "walrus", 10
+        )
+    assert memory.latest is None
+    assert memory.lexicon._job is None  # no build was ever started
+    store.warm_up()
     assert store.memory_index(wait_s=30) is not None
     assert _search(store, ["walrus"]) == _search(sql_store, ["walrus"])
 

@@ -115,7 +115,7 @@ class Snapshot:
 
 
 class Memory:
-    """The process's index of one Postgres database: built at warm-up or first use and
+    """The process's index of one Postgres database: built at a server's warm-up and
     refreshed on a background thread (``Lexicon``), checked before each use."""
 
     def __init__(self, connection: Any, max_records: int = MAX_RECORDS) -> None:

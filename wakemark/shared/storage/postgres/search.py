@@ -253,7 +253,9 @@ class PostgresSearch(PostgresBase):
         memory = self._memory
         if memory is None:
             return None
-        snap = memory.latest or self.memory_index()  # none yet: its build is started
+        # Only a server's warm-up starts the build (``warm_up``): a one-shot process (the
+        # CLI, a Celery worker) would pay for an index it never uses.
+        snap = memory.latest
         for _ in range(2):
             score = snap.ranked(memory.stems(), query, terms) if snap is not None else None
             if snap is None or score is None:
