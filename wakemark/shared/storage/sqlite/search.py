@@ -93,7 +93,9 @@ class SqliteSearch(SqliteBase):
     def term_stats(self, tokens: Sequence[str]) -> TermStats | None:
         conn = self._conns.get()
         try:
-            index = self.memory_index()
+            # The index as last refreshed, unchecked (as Postgres'): the statistics only
+            # choose which terms to search for; search_terms checks it.
+            index = self._lexicon.latest if self._lexicon is not None else None
             if index is None:
                 return TermStats(self._doc_freqs.lookup(conn, tokens), self._doc_freqs.total(conn))
             phrases = lexicon.phrases(conn, tokens)
