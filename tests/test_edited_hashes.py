@@ -26,7 +26,8 @@ from wakemark.shared.models import FILE_HASHES, MemoryRecord
 from wakemark.shared.retrieval import staleness
 from wakemark.shared.retrieval.staleness import CodeCheck
 from wakemark.shared.runtime import Runtime
-from wakemark.shared.storage import migrate
+from wakemark.shared.storage import CodeAnchors, migrate
+from wakemark.shared.storage.anchors_codec import from_body, to_body
 
 repo = test_staleness.repo  # the fixture: a git repository in the server user's home
 FIX = "format_address prints nothing for orders without a billing address. Fix it."
@@ -247,6 +248,12 @@ def test_extraction_anchors_edited_files_to_their_last_reported_hash(
     with storage.transaction() as tx:
         tx.put_anchors(kept)
     assert storage.get_anchors([record.record_id])[record.record_id] == kept
+
+
+def test_anchors_stored_before_edited_hashes_have_no_edited_files() -> None:
+    body = to_body(CodeAnchors("mr_x", "/actor/a/project/p/", "/r", (), (), False))
+    del body["edited"]  # a row written before the key existed
+    assert from_body("mr_x", "/actor/a/project/p/", body).edited == ()
 
 
 # --- end to end ---------------------------------------------------------------------------
