@@ -112,6 +112,30 @@ def test_only_an_edit_after_it_ran_inside_the_project_is_hashed(
     assert sorted(found.values(), key=str) == [None, None, None, {"gone.py": None}]
 
 
+def test_hashing_an_edit_imports_nothing_heavy(tmp_path: Path) -> None:
+    import re
+    import subprocess
+    import sys
+
+    from tests.hooks.test_forwarder import HOOK
+
+    root = tmp_path / "shop"
+    (root / "shop").mkdir(parents=True)
+    (root / "shop" / "cart.py").write_text(CART)
+    text = (FIXTURES / "claude-code" / "PostToolUse.edit.json").read_text().replace(SHOP, str(root))
+    env = _env(tmp_path / "home", free_port(), "t")
+    env["CLAUDE_PROJECT_DIR"] = str(root)
+    out = subprocess.run(
+        [sys.executable, "-S", "-E", "-s", "-X", "importtime", HOOK, "claude-code"],
+        input=text.encode(), env=env, cwd=root, capture_output=True, timeout=10,
+    )  # fmt: skip
+    assert (out.returncode, out.stdout) == (0, b"")
+    modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \| +(\S+)$", out.stderr.decode(), re.M))
+    assert modules & {"_sha2", "_sha256"}  # it hashed the file, with the C module alone
+    assert not modules & {"hashlib", "re", "json", "pathlib", "typing", "socket"}
+    assert "ConnectionRefusedError" in (tmp_path / "home" / "logs" / "hook.log").read_text()
+
+
 def test_a_local_server_reads_the_files_itself_and_drops_the_hashes(
     settings: Settings, tmp_path: Path
 ) -> None:
