@@ -261,7 +261,9 @@ def test_an_open_turn_of_a_session_open_here_too_arrives_closed(
 def _anchors(rec: MemoryRecord, sha: str = "a" * 64) -> CodeAnchors:
     files = (FileAnchor("auth.py", sha, "b" * 40, 1_700_000_000_000_000_000, 812),
              FileAnchor("gone.py", None))  # fmt: skip
-    return CodeAnchors(rec.record_id, rec.namespace, "/home/u/proj", files, ("login",), True)
+    # auth.py's hash as a team server's client sent it with the turn's edit
+    return CodeAnchors(rec.record_id, rec.namespace, "/home/u/proj", files, ("login",), True,
+                       ("auth.py",))  # fmt: skip
 
 
 @pytest.mark.postgres

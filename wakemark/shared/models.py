@@ -129,9 +129,39 @@ class MessageBody(_Strict):
     turns: list[MessageTurn] = Field(min_length=1)
 
 
+# A tool use's ``data`` key for the files it wrote, as the client hashed them just after
+# the edit: project-relative path -> SHA-256 (None: not there). A server that does not
+# read its clients' files anchors the turn's records to them (shared/retrieval/staleness).
+FILE_HASHES = "file_hashes"
+MAX_FILE_HASHES = 32
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def check_file_hashes(value: Any) -> dict[str, str | None]:
+    """``value`` when it is a valid ``FILE_HASHES`` map; else ValueError, one line."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{FILE_HASHES}: expected an object of path -> sha256")
+    if len(value) > MAX_FILE_HASHES:
+        raise ValueError(f"{FILE_HASHES}: more than {MAX_FILE_HASHES} files")
+    for path, digest in value.items():
+        parts = path.split("/")
+        if not path or len(path) > 1000 or path.startswith("/") or ".." in parts or "\0" in path:
+            raise ValueError(f"{FILE_HASHES}: {path[:100]!r} is not a project-relative path")
+        if digest is not None and not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
+            raise ValueError(f"{FILE_HASHES}: {path[:100]!r}: expected a SHA-256 in hex or null")
+    return value
+
+
 class JsonBody(_Strict):
     type: Literal["json"]
     data: dict[str, Any]
+
+    @field_validator("data")
+    @classmethod
+    def _file_hashes(cls, data: dict[str, Any]) -> dict[str, Any]:
+        if FILE_HASHES in data:
+            check_file_hashes(data[FILE_HASHES])
+        return data
 
 
 Body = Annotated[TextBody | MessageBody | JsonBody, Field(discriminator="type")]

@@ -236,6 +236,7 @@ class _AnchorsLine(BaseModel):
     )
     identifiers: list[ShortStr] = Field(max_length=MAX_IDENTIFIERS)
     hashed: bool
+    edited: list[_RelPath] = Field(default_factory=list, max_length=MAX_FILES)
 
     def anchors(self, record: MemoryRecord) -> CodeAnchors:
         return from_body(record.record_id, record.namespace, self.model_dump())

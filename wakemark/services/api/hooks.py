@@ -31,7 +31,7 @@ from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.schemas import HookQuery
 from wakemark.shared import project
-from wakemark.shared.models import utcnow
+from wakemark.shared.models import FILE_HASHES, Event, JsonBody, utcnow
 from wakemark.shared.privacy import scrub
 from wakemark.shared.retrieval import staleness
 from wakemark.shared.storage import CodeAnchors, PutEventResult
@@ -100,6 +100,7 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
         if mapped.intent == IGNORE:
             mapped.hook, mapped.intent = one.hook, one.intent
         mapped.events += one.events
+    mapped.events = _with_edited(mapped.events)
     for event in mapped.events:
         security.require_scope(event.namespace)
         if event.kind == "session_summary" and not str(getattr(event.body, "content", "")).strip():
@@ -139,6 +140,32 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
         note = f"{len(mapped.events)} event(s) not stored: " + "; ".join(ignored.values())
         response.headers[IGNORED_HEADER] = note.encode("ascii", "backslashreplace").decode()
     return response
+
+
+def _with_edited(events: list[Event]) -> list[Event]:
+    """The tool-use events with the hashes the forwarder sent of the files the tool use
+    wrote (``staleness.EDITED_HEADER``), on a server that may not read them; a local
+    one reads the files itself at extraction and drops the header."""
+    raw = request.headers.get(staleness.EDITED_HEADER)
+    if raw is None:
+        return events
+    try:
+        edited = staleness.parse_edited(raw.encode("latin-1").decode("utf-8", "replace"))
+    except ValueError as exc:
+        raise ApiError(400, str(exc), code="bad_edited_hashes") from None
+    if current.reads_client_files():
+        return events
+    return [
+        Event.model_validate(
+            {
+                **e.model_dump(),
+                "body": {"type": "json", "data": {**e.body.data, FILE_HASHES: edited}},
+            }
+        )
+        if e.kind == "tool_use" and isinstance(e.body, JsonBody)
+        else e
+        for e in events
+    ]
 
 
 def _keep_baselines(baselines: list[CodeAnchors]) -> None:

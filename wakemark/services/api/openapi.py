@@ -85,7 +85,11 @@ ROUTES: tuple[Route, ...] = (
         "`X-Wakemark-Actor`; `?event=` names the hook when the payload does not. When the "
         "project is ignored, nothing is stored and the reply carries `X-Wakemark-Ignored` "
         "(why). A payload its hook cannot be mapped from is answered the same way, stored "
-        "nowhere, and counted in `wakemark_hook_capture_misses_total{agent,reason}`",
+        "nowhere, and counted in `wakemark_hook_capture_misses_total{agent,reason}`. "
+        "The forwarder's `X-Wakemark-Edited` (`path=sha256;…`: the files a tool use wrote, "
+        "hashed just after it; docs/team-server.md) is kept with the tool-use events as "
+        "`file_hashes` by a server that does not read the client's files; a malformed one "
+        "answers 400 `bad_edited_hashes`",
         {200: ANY_OBJECT, 204: None},
         body=ANY_OBJECT, query=s.HookQuery,
         headers={
@@ -302,7 +306,7 @@ ROUTES: tuple[Route, ...] = (
 )  # fmt: skip
 
 _ERRORS = {
-    400: "a bad query parameter, or a body that is not strict JSON (`bad_json`)",
+    400: "a bad query parameter or header, or a body that is not strict JSON (`bad_json`)",
     401: "missing or wrong bearer token",
     403: "`Host` is not loopback, or a cross-origin state-changing request",
     404: "no such record, event or agent",

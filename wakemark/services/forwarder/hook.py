@@ -40,6 +40,18 @@ HASHES_HEADER = "X-Wakemark-Hashes"
 MAX_WATCHED = 32  # staleness.MAX_REPORTED
 MAX_HASHED_BYTES = 1 << 20  # per file: a larger one is not reported (not code)
 MAX_HASHES_HEADER = 7000  # under a proxy's usual 8 KB limit for one header line
+# A tool use that wrote files: each one's SHA-256 just after the edit, so a server that
+# does not read this machine's files anchors the turn's record to the file as the turn
+# left it (shared/retrieval/staleness.py, EDITED_HEADER).
+EDITED_HEADER = "X-Wakemark-Edited"
+# After the tool ran (each agent's hook name, lower-cased): a pre-tool hook's file is
+# not edited yet.
+_AFTER_TOOL = (b"posttooluse", b"aftertool", b"afterfileedit")
+_EDIT_TOOL = ("edit", "write", "replace", "patch", "create", "insert", "append", "delete")
+# The keys an edit tool names its file by (shared/extraction/tools.py _FILE_KEYS, the
+# ones the agents' edit tools use), and Codex's apply_patch file lines.
+_FILE_KEYS = (b'"file_path"', b'"filePath"', b'"path"', b'"notebook_path"', b'"target_file"')
+_PATCH_LINES = (b"*** Update File: ", b"*** Add File: ", b"*** Delete File: ", b"*** Move to: ")
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -116,13 +128,7 @@ def _hashes(root: str) -> str:
         return ""  # the usual case: a local server reads the files itself
     if lines[0] != root:
         return ""  # another project with the same checksum
-    try:
-        from _sha2 import sha256  # 3.12+; hashlib costs more
-    except ImportError:
-        try:
-            from _sha256 import sha256
-        except ImportError:  # a Python built without its own hashes
-            from hashlib import sha256
+    sha256 = _sha256()
     base = os.path.join(os.path.normpath(root), "")
     out = []
     size = 0
@@ -131,15 +137,110 @@ def _hashes(root: str) -> str:
         full = os.path.normpath(os.path.join(base, rel))
         if not rel or not full.startswith(base):
             continue
-        try:
-            with open(full, "rb") as fh:
-                if os.fstat(fh.fileno()).st_size > MAX_HASHED_BYTES:
-                    continue
-                digest = sha256(fh.read(MAX_HASHED_BYTES)).hexdigest()
-        except FileNotFoundError:
-            digest = "-"
-        except OSError:
+        digest = _digest(full, sha256)
+        if digest is None:
             continue
+        size += len(escaped) + len(digest) + 2
+        if size > MAX_HASHES_HEADER:
+            break
+        out.append(f"{escaped}={digest}")
+    return ";".join(out)
+
+
+def _sha256():  # -> the constructor; `typing` costs more than it tells
+    try:
+        from _sha2 import sha256  # 3.12+; hashlib costs more
+    except ImportError:
+        try:
+            from _sha256 import sha256
+        except ImportError:  # a Python built without its own hashes
+            from hashlib import sha256
+    return sha256
+
+
+def _digest(full: str, sha256) -> str | None:  # sha256: _sha256()
+    """The file's SHA-256, ``-`` when it is not there, None when it is not reported
+    (larger than the limit, a directory, unreadable)."""
+    try:
+        with open(full, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_HASHED_BYTES:
+                return None
+            return sha256(fh.read(MAX_HASHED_BYTES)).hexdigest()
+    except FileNotFoundError:
+        return "-"
+    except OSError:
+        return None
+
+
+def _json_string(payload: bytes, at: int) -> str | None:
+    """The JSON string value just after a key that ends at ``at`` (past ``:`` and
+    blanks), or None when the value is not a string."""
+    while payload[at : at + 1] in (b":", b" ", b"\t", b"\r", b"\n"):
+        at += 1
+    if payload[at : at + 1] != b'"':
+        return None
+    end = payload.find(b'"', at + 1)
+    # A quote after an odd run of backslashes is escaped: part of the string.
+    while end > 0 and (end - at - 1 - len(payload[at + 1 : end].rstrip(b"\\"))) % 2:
+        end = payload.find(b'"', end + 1)
+    if end < 0:
+        return None
+    raw = payload[at + 1 : end]
+    if b"\\" in raw:  # rare in a path: let json decode its escapes
+        import json
+
+        return str(json.loads(payload[at : end + 1]))
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _edited_paths(payload: bytes, named: bytes) -> list[str]:
+    """The files an edit tool use names (as written: absolute or relative); ``named``:
+    the hook's name and the payload's start, lower-cased."""
+    at = payload.find(b'"tool_name"')
+    tool = "" if at < 0 else (_json_string(payload, at + 11) or "").lower()
+    if not any(word in tool for word in _EDIT_TOOL) and b"afterfileedit" not in named:
+        return []
+    found: list[str] = []
+    for key in _FILE_KEYS:
+        at = payload.find(key)
+        while at >= 0 and len(found) < MAX_WATCHED:
+            value = _json_string(payload, at + len(key))
+            if value and "\n" not in value:
+                found.append(value)
+            at = payload.find(key, at + len(key))
+    for marker in _PATCH_LINES:  # in the JSON text a patch's newline is the two bytes \n
+        at = payload.find(marker)
+        while at >= 0 and len(found) < MAX_WATCHED:
+            start = at + len(marker)
+            end = payload.find(b"\\n", start)
+            if end > start:
+                found.append(payload[start:end].strip().decode("utf-8", "surrogateescape"))
+            at = payload.find(marker, start)
+    return list(dict.fromkeys(found))
+
+
+def _edited(root: str, payload: bytes, named: bytes) -> str:
+    """The header value for the project files this tool use wrote: ``path=sha256``
+    (``-``: not there, a deleted file); empty for any other tool use. Sent to any
+    server: a local one, which reads the files itself, drops it."""
+    paths = _edited_paths(payload, named)
+    if not paths:
+        return ""
+    sha256 = _sha256()
+    base = os.path.join(os.path.normpath(root), "")
+    out = []
+    size = 0
+    for path in paths:
+        full = os.path.normpath(os.path.join(base, path))
+        # Outside the project: not the server's business; a path past the server's limit
+        # would have it refuse the whole event.
+        if not full.startswith(base) or len(full) - len(base) > 1000:
+            continue
+        digest = _digest(full, sha256)
+        if digest is None:
+            continue
+        rel = full[len(base) :]
+        escaped = rel.replace("%", "%25").replace(";", "%3B").replace("=", "%3D")
         size += len(escaped) + len(digest) + 2
         if size > MAX_HASHES_HEADER:
             break
@@ -231,6 +332,9 @@ def _post(
     hashes = _hashes(root) if b"prompt" in named or b"beforeagent" in named else ""
     if hashes:
         headers.append(f"{HASHES_HEADER}: {_header_value(hashes)}")
+    edited = _edited(root, payload, named) if any(h in named for h in _AFTER_TOOL) else ""
+    if edited:
+        headers.append(f"{EDITED_HEADER}: {_header_value(edited)}")
     if os.environ.get("WAKEMARK_ACTOR"):
         headers.append(f"X-Wakemark-Actor: {_header_value(os.environ['WAKEMARK_ACTOR'])}")
     request = ("\r\n".join(headers) + "\r\n\r\n").encode("utf-8", "surrogateescape") + payload

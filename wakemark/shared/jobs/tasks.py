@@ -221,8 +221,9 @@ def _anchors(
     ctx: Context, turns: Sequence[Turn], plans: Sequence[tuple[str, list[MemoryRecord], Any]]
 ) -> dict[str, CodeAnchors]:
     """Each record's code anchors, its files read now (close to the turn, before the
-    transaction) when the server may read its clients' files."""
-    from wakemark.shared.retrieval.staleness import capture, local_install
+    transaction) when the server may read its clients' files; else the hashes the
+    client sent with the turn's edits, the last of each file."""
+    from wakemark.shared.retrieval.staleness import capture, edited_in, local_install
 
     readable = local_install(ctx.settings)
     roots = {
@@ -230,10 +231,11 @@ def _anchors(
                          if e.source.project_path), None)
         for t in turns
     }  # fmt: skip
+    edits = {} if readable else {t.turn_id: edited_in(t.events) for t in turns}
     out: dict[str, CodeAnchors] = {}
     for turn_id, records, _ in plans:
         for record in records:
-            found = capture(record, roots.get(turn_id), readable)
+            found = capture(record, roots.get(turn_id), readable, edits.get(turn_id))
             if found is not None:
                 out[record.record_id] = found
     return out

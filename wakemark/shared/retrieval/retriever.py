@@ -259,14 +259,16 @@ class Retriever:
         if read_files:
             verdicts, note = self.code_verdicts(ids), ""
         else:
+            note = f"; {NOT_READ}" if reported is None else f"; {FROM_CLIENT}"
             try:
                 verdicts = {} if reported is None else self._code.verdicts(
                     ids, reported=reported, baselines=report.baselines)  # fmt: skip
                 report.watch.extend(self._code.cited(ids))
+                if reported is not None:
+                    note = f"; {self._code.client_note(ids)}"
             except Exception:
                 log.exception("code check failed; records left unchecked")
                 verdicts = {}
-            note = f"; {NOT_READ}" if reported is None else f"; {FROM_CLIENT}"
         kept: list[tuple[bool, SearchHit]] = []
         gone: dict[str, str] = {}
         for hit in hits:

@@ -13,7 +13,11 @@ results and in ``wakemark verify`` the record is checked against the files as th
 
 Only the server's own user's files are ever read (``open_own``): on a local install the
 project is that user's. A team server takes its clients' paths from other machines, so
-it hashes nothing at capture and checks nothing at injection; the retrieval audit says so.
+it reads nothing: a record's files take the hashes the client's forwarder sent just
+after the turn's edits (``EDITED_HEADER``, kept in the tool-use event), the files the
+turn did not edit the client's first report at a later prompt (``HASHES_HEADER``), and
+prompts are checked against the hashes the forwarder sends with them; the retrieval
+audit says which, or that nothing was checked.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from wakemark.shared.models import MemoryRecord
+from wakemark.shared.models import FILE_HASHES, JsonBody, MemoryRecord, check_file_hashes
 from wakemark.shared.retrieval.gate import IDENTIFIER  # the gate's notion of one
 from wakemark.shared.storage import Anchors, CodeAnchors, FileAnchor
 
@@ -44,11 +48,14 @@ FILE_COST = 16 << 10  # opening a file costs about as much as reading this many 
 
 State = Literal["current", "changed", "gone", "unchecked"]
 NOT_READ = "code not checked: this server does not read the client's files"
-FROM_CLIENT = "code checked from the hashes the client's forwarder sent (names not checked)"
+FROM_CLIENT = "code checked from the hashes the client's forwarder sent"
 
 
 HASHES_HEADER = "X-Wakemark-Hashes"  # the forwarder's: ``path=sha256`` (``-``: not there), ``;``
 WATCH_HEADER = "X-Wakemark-Watch"  # the server's: the paths it asks about, ``;``-separated
+# The forwarder's, with a tool use that wrote files: ``path=sha256`` (``-``: not there),
+# ``;``-separated, each hashed just after the edit.
+EDITED_HEADER = "X-Wakemark-Edited"
 MAX_REPORTED = 32  # files a forwarder hashes per call (services/forwarder/hook.py)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -76,6 +83,30 @@ def parse_reported(value: str | None) -> dict[str, str | None] | None:
             out[path] = None
         elif _HEX64.fullmatch(digest):
             out[path] = digest
+    return out
+
+
+def parse_edited(value: str) -> dict[str, str | None]:
+    """A forwarder's edited-files header, strictly (a forwarder never sends a bad one):
+    ValueError, one line, for the first malformed entry."""
+    out: dict[str, str | None] = {}
+    for item in value.split(";"):
+        path, sep, digest = item.strip().partition("=")
+        if not sep:
+            raise ValueError(f"{EDITED_HEADER}: expected path=sha256 or path=-, got {item[:80]!r}")
+        out[_unescape(path)] = None if digest == "-" else digest
+    try:
+        return check_file_hashes(out)
+    except ValueError as exc:
+        raise ValueError(f"{EDITED_HEADER}: {exc}") from None
+
+
+def edited_in(events: Sequence[Any]) -> dict[str, str | None]:
+    """Each file's last hash the client sent with the events' tool uses (in order)."""
+    out: dict[str, str | None] = {}
+    for event in events:
+        if isinstance(event.body, JsonBody) and isinstance(event.body.data.get(FILE_HASHES), dict):
+            out.update(event.body.data[FILE_HASHES])
     return out
 
 
@@ -147,8 +178,15 @@ def _defines(data: bytes, identifier: str) -> bool:
     return re.search(pattern, data, re.MULTILINE) is not None
 
 
-def capture(record: MemoryRecord, root: str | None, readable: bool) -> CodeAnchors | None:
-    """The record's anchors: None when it cites no project file."""
+def capture(
+    record: MemoryRecord,
+    root: str | None,
+    readable: bool,
+    edited: Mapping[str, str | None] | None = None,
+) -> CodeAnchors | None:
+    """The record's anchors: None when it cites no project file. ``edited``: on a server
+    that may not read the files, the hashes the client sent with the turn's edits
+    (``edited_in``); a cited file the turn did not edit waits for the first report."""
     files = [
         f for f in dict.fromkeys(record.files_touched)
         if f and not os.path.isabs(f) and not f.startswith("../")
@@ -158,8 +196,13 @@ def capture(record: MemoryRecord, root: str | None, readable: bool) -> CodeAncho
     text = "\n".join([record.title, record.summary, *record.facts])
     names = [n for n in dict.fromkeys(IDENTIFIER.findall(text)) if not any(n in f for f in files)]
     if not readable or root is None:
-        anchored = [FileAnchor(f, None) for f in files]
-        return CodeAnchors(record.record_id, record.namespace, root, tuple(anchored), (), False)
+        sent = edited or {}
+        anchored = [FileAnchor(f, sent.get(f)) for f in files]
+        taken = tuple(f for f in files if f in sent)
+        waiting = len(taken) < len(files)
+        return CodeAnchors(
+            record.record_id, record.namespace, root, tuple(anchored), (), not waiting, taken
+        )
     git = os.path.isdir(os.path.join(root, ".git"))
     anchored, contents = [], []
     for rel in files:
@@ -260,14 +303,29 @@ class CodeCheck:
 
     def baseline(self, anchors: CodeAnchors, now: Mapping[str, str | None]) -> CodeAnchors | None:
         """Anchors a server that read nothing at capture takes from the client's first
-        report of the cited files (None: nothing new to keep). The file as first reported
-        stands for the file at capture: a change between the two goes unseen."""
-        if anchors.hashed or not any(now.get(f.path) for f in anchors.files):
+        report of the cited files the turn did not edit (None: nothing new to keep). Such
+        a file as first reported stands for the file at capture: a change between the
+        two goes unseen. An edited file keeps the hash sent just after the edit."""
+        waiting = [f for f in anchors.files if f.path not in anchors.edited]
+        if anchors.hashed or not any(now.get(f.path) for f in waiting):
             return None
-        files = tuple(replace(f, sha256=now.get(f.path)) for f in anchors.files)
+        files = tuple(
+            f if f.path in anchors.edited else replace(f, sha256=now.get(f.path))
+            for f in anchors.files
+        )
         kept = replace(anchors, files=files, hashed=True)
         self._anchors[anchors.record_id] = kept
         return kept
+
+    def client_note(self, record_ids: Sequence[str]) -> str:
+        """What the audit row's reason says of a check from the client's hashes: how many
+        records were anchored by their turn's edits, how many by a first report."""
+        found = [a for a in self._load(record_ids).values() if a is not None]
+        at_edit = sum(1 for a in found if a.edited)
+        return (
+            f"{FROM_CLIENT} ({at_edit} of {len(found)} anchored record(s) as their turn's "
+            "edits left the files, the others as first reported; names not checked)"
+        )
 
     def cited(self, record_ids: Sequence[str]) -> list[str]:
         """The files the records cite."""

@@ -13,6 +13,7 @@ def to_body(anchors: CodeAnchors) -> dict[str, Any]:
         "files": [[f.path, f.sha256, f.blob, f.mtime_ns, f.size] for f in anchors.files],
         "identifiers": list(anchors.identifiers),
         "hashed": anchors.hashed,
+        "edited": list(anchors.edited),
     }
 
 
@@ -24,4 +25,5 @@ def from_body(record_id: str, namespace: str, body: dict[str, Any]) -> CodeAncho
         files=tuple(FileAnchor(*f) for f in body["files"]),  # older rows have 3 fields
         identifiers=tuple(body["identifiers"]),
         hashed=body["hashed"],
+        edited=tuple(body.get("edited", ())),  # older rows have none
     )

@@ -28,7 +28,12 @@ class CodeAnchors:
     root: str | None  # the project root at capture
     files: tuple[FileAnchor, ...]
     identifiers: tuple[str, ...]  # each defined in a cited file at capture
-    hashed: bool  # False: the server may not read this project's files (a team server)
+    # False: a server that may not read this project's files (a team server) waits for
+    # the client's first report of the cited files not in ``edited``.
+    hashed: bool
+    # The cited files whose hash the client sent with the turn's own edit (a team server):
+    # kept as the turn left them, never replaced by a later report.
+    edited: tuple[str, ...] = ()
 
 
 class AnchorsTx(Protocol):
