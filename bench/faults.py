@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.stack.stack import PostgresServer, Proc, RedisServer, Stack, fill, tmpfs
-from wakemark.services.forwarder.hook import TIMEOUT_S as HOOK_TIMEOUT_S
+from wakemark.services.forwarder.forward import TIMEOUT_S as HOOK_TIMEOUT_S
 
 SWEEP_S = 5  # WAKEMARK_SWEEP_INTERVAL_S for the bench: recovery is measured against it
 CLIENTS = 3

@@ -36,7 +36,11 @@ PAIRS = 60
 WARMUPS = 3
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "hooks" / "claude-code"
-TREE_FILES = ("wakemark/services/forwarder/hook.py", "wakemark/shared/project.py")
+TREE_FILES = (
+    "wakemark/services/forwarder/hook.py",
+    "wakemark/services/forwarder/forward.py",  # not in BEFORE: hook.py was all of it
+    "wakemark/shared/project.py",
+)
 
 
 def _tree(where: Path, commit: str | None) -> str:
@@ -49,8 +53,9 @@ def _tree(where: Path, commit: str | None) -> str:
             shutil.copy(ROOT / rel, target)
         else:
             shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{rel}"],
-                                   check=True, capture_output=True)  # fmt: skip
-            target.write_bytes(shown.stdout)
+                                   capture_output=True)  # fmt: skip
+            if shown.returncode == 0:
+                target.write_bytes(shown.stdout)
     return str(where / TREE_FILES[0])
 
 

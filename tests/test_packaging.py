@@ -83,6 +83,7 @@ def test_the_wheel_holds_one_package_and_every_migration(wheel: Path) -> None:
     assert migrations and migrations <= set(names)
     assert "wakemark/services/cli/hook.py" in names  # the forwarder's former path
     assert "wakemark/services/forwarder/hook.py" in names
+    assert "wakemark/services/forwarder/forward.py" in names
 
 
 def test_the_sdist_carries_the_sources(dist: Path) -> None:

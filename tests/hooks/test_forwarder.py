@@ -199,6 +199,7 @@ def test_forwarder_runs_from_an_installed_tree(
     (package / "services" / "cli").mkdir()
     (package / "shared").mkdir()
     shutil.copy(HOOK, package / "services" / "forwarder" / "hook.py")
+    shutil.copy(Path(HOOK).with_name("forward.py"), package / "services" / "forwarder")
     shutil.copy(FORMER, package / "services" / "cli" / "hook.py")
     shutil.copy(Path(HOOK).parents[2] / "shared" / "project.py", package / "shared")
     record = remember(server.runtime, namespace)
@@ -257,7 +258,13 @@ def test_forwarder_python_prefers_a_working_system_python3(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "path", ["services/forwarder/hook.py", "services/cli/hook.py", "shared/project.py"]
+    "path",
+    [
+        "services/forwarder/hook.py",
+        "services/forwarder/forward.py",
+        "services/cli/hook.py",
+        "shared/project.py",
+    ],
 )
 def test_the_forwarders_files_parse_as_python_3_9(path: str) -> None:
     # The installer may pick a system python3 as old as 3.9 to run them.

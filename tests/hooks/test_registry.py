@@ -14,7 +14,7 @@ import pytest
 from wakemark.services import agents
 from wakemark.services.agents.base import Agent
 from wakemark.services.agents.configs import Where
-from wakemark.services.forwarder import hook
+from wakemark.services.forwarder import forward
 
 from .conftest import Hooks
 
@@ -31,7 +31,7 @@ def test_each_agent_is_one_module_with_one_complete_class(name: str, tmp_path: P
     agent = agents.get(name)
     assert isinstance(agent, Agent) and agent.name == name
     assert agent.install_note
-    assert hook.FAILSAFE.get(name, "") == agent.failsafe
+    assert forward.FAILSAFE.get(name, "") == agent.failsafe
     where = Where(home=str(tmp_path), project=None, port=37800, token="t")
     targets = agent.install_targets(where)
     assert targets and all(path.startswith(str(tmp_path)) for path, _ in targets)
@@ -74,8 +74,8 @@ def test_the_installer_offers_every_agent() -> None:
 
 
 def test_the_forwarder_table_is_the_registrys() -> None:
-    assert agents.failsafes() == hook.FAILSAFE
-    assert set(hook.FAILSAFE) <= set(NAMES)
+    assert agents.failsafes() == forward.FAILSAFE
+    assert set(forward.FAILSAFE) <= set(NAMES)
 
 
 def _agent_name_literals(path: Path) -> list[int]:
@@ -107,7 +107,7 @@ def test_no_other_module_lists_the_agents() -> None:
     assert found == {
         "services/agents/__init__.py": [line_of("services/agents/__init__.py", "    {")],
         "services/cli/importer.py": [line_of("services/cli/importer.py", "    {")],
-        "services/forwarder/hook.py": [line_of("services/forwarder/hook.py", "FAILSAFE = {")],
+        "services/forwarder/forward.py": [line_of("services/forwarder/forward.py", "FAILSAFE = {")],
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from wakemark.services.forwarder.hook import TIMEOUT_S as HOOK_TIMEOUT_S
+from wakemark.services.forwarder.forward import TIMEOUT_S as HOOK_TIMEOUT_S
 
 from .replay import Client, load_session, make_projects, records, wait_caught_up
 from .stack import PostgresServer, Stack

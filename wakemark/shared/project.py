@@ -1,7 +1,7 @@
 """Project root detection and the namespace of an actor's project (stdlib only).
 
 Used by the hook forwarder, the server's hook view and the MCP server, so all three agree
-on a namespace. The forwarder loads this file by its path (``services/forwarder/hook.py``), not
+on a namespace. The forwarder loads this file by its path (``services/forwarder/forward.py``), not
 as part of the package, so it must import nothing but the standard library; and since
 its start-up time matters, it uses ``os.path`` rather than ``pathlib`` and imports
 ``hashlib``/``getpass`` only when a project id or an actor is actually asked for (root

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wakemark.services.agents import legacy
-from wakemark.services.forwarder import hook
+from wakemark.services.forwarder import forward, hook
 
 Edit = Callable[[Any, bool], Any]
 
@@ -38,7 +38,7 @@ class Where:
 def wakemark_env(w: Where) -> dict[str, str]:
     """The non-default settings a hook or MCP process must be told: agents start them
     with their own environment, not the one ``wakemark install`` ran in."""
-    env = {"WAKEMARK_PORT": str(w.port)} if w.port != hook.DEFAULT_PORT else {}
+    env = {"WAKEMARK_PORT": str(w.port)} if w.port != forward.DEFAULT_PORT else {}
     if w.wakemark_home:
         env["WAKEMARK_HOME"] = w.wakemark_home
     return env

@@ -115,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "hook":
         # Fast path: the hook forwarder must not pay for building every parser.
-        from wakemark.services.forwarder import hook
+        from wakemark.services.forwarder import forward
 
-        return hook.main(argv[1:])
+        return forward.main(argv[1:])
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")

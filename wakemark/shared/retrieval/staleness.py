@@ -56,7 +56,7 @@ WATCH_HEADER = "X-Wakemark-Watch"  # the server's: the paths it asks about, ``;`
 # The forwarder's, with a tool use that wrote files: ``path=sha256`` (``-``: not there),
 # ``;``-separated, each hashed just after the edit.
 EDITED_HEADER = "X-Wakemark-Edited"
-MAX_REPORTED = 32  # files a forwarder hashes per call (services/forwarder/hook.py)
+MAX_REPORTED = 32  # files a forwarder hashes per call (services/forwarder/forward.py)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
