@@ -71,7 +71,7 @@ WARM_S = 30.0
 SENDERS = 96  # client threads: more than the searches in flight at any rate it can serve
 TARGET = {"rate_per_s": 20.0, "p95_ms": 150.0, "past_deadline": 0.0, "lexical_only": 0.01}
 SAMPLE_S = 0.1  # pg_stat_activity sampling period
-PRELOAD_QUIET_S = 3.0  # no vector load seen in the database this long: the preload is over
+PRELOAD_QUIET_S = 5.0  # no vector load seen this long: the preload is over
 PRELOAD_MAX_S = 600.0
 
 
@@ -161,22 +161,25 @@ class _Sampler:
         return {k: round(v / n, 3) for k, v in busy}
 
 
-def _await_preload(began: float) -> float:
+def _await_preload(api: _Api, began: float) -> float:
     """Seconds from ``began`` (``time.monotonic()`` when the server was started) until the
-    workers' preloads end: no vector load or count statement running in the database for
-    ``PRELOAD_QUIET_S`` (at most: one that ended before the call counts until then)."""
-    quiet_since = time.monotonic()
+    workers' preloads end: for ``PRELOAD_QUIET_S``, no vector load or count statement
+    running in the database and no worker's RSS growing (a load's rows are decoded after
+    its statement ended). At most: one that ended before the call counts until then."""
+    quiet_since, rss = time.monotonic(), 0.0
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         while time.monotonic() - began < PRELOAD_MAX_S:
             rows = conn.execute(
                 "SELECT query FROM pg_stat_activity WHERE datname = current_database()"
                 " AND state = 'active' AND usename = 'wakemark'"
             ).fetchall()
-            if any(_statement_kind(q) in ("vector cache load", "count") for (q,) in rows):
-                quiet_since = time.monotonic()
+            now_rss = sum(r["rss_mb"] for r in api.rss().values())
+            loading = any(_statement_kind(q) in ("vector cache load", "count") for (q,) in rows)
+            if loading or now_rss > rss + 2.0:
+                quiet_since, rss = time.monotonic(), now_rss
             elif time.monotonic() - quiet_since >= PRELOAD_QUIET_S:
                 break
-            time.sleep(SAMPLE_S)
+            time.sleep(SAMPLE_S * 5)
     return round(quiet_since - began, 1)
 
 
@@ -305,7 +308,7 @@ def _config(
         )
         try:
             api.wait_ready(namespaces[:1])
-            preload_s = _await_preload(started)
+            preload_s = _await_preload(api, started)
             _offer(api, RATES[0], WARM_S, namespaces, texts, seed=1)  # untimed
             steps = []
             for i, rate in enumerate(RATES):
