@@ -20,7 +20,7 @@ KEY_PREFIX = "wakemark:epoch:"
 # incarnation id keeps a counter value seen before the loss from matching a cached one.
 INCARNATION_KEY = "wakemark:epoch-incarnation"
 RETRY_AFTER_S = 1.0  # after a failed get, skip Redis this long (searches stay fast)
-SEARCHED_KEY = "wakemark:searched"  # sorted set: namespace -> when last searched (epoch s)
+SEARCHED_KEY = "wakemark:searched"  # sorted set: namespace -> when last searched (Unix s)
 # A process notes a namespace's search at most this often: the warm-up needs the minute,
 # not the moment, and a search then costs no extra round trip.
 NOTE_EVERY_S = 30.0
