@@ -12,8 +12,12 @@ codemem-dev (queries and negatives of both projects), embedded by the server's o
 so the vectors are MiniLM's, far from the synthetic records' (the HNSW walk's worst case).
 A search goes to one of ``ACTIVE`` namespaces (the big one among them), chosen uniformly.
 
-Per configuration (API workers x pool size), a warm-up at the lowest rate, then each rate
-of ``RATES`` for ``STEP_S`` seconds, stopping after the first rate that misses the target.
+Per configuration (API workers x pool size x vector cache MB), the server starts as after
+a restart while its projects are in use: the active namespaces are noted as searched
+lately (the epochs' record in Redis), so each worker preloads their vectors, as many as
+its cache holds; the bench waits for the preload to end (its seconds are reported), then
+warms up at the lowest rate and runs each rate of ``RATES`` for ``STEP_S`` seconds,
+stopping after the first rate that misses the target.
 Per step: client p50/p95/p99 (from when the search was due), the server's own p95, the
 shares past the search deadline, answered without the vector leg (lexical-only) and
 failed (non-200), the CPU seconds per search of the API workers and of Postgres, and what
@@ -47,15 +51,19 @@ from bench import _scale_data as data
 from bench._codemem import DATASET
 from bench._stats import percentiles
 from bench.scale import ADMIN_URL, BUDGET_MS, URL, _Api
+from wakemark.shared.cache import RedisEpochs
 from wakemark.shared.config import Settings
 
 REDIS_URL = os.environ.get("WAKEMARK_TEST_REDIS_URL", "redis://127.0.0.1:6379/8")
 ACTIVE = 120  # namespaces searched
 RATES = tuple(float(r) for r in os.environ.get("WAKEMARK_TEAMLOAD_RATES", "10,20,30,40").split(","))
-# workers x pool size [x vector cache MB per worker; default the setting's]
+# workers x pool size [x vector cache MB per worker; default the setting's]. 1280 MB holds
+# the active namespaces' vectors (1.1 GB of float32 rows), the big one among them.
 CONFIGS = tuple(
     tuple(int(n) for n in c.split("x"))
-    for c in os.environ.get("WAKEMARK_TEAMLOAD_CONFIGS", "2x8,4x8,2x4,2x8x1024").split(",")
+    for c in os.environ.get("WAKEMARK_TEAMLOAD_CONFIGS", "2x8x1280,4x8x1280,2x4x1280,2x8").split(
+        ","
+    )
 )
 CACHE_MB = Settings().vector_cache_mb
 STEP_S = float(os.environ.get("WAKEMARK_TEAMLOAD_STEP_S", "30"))
@@ -63,6 +71,8 @@ WARM_S = 30.0
 SENDERS = 96  # client threads: more than the searches in flight at any rate it can serve
 TARGET = {"rate_per_s": 20.0, "p95_ms": 150.0, "past_deadline": 0.0, "lexical_only": 0.01}
 SAMPLE_S = 0.1  # pg_stat_activity sampling period
+PRELOAD_QUIET_S = 5.0  # no vector load seen this long: the preload is over
+PRELOAD_MAX_S = 600.0
 
 
 def query_texts() -> list[str]:
@@ -149,6 +159,28 @@ class _Sampler:
         n = max(1, self.samples)
         busy = sorted(self.counts.items(), key=lambda kv: -kv[1])
         return {k: round(v / n, 3) for k, v in busy}
+
+
+def _await_preload(api: _Api, began: float) -> float:
+    """Seconds from ``began`` (``time.monotonic()`` when the server was started) until the
+    workers' preloads end: for ``PRELOAD_QUIET_S``, no vector load or count statement
+    running in the database and no worker's RSS growing (a load's rows are decoded after
+    its statement ended). At most: one that ended before the call counts until then."""
+    quiet_since, rss = time.monotonic(), 0.0
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        while time.monotonic() - began < PRELOAD_MAX_S:
+            rows = conn.execute(
+                "SELECT query FROM pg_stat_activity WHERE datname = current_database()"
+                " AND state = 'active' AND usename = 'wakemark'"
+            ).fetchall()
+            now_rss = sum(r["rss_mb"] for r in api.rss().values())
+            loading = any(_statement_kind(q) in ("vector cache load", "count") for (q,) in rows)
+            if loading or now_rss > rss + 2.0:
+                quiet_since, rss = time.monotonic(), now_rss
+            elif time.monotonic() - quiet_since >= PRELOAD_QUIET_S:
+                break
+            time.sleep(SAMPLE_S * 5)
+    return round(quiet_since - began, 1)
 
 
 # --- the open-loop client --------------------------------------------------------------------
@@ -260,7 +292,12 @@ def _config(
     texts: list[str],
     cache_mb: int = CACHE_MB,
 ) -> dict[str, Any]:
+    epochs = RedisEpochs(REDIS_URL)
+    for ns in reversed(namespaces):  # the big one noted last: the first preloaded
+        epochs.searched(ns)
+    epochs.close()
     with tempfile.TemporaryDirectory() as home:
+        started = time.monotonic()
         api = _Api(
             Path(home),
             model,
@@ -271,6 +308,7 @@ def _config(
         )
         try:
             api.wait_ready(namespaces[:1])
+            preload_s = _await_preload(api, started)
             _offer(api, RATES[0], WARM_S, namespaces, texts, seed=1)  # untimed
             steps = []
             for i, rate in enumerate(RATES):
@@ -287,6 +325,7 @@ def _config(
                 "pool_size": pool,
                 "vector_cache_mb": cache_mb,
                 "threads_per_worker": 4,
+                "preload_s": preload_s,
                 "steps": steps,
                 "saturation_per_s": max(passing) if passing else None,
                 "rss": api.rss(),
@@ -365,7 +404,8 @@ def markdown(result: dict[str, Any]) -> str:
         rss = ", ".join(str(r["rss_mb"]) for r in c["rss"].values())
         lines.append(
             f"- {_name(c)} (workers x pool x vector cache MB):"
-            f" {_saturation(c)}; worker RSS after (MB): {rss}"
+            f" {_saturation(c)}; preload {c.get('preload_s', '-')} s;"
+            f" worker RSS after (MB): {rss}"
         )
     lines += [
         "",

@@ -109,3 +109,44 @@ def test_open_epochs_picks_by_settings(tmp_path: Path) -> None:
     remote = open_epochs(Settings(home=tmp_path, redis_url="redis://127.0.0.1:1/0"))
     assert isinstance(remote, RedisEpochs)  # constructing does not connect
     remote.close()
+
+
+def test_recently_searched_is_latest_first_and_bounded(epochs: Epochs) -> None:
+    assert epochs.recently_searched(3600, 10) == []
+    for ns in (NS, SIBLING, OTHER_ACTOR):
+        epochs.searched(ns)
+    assert epochs.recently_searched(3600, 10) == [OTHER_ACTOR, SIBLING, NS]
+    assert epochs.recently_searched(3600, 2) == [OTHER_ACTOR, SIBLING]
+    assert epochs.recently_searched(-60, 10) == []  # a window that ends before now
+
+
+def test_a_search_noted_again_moves_to_the_front() -> None:
+    # Redis notes a namespace once per NOTE_EVERY_S per process (no round trip per
+    # search); in-process the latest search always counts.
+    epochs = LocalEpochs()
+    epochs.searched(NS)
+    epochs.searched(SIBLING)
+    epochs.searched(NS)
+    assert epochs.recently_searched(3600, 10) == [NS, SIBLING]
+
+
+@pytest.mark.redis
+def test_a_starting_process_sees_what_others_searched(redis_url: str) -> None:
+    api, starting = RedisEpochs(redis_url), RedisEpochs(redis_url)
+    try:
+        api.searched(NS)
+        api.searched(SIBLING)
+        api.searched(NS)  # noted within NOTE_EVERY_S already: no second round trip
+        assert starting.recently_searched(3600, 10) == [SIBLING, NS]
+    finally:
+        api.close()
+        starting.close()
+
+
+def test_redis_down_notes_and_reads_no_searches(caplog: pytest.LogCaptureFixture) -> None:
+    epochs = RedisEpochs(f"redis://127.0.0.1:{free_port()}/15")
+    with caplog.at_level(logging.WARNING, logger="wakemark.shared.cache.epochs"):
+        epochs.searched(NS)  # must not raise: a search never fails because Redis is down
+        assert epochs.recently_searched(3600, 10) == []
+    assert "noting a search failed" in caplog.text
+    epochs.close()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.retrieval.conftest import NS, make_record, put
+from tests.retrieval.conftest import NS, OTHER, make_record, put
 from wakemark.shared.config import Settings
 from wakemark.shared.runtime import Runtime
 
@@ -98,3 +99,23 @@ def test_text_written_elsewhere_reaches_the_next_full_text_search(
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_starting_process_preloads_the_namespaces_searched_lately(
+    two_runtimes: tuple[Runtime, Runtime],
+) -> None:
+    serving, starting = two_runtimes
+    put(serving, [make_record(NS, "Sitemap split into paginated pages", 0)], embed=True)
+    put(serving, [make_record(OTHER, "Refunds batched nightly", 0)], embed=True)
+    serving.retriever.search(NS, "sitemap pages")  # OTHER is never searched
+    assert starting.retriever.metrics()["vector_cache"]["loads"] == 0
+    starting.retriever.warm_up()  # as gunicorn's post_worker_init runs it
+    for _ in range(200):
+        if starting.retriever.metrics()["vector_cache"]["loads"] == 1:
+            break
+        time.sleep(0.05)
+    cache = starting.retriever.metrics()["vector_cache"]
+    assert cache["loads"] == 1 and cache["namespaces"] == 1
+    starting.embedder.warm()  # the model loads beside the vectors
+    result = starting.retriever.search(NS, "sitemap pages")
+    assert not result.degraded and starting.retriever.metrics()["vector_cache"]["loads"] == 1

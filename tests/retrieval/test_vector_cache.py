@@ -230,3 +230,42 @@ def test_a_process_that_searches_runs_one_blas_thread() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[1]"
+
+
+def _harnesses(storage: Any, sizes: list[int]) -> list[Harness]:
+    out = []
+    for size in sizes:
+        h = Harness(storage)
+        for seed in range(size):
+            h.add(seed)
+        out.append(h)
+    return out
+
+
+def test_preload_loads_the_most_wanted_first_until_the_budget_is_full(storage: Any) -> None:
+    first, second, third = _harnesses(storage, [4, 4, 4])
+    # Room for two of the three: the third would evict what was wanted more.
+    budget = int(2.5 * VectorSet.build(storage.list_embeddings(first.ns)).nbytes)
+    cache = VectorCache(storage.list_embeddings, lambda ns: 0, storage.embedded_ids, budget)
+    cache.preload([second.ns, first.ns, third.ns]).join(10)
+    assert cache.held(second.ns) is not None and cache.held(first.ns) is not None
+    assert cache.held(third.ns) is None
+    assert cache.stats()["loads"] == 2 and cache.stats()["evictions"] == 0
+    held = cache.get_within(second.ns, 0.0)
+    assert held is not None and _content(held) == _full(second)
+
+
+def test_preload_skips_what_would_not_fit_for_a_smaller_one(storage: Any) -> None:
+    big, small = _harnesses(storage, [12, 3])
+    budget = 2 * VectorSet.build(storage.list_embeddings(small.ns)).nbytes
+    count = lambda ns: len(storage.embedded_ids(ns))  # noqa: E731
+    # Alone (SQLite: the only vector search) and with a database to search instead.
+    for cache in (
+        VectorCache(storage.list_embeddings, lambda ns: 0, storage.embedded_ids, budget),
+        VectorCache(storage.list_embeddings, lambda ns: 0, storage.embedded_ids, budget, count),
+    ):
+        cache.preload([big.ns, small.ns]).join(10)
+        assert cache.held(big.ns) is None
+        held = cache.get_within(small.ns, 0.0)
+        assert held is not None and _content(held) == _full(small)
+        assert cache.stats()["loads"] == 1

@@ -13,6 +13,7 @@ import pytest
 
 from tests.pgbulk import chunks, hnsw_built_after
 from tests.retrieval.conftest import NS, OTHER, T0
+from wakemark.shared.cache import LocalEpochs
 from wakemark.shared.config import Settings
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
 from wakemark.shared.retrieval.legs import VectorLeg
@@ -147,11 +148,6 @@ def pg_storage(pg_url: str, settings: Settings) -> Iterator[Storage]:
     store.close()
 
 
-class _Epochs:
-    def get(self, namespace: str) -> int:
-        return 0
-
-
 class _Embedder:
     """The query's vector is given by the test; storage stays real."""
 
@@ -166,7 +162,7 @@ class _Embedder:
 
 def _leg(storage: Storage, settings: Settings, query: np.ndarray, cache_mb: int) -> VectorLeg:
     onnx = settings.replace(embedder="onnx", vector_cache_mb=cache_mb)
-    return VectorLeg(onnx, storage, _Embedder(query), _Epochs())  # type: ignore[arg-type]
+    return VectorLeg(onnx, storage, _Embedder(query), LocalEpochs())  # type: ignore[arg-type]
 
 
 @pytest.mark.postgres

@@ -28,7 +28,7 @@ from wakemark.shared.registry import Registry
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams, has_cjk
-from wakemark.shared.retrieval.vectors import VectorCache
+from wakemark.shared.retrieval.vectors import MAX_ENTRIES, VectorCache
 from wakemark.shared.storage import Search, SearchQuery, StorageTimeoutError, Vectors
 
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ VECTOR = "semantic"
 # in the background. A backend with a vector index waits for nothing: the database
 # answers meanwhile.
 COLD_LOAD_WAIT_S = 0.15
+# A starting process loads the vectors of the namespaces searched this recently (by any
+# process sharing its epochs), the latest first, as many as its cache holds.
+PRELOAD_WITHIN_S = 3600.0
 # Up to this many rows a namespace the process does not hold is scanned exactly in the
 # database rather than through the HNSW graph, which is shared by every namespace and so
 # visits ever more other namespaces' rows the smaller this one's share of the table is.
@@ -289,6 +292,7 @@ class VectorLeg(Leg):
         self._storage = storage
         self._embedder = embedder
         self._in_database = storage.vector_index
+        self._epochs = epochs
         # Looked up at each call rather than bound now, so a replaced method is used.
         self._cache = VectorCache(
             lambda ns, since: storage.list_embeddings(ns, since),
@@ -300,6 +304,7 @@ class VectorLeg(Leg):
         self._wait = 0.0 if self._in_database else COLD_LOAD_WAIT_S
         self._warm_lock = threading.Lock()
         self._warming = False
+        self._preloaded = False
         self._recent: dict[str, np.ndarray] = {}  # query -> vector, oldest first
         self._recent_lock = threading.Lock()
         self.database_searches = 0
@@ -319,6 +324,7 @@ class VectorLeg(Leg):
             raise Unavailable("embedder not loaded yet (warming up)")
         if state != "ready":
             raise Unavailable(f"embedder {state}")
+        self._epochs.searched(where.namespace)
         vectors = self._cache.get_within(where.namespace, self._wait)
         if vectors is None and not self._in_database:
             held = self._cache.held(where.namespace)
@@ -391,13 +397,18 @@ class VectorLeg(Leg):
         self._cache.warm(namespace)
 
     def warm_up(self) -> None:
-        """Load the model on a background thread, once at a time."""
+        """Load the model on a background thread, once at a time, and (once per process)
+        the vectors of the namespaces searched lately."""
         if self._settings.embedder == "off":
             return
         with self._warm_lock:
-            if self._warming:
-                return
-            self._warming = True
+            preload, self._preloaded = not self._preloaded, True
+            model, self._warming = not self._warming, True
+        if preload:
+            recent = self._epochs.recently_searched(PRELOAD_WITHIN_S, MAX_ENTRIES)
+            self._cache.preload(recent)
+        if not model:
+            return
 
         def load() -> None:
             try:
@@ -442,6 +453,7 @@ class VectorLeg(Leg):
         self._cache = self._cache.fresh()
         self._warm_lock = threading.Lock()
         self._warming = False
+        self._preloaded = False
         self._recent_lock = threading.Lock()
 
 

@@ -309,6 +309,33 @@ class VectorCache:
         if cold:
             self._load_in_background(namespace)
 
+    def preload(self, namespaces: list[str]) -> threading.Thread:
+        """Load ``namespaces`` (the most wanted first) one after another on a background
+        thread, each that fits beside those loaded before it: a starting process has its
+        active namespaces in hand before their searches arrive, instead of loading each
+        at its first search while the others go to the database. Nothing is evicted for
+        them, and one too large is skipped, since a smaller one may still fit."""
+
+        def run() -> None:
+            for namespace in namespaces:
+                with self._lock:
+                    if namespace in self._entries or namespace in self._elsewhere:
+                        continue
+                    held = sum(v.nbytes for _, v in self._entries.values())
+                try:
+                    if self._count is not None:
+                        rows = self._count(namespace)
+                    else:
+                        rows = len(self._embedded_ids(namespace))
+                    if held + rows * ROW_BYTES <= self._budget:
+                        self.get(namespace)
+                except Exception as exc:  # its first search loads it again
+                    log.warning("preloading the vectors of a namespace failed: %r", exc)
+
+        thread = threading.Thread(target=run, name="wakemark-vector-preload", daemon=True)
+        thread.start()
+        return thread
+
     def _load_in_background(self, namespace: str) -> threading.Event:
         with self._lock:
             done = self._loading.get(namespace)
