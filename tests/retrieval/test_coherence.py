@@ -119,3 +119,23 @@ def test_a_starting_process_preloads_the_namespaces_searched_lately(
     starting.embedder.warm()  # the model loads beside the vectors
     result = starting.retriever.search(NS, "sitemap pages")
     assert not result.degraded and starting.retriever.metrics()["vector_cache"]["loads"] == 1
+
+
+def test_a_process_that_only_searches_preloads_nothing(
+    two_runtimes: tuple[Runtime, Runtime],
+) -> None:
+    """The CLI's one search: the model loads, the namespaces others searched do not."""
+    serving, oneshot = two_runtimes
+    put(serving, [make_record(NS, "Sitemap split into paginated pages", 0)], embed=True)
+    put(serving, [make_record(OTHER, "Refunds batched nightly", 0)], embed=True)
+    serving.retriever.search(NS, "sitemap pages")
+    serving.retriever.search(OTHER, "refunds nightly")
+    for _ in range(LOAD_TRIES):  # the first asks for the model, later ones load NS
+        if not oneshot.retriever.search(NS, "sitemap pages").degraded:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the search never answered with its vectors")
+    time.sleep(1.0)  # a preload started by the searches would have loaded OTHER by now
+    cache = oneshot.retriever.metrics()["vector_cache"]
+    assert cache["loads"] == 1 and cache["namespaces"] == 1

@@ -320,7 +320,7 @@ class VectorLeg(Leg):
             raise Unavailable("embedder off")
         state = self._embedder.state
         if state == "not_loaded":
-            self.warm_up()
+            self._load_model()
             raise Unavailable("embedder not loaded yet (warming up)")
         if state != "ready":
             raise Unavailable(f"embedder {state}")
@@ -393,22 +393,28 @@ class VectorLeg(Leg):
         if self._settings.embedder == "off":
             return
         if self._embedder.state == "not_loaded":
-            self.warm_up()
+            self._load_model()
         self._cache.warm(namespace)
 
     def warm_up(self) -> None:
-        """Load the model on a background thread, once at a time, and (once per process)
-        the vectors of the namespaces searched lately."""
+        """A server starting: load the model and (once per process) the vectors of the
+        namespaces searched lately, in the background. Only a server's warm-up preloads:
+        a one-shot process (the CLI) would load vectors it never searches."""
         if self._settings.embedder == "off":
             return
         with self._warm_lock:
             preload, self._preloaded = not self._preloaded, True
-            model, self._warming = not self._warming, True
         if preload:
             recent = self._epochs.recently_searched(PRELOAD_WITHIN_S, MAX_ENTRIES)
             self._cache.preload(recent)
-        if not model:
-            return
+        self._load_model()
+
+    def _load_model(self) -> None:
+        """Load the model on a background thread, once at a time."""
+        with self._warm_lock:
+            if self._warming:
+                return
+            self._warming = True
 
         def load() -> None:
             try:
