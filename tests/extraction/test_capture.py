@@ -362,7 +362,8 @@ def test_a_follow_up_naming_nothing_of_its_own_carries_on(
      ("arent we working on the plugin here though", False),
      ("well yes, except for the major exception of the chat", False),
      ("https://github.com/example/agentic-systems", False),
-     ("add a health check endpoint", False)],
+     ("add a health check endpoint", False),
+     ("I think the processor should only throw CloudKitError", False)],
 )  # fmt: skip
 def test_a_report_on_the_last_change_asks_for_nothing_of_its_own(
     request_: str, reported: bool

@@ -212,7 +212,7 @@ def carries_on(turn: Turn) -> bool:
 # What a person says when the last change did not do it: an error, a failure, something
 # that does nothing, does not show, comes back empty, still goes wrong.
 _PROBLEM = re.compile(
-    r"\b(?:errors?|(?-i:\w+(?:Error|Exception)|Exception:)|traceback|fail(?:s|ed|ing|ure)?"
+    r"\b(?:errors?|(?-i:\w*(?:Error|Exception))(?=:)|traceback|fail(?:s|ed|ing|ure)?"
     r"|refused|crash(?:es|ed|ing)?|broken?|hung|hangs|stuck|does\s+nothing|nothing\s+happens"
     r"|(?:isn'?t|aren'?t|not)\s+(?:showing|working|loading|opening|starting|appearing)"
     r"|(?:does|did|is|are|was|were)(?:\s+not|n'?t)\s+(?:\w+\s+)?"
@@ -228,8 +228,8 @@ _ASKS = re.compile(
     r"\A(?:please\s+|pls\s+|ok(?:ay)?,?\s+|now\s+)?(?:let'?s|lets|can|could|would|will|should"
     r"|shall|do|does|did|is|are|was|were|(?:is|are|do|does|did|was|were)n'?t|why|how|what"
     r"|where|when|which|who|i\s+(?:want|need|would)|we\s+(?:need|should|must)|fix|debug"
-    r"|investigate|check|look|find|add|make|create|update|remove|delete|implement|write|use"
-    r"|run|try|change|move|rename|revert|test)\b",
+    r"|investigate|check|look|find|add|make|create|update|remove|delete|replace|implement"
+    r"|write|use|run|try|change|move|rename|revert|test)\b",
     re.I,
 )
 
