@@ -19,16 +19,18 @@ import numpy as np
 from wakemark.shared.extraction import subject
 from wakemark.shared.models import MemoryRecord
 
-# Candidate rules, the shipped one first, then the one before it (every title number
-# apart, no carrying on), then its parts and neighbours; then the older ones (no lineage,
+# Candidate rules, the shipped one first, then without its lineage version rule
+# (``follow_numbers``), then an earlier one (every title number apart, no carrying on),
+# then their parts and neighbours; then the older ones (no lineage,
 # no file veto). Cosine alone, then a lower cosine with evidence besides: one session,
 # title words (Jaccard), a code identifier both name, or the session's lineage
 # (``follow``, ``carry_on``); and the file veto (``files_apart``) from other cosines.
 _OFF = 1.01
-_PREVIOUS = subject.Rule(numbers="all", carry_on=False)
+_PREVIOUS = subject.Rule(numbers="all", carry_on=False, follow_numbers="same")
 _BEFORE = replace(_PREVIOUS, follow=_OFF, files_apart=0.0)
 GRID = [
     subject.RULE,
+    subject.Rule(follow_numbers="same"),
     _PREVIOUS,
     subject.Rule(numbers="all"),
     subject.Rule(carry_on=False),
@@ -156,6 +158,8 @@ def rule_text(rule: dict[str, Any]) -> str:
         text += f", or ≥ {rule['follow']} with the session's previous record"
     if rule.get("carry_on") and rule.get("follow", _OFF) <= 1:
         text += ", or a follow-up naming nothing of its own"
+    if rule.get("follow_numbers") == "versions" and rule.get("follow", _OFF) <= 1:
+        text += " (a version one title names alone no bar)"
     if rule.get("files_apart", 0) > 0:
         text += f"; disjoint files below {rule['files_apart']}"
     return text + ("; any title numbers apart" if rule.get("numbers") == "all" else "")

@@ -205,12 +205,14 @@ def _subjects(
     from bench import _subjects
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
+    from wakemark.shared.extraction import subject
     from wakemark.shared.extraction.subject import LINEAGE
     from wakemark.shared.models import MemoryRecord
 
     records, label, sessions = [], [], {}
     previous: dict[str, list[str]] = {}
     carried: set[str] = set()
+    reported: set[str] = set()  # carried on only as a report on the last change
     turns: dict[str, list[list[str]]] = {}  # session -> its turns' record ids so far
     for row in rows:
         session = row["id"].rsplit("#", 1)[0]
@@ -227,6 +229,8 @@ def _subjects(
                 previous[ids[-1]] = [r for turn in lookback for r in turn[::-1]]
                 if got[row["id"]].get("carries_on"):
                     carried.add(ids[-1])
+                    if _reports_only(row):
+                        reported.add(ids[-1])
         before.append(ids)
     embedder = Embedder(Settings.from_env().onnx_model_path)
     vectors = np.asarray(embedder.embed([r.embedding_text() for r in records]), dtype=np.float32)
@@ -236,7 +240,22 @@ def _subjects(
             _subjects.score(records, vectors, label, rule, sessions, previous, carried)
             for rule in _subjects.GRID
         ],
+        # The shipped rule with reports on the last change not carrying on.
+        "without_reports": _subjects.score(
+            records, vectors, label, subject.RULE, sessions, previous, carried - reported
+        ),
     }
+
+
+def _reports_only(row: dict[str, Any]) -> bool:
+    """The turn carries on only as a report (``capture.reports``), not as a request that
+    says little or a retry."""
+    from wakemark.shared.extraction.capture import clean_prompt, is_retry, says_little
+
+    prompt = next(
+        (str(e["body"].get("content", "")) for e in row["events"] if e["kind"] == "prompt"), ""
+    )
+    return not (says_little(clean_prompt(prompt)) or is_retry(prompt))
 
 
 def _joined(out: dict[str, Any]) -> list[int]:
@@ -395,9 +414,13 @@ def _subjects_table(subjects: dict[str, Any]) -> list[str]:
         "merged share (all records) |",
         "|---|---|---|---|---|---|",
     ]
-    for g in subjects["grid"]:
+    rows = [(rule_text(g["rule"]), g) for g in subjects["grid"]]
+    if "without_reports" in subjects:
+        rows.insert(1, ("the shipped rule, reports on the last change not carrying on",
+                        subjects["without_reports"]))  # fmt: skip
+    for text, g in rows:
         lines.append(
-            f"| {rule_text(g['rule'])} | {g['merges_labelled']} ({g['wrong_merges']}) | "
+            f"| {text} | {g['merges_labelled']} ({g['wrong_merges']}) | "
             f"{g['precision']} | {g['recall']} | {g['duplicate_current_per_subject']} | "
             f"{g['merged_share']} |"
         )

@@ -15,6 +15,7 @@ from wakemark.shared.extraction.capture import (
     clean_prompt,
     follows_up,
     is_retry,
+    reports,
     request_line,
     skip_reason,
     substance,
@@ -334,7 +335,7 @@ def test_a_turn_follows_up_the_one_before_unless_it_starts_its_own(
     ("prompt", "carries"),
     [("nope", True), ("that works", True), ("spinning", True),
      ("Nope. Exact same problem. Death has already happened.", True),
-     ("well now the button does nothing", False), ("lets move to phase 4", False),
+     ("well now the button does nothing", True), ("lets move to phase 4", False),
      ("This session is being continued from a previous conversation that ran out of "
       "context.", False),
      ("b and d mostly", False)],
@@ -344,3 +345,27 @@ def test_a_follow_up_naming_nothing_of_its_own_carries_on(
 ) -> None:
     turn = make_turn(("prompt", text(prompt)), ("session_summary", text("Fixed the handler.")))
     assert carries_on(turn) is carries
+
+
+@pytest.mark.parametrize(
+    ("request_", "reported"),
+    [("well now the button does nothing", True), ("it isnt showing up", True),
+     ("empty response from proxy", True),
+     ("Error: null is not an object (evaluating 'l.session_id') v3.4.1", True),
+     ("TypeError: null is not an object", True),
+     ("it worked on docker but on ios it says forward request failed", True),
+     ("main-1  | E 2025/12/01 23:32:32 package.go:493: parse theme.json failed", True),
+     ('{"code": -1, "msg": "", "data": null, "ts": 1733011200}', True),
+     ("Traceback (most recent call last):\n  File \"app.py\", line 3", True),
+     ("fix the crash in the export", False), ("why does the upload fail?", False),
+     ("can you check the error in the log", False),
+     ("arent we working on the plugin here though", False),
+     ("well yes, except for the major exception of the chat", False),
+     ("https://github.com/example/agentic-systems", False),
+     ("add a health check endpoint", False),
+     ("I think the processor should only throw CloudKitError", False)],
+)  # fmt: skip
+def test_a_report_on_the_last_change_asks_for_nothing_of_its_own(
+    request_: str, reported: bool
+) -> None:
+    assert reports(request_) is reported

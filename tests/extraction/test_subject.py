@@ -164,3 +164,21 @@ def test_a_turn_naming_nothing_of_its_own_carries_the_subject_on_at_any_cosine()
     assert subject.match(task4, [], previous=(task3, low), carries_on=True) is None
     off = subject.Rule(carry_on=False)
     assert subject.match(nope, [], off, previous=(tried, low), carries_on=True) is None
+
+
+def test_along_the_lineage_a_version_only_one_title_names_does_not_keep_them_apart() -> None:
+    kept = _rec("No need to edit Package.swift", "deleted Package@swift-5.10.swift")
+    xcode = _rec("Remove support for Xcode 16.2", "dropped it from the CI matrix")
+    cosine = subject.RULE.follow
+    found = subject.match(xcode, [], previous=(kept, cosine))
+    assert found is not None and found.old is kept
+    # Among the nearest records versions still tell subjects apart, and so do two versions.
+    assert subject.match(xcode, [(kept, 0.99)]) is None
+    xcode_15 = _rec("Remove support for Xcode 15.4", "dropped it from the CI matrix")
+    assert subject.match(xcode, [], previous=(xcode_15, cosine)) is None
+    # A section, task or phase only one title names still does.
+    section = _rec("Design Section 6: AI Facilitation Modes", "the modes and their prompts")
+    configs = _rec("the working configs are in .mcp.json", "found the research stack")
+    assert subject.match(section, [], previous=(configs, 1.0), carries_on=True) is None
+    same = subject.Rule(follow_numbers="same")
+    assert subject.match(xcode, [], same, previous=(kept, cosine)) is None

@@ -368,8 +368,18 @@ def test_a_follow_up_turn_supersedes_the_session_previous_record_a_turn_on_other
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "reply",
+    [("nope", "siyuan-plugin/src/api.ts",
+      "Requests from iPadOS go through the kernel's forward proxy now; reload and retry."),
+     # A report on the last change: the error pasted.
+     ("TypeError: null is not an object (evaluating 'l.session_id')",
+      "siyuan-plugin/vite.config.ts",
+      "Safari 15 lacks optional chaining here: the bundle now targets es2019.")],
+    ids=["nope", "pasted-error"],
+)  # fmt: skip
 def test_a_reply_naming_nothing_of_its_own_carries_the_session_previous_subject_on(
-    backend_settings: Settings, onnx_model_path: Path, make_runtime
+    backend_settings: Settings, onnx_model_path: Path, make_runtime, reply: tuple[str, str, str]
 ):
     runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
     storage = runtime.storage
@@ -378,8 +388,7 @@ def test_a_reply_naming_nothing_of_its_own_carries_the_session_previous_subject_
         ("The Start Session button of the SiYuan plugin does nothing",
          "siyuan-plugin/src/index.ts",
          "The click handler was never bound: bound it in onload, rebuilt the plugin."),
-        ("nope", "siyuan-plugin/src/api.ts",
-         "Requests from iPadOS go through the kernel's forward proxy now; reload and retry."),
+        reply,
     ]:  # fmt: skip
         events = [event("prompt", prompt, "s1"), _edit(path, "s1"),
                   event("session_summary", answer, "s1")]  # fmt: skip
@@ -390,4 +399,4 @@ def test_a_reply_naming_nothing_of_its_own_carries_the_session_previous_subject_
     assert version.record.record_id == first
     texts = [version.record.embedding_text(), storage.get_memory_record(nope).embedding_text()]  # type: ignore[union-attr]
     a, b = (np.asarray(v) / np.linalg.norm(v) for v in runtime.embedder.embed(texts))
-    assert float(a @ b) < subject.RULE.follow  # "nope" decides, not the words
+    assert float(a @ b) < subject.RULE.follow  # the reply decides, not the words

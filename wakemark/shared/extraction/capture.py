@@ -197,15 +197,53 @@ def follows_up(turn: Turn) -> bool:
 def carries_on(turn: Turn) -> bool:
     """Whether a turn that follows up (``follows_up``) names nothing of its own, so that
     its record goes on with the session's previous one whatever their words: a request
-    that says little ("yes", "nope", "spinning") or a retry ("exact same problem"). Not
-    a turn without a request (a session resumed after its context ran out, the agent's
-    work after a hook's feedback or a background task's notice): it often takes up an
-    earlier request than the last one."""
+    that says little ("yes", "nope", "spinning"), a retry ("exact same problem") or a
+    report on the last change (``reports``: an error pasted, "now the button does
+    nothing"). Not a turn without a request (a session resumed after its context ran
+    out, the agent's work after a hook's feedback or a background task's notice): it
+    often takes up an earlier request than the last one."""
     if not follows_up(turn):
         return False
     prompt = next((body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"), "")
     request = clean_prompt(prompt)
-    return bool(request) and (says_little(request) or is_retry(prompt))
+    return bool(request) and (says_little(request) or is_retry(prompt) or reports(request))
+
+
+# What a person says when the last change did not do it: an error, a failure, something
+# that does nothing, does not show, comes back empty, still goes wrong.
+_PROBLEM = re.compile(
+    r"\b(?:errors?|(?-i:\w*(?:Error|Exception))(?=:)|traceback|fail(?:s|ed|ing|ure)?"
+    r"|refused|crash(?:es|ed|ing)?|broken?|hung|hangs|stuck|does\s+nothing|nothing\s+happens"
+    r"|(?:isn'?t|aren'?t|not)\s+(?:showing|working|loading|opening|starting|appearing)"
+    r"|(?:does|did|is|are|was|were)(?:\s+not|n'?t)\s+(?:\w+\s+)?"
+    r"(?:work|show|load|open|start|appear|happen|change)\w*"
+    r"|empty\s+(?:response|data|result|output|page|screen)|returned\s+(?:empty|nothing|null)"
+    r"|(?:not|n'?t)\s+(?:see|seeing|hear|hearing|getting)"
+    r"|still\s+(?:getting|seeing|broken?|fails?|failing|dying|crashing|wrong|there))\b",
+    re.I,
+)
+# A request of its own, even when it names a problem: "fix the crash in export", "can
+# you check the error", "why does it fail?", "aren't we working on the plugin".
+_ASKS = re.compile(
+    r"\A(?:please\s+|pls\s+|ok(?:ay)?,?\s+|now\s+)?(?:let'?s|lets|can|could|would|will|should"
+    r"|shall|do|does|did|is|are|was|were|(?:is|are|do|does|did|was|were)n'?t|why|how|what"
+    r"|where|when|which|who|i\s+(?:want|need|would)|we\s+(?:need|should|must)|fix|debug"
+    r"|investigate|check|look|find|add|make|create|update|remove|delete|replace|implement"
+    r"|write|use|run|try|change|move|rename|revert|test)\b",
+    re.I,
+)
+
+
+def reports(request: str) -> bool:
+    """A request that only reports what happened after the agent's last change: output
+    pasted first (a log line, a traceback, data: ``_OUTPUT_LINE``, ``_pasted``), or a
+    statement of a problem ("well now the button does nothing", "Error: null is not an
+    object") that asks for nothing of its own. Its subject is the change it reports on."""
+    first = next((line for line in request.splitlines() if line.strip()), "")
+    if re.match(rf"\s*(?:{_OUTPUT_LINE})", first) or _pasted(first):
+        return True
+    line = request_line(request)
+    return bool(_PROBLEM.search(line)) and not (_ASKS.match(line) or line.rstrip().endswith("?"))
 
 
 # A prompt that asks for the last request again, whatever came between.
@@ -339,16 +377,20 @@ def skip_reason(prompt: str, answer: str, tools: list[str]) -> str | None:
 
 
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
+# A line of output: a log record (timestamped, levelled, a container's "main-1  | E
+# 2025/12/01 …"), a stack frame, a traceback.
+_OUTPUT_LINE = (
+    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\[?\d{2}:\d{2}:\d{2}"
+    r"|(?:ERROR|WARN(?:ING)?|INFO|DEBUG|TRACE|FATAL)\b|\S+\s+\|\s+[EWIF] \d{4}/"
+    r"|at \S+\(|File \"|Traceback \(most recent call last\)"
+)
 _NOT_A_REQUEST = re.compile(
     r"^\s*(?:#{1,6}\s"  # markdown heading
     r"|>"  # quoted text
     r"|\|"  # table row
     r"|[-*_=]{3,}\s*$"  # rule
     r"|<[^>]+>\s*$"  # a lone tag
-    r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}"  # log timestamp
-    r"|\[?\d{2}:\d{2}:\d{2}"
-    r"|(?:ERROR|WARN(?:ING)?|INFO|DEBUG|TRACE|FATAL)\b"
-    r"|at \S+\(|File \"|Traceback \(most recent call last\)"
+    rf"|{_OUTPUT_LINE}"
     r"|(?:[~.]?/|[A-Za-z]:\\)\S*\s*$"  # a bare path
     r"|[\w.-]+/[\w./-]+\s*$"
     r"|https?://\S+\s*$"

@@ -59,6 +59,10 @@ class Rule:
     # The numbers of the titles that tell subjects apart: "named" (a number naming a
     # thing, ``_named``), or "all" (any two different sets of numbers).
     numbers: str = "named"
+    # Along the lineage, a version one title names and the other does not keeps them
+    # apart only with "same" (as ``numbers``); with "versions" it does not (a pasted
+    # error's "v3.4.1", "Remove support for Swift 6.0" and "delete Package@swift-5.10").
+    follow_numbers: str = "versions"
 
 
 RULE = Rule()
@@ -104,10 +108,19 @@ def _named(title: str) -> dict[str, set[str]]:
     return out
 
 
-def _numbers_apart(new: MemoryRecord, old: MemoryRecord, rule: Rule) -> bool:
+def _numbers_apart(new: MemoryRecord, old: MemoryRecord, rule: Rule, lineage: bool = False) -> bool:
     """The titles name different numbers: issue #12 and #13 (or #12 and none), version
     3.0.0 and 3.0.3, task 3 and task 4 ("named": the numbers of ``_named``; "all": any
-    two different sets of numbers)."""
+    two different sets of numbers). Along the session's lineage (``lineage``), with
+    ``follow_numbers`` "versions", a version only one of the titles names does not: a
+    turn going on with a request often names the version the turn before it left out
+    (of the build a pasted error came from, of the toolchain a change drops). A section,
+    task or phase only one names still does ("yes" answered by "Design Section 6")."""
+    if lineage and rule.follow_numbers == "versions":
+        a, b = _named(new.title), _named(old.title)
+        one_sided = (a.keys() | b.keys()) - (a.keys() & b.keys())
+        versions = all("." in n for kind in one_sided for n in a.get(kind, b.get(kind, ())))
+        return any(a[kind] != b[kind] for kind in a.keys() & b.keys()) or not versions
     if rule.numbers == "all":
         found = [set(re.findall(r"\d+(?:\.\d+)*", r.title)) for r in (new, old)]
         return found[0] != found[1]
@@ -134,15 +147,19 @@ def _files_apart(new: MemoryRecord, old: MemoryRecord, cosine: float, rule: Rule
     return bool(a and b and not a & b) and cosine < rule.files_apart
 
 
-def _mergeable(new: MemoryRecord, old: MemoryRecord, cosine: float, rule: Rule) -> bool:
+def _mergeable(
+    new: MemoryRecord, old: MemoryRecord, cosine: float, rule: Rule, lineage: bool = False
+) -> bool:
     """Nothing keeps the two apart: one project, the old one neither pinned nor corrected
-    by a person (kept as it is on purpose), the same numbers named, and files that are
-    not disjoint below ``files_apart``."""
+    by a person (kept as it is on purpose), the same numbers named (``lineage``: the
+    session's lineage, ``_numbers_apart``), and files that are not disjoint below
+    ``files_apart``."""
     if old.namespace != new.namespace or old.pinned or old.edited_at is not None:
         return False
     # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
     # version 3.0.0 and 3.0.3, cache 1 and cache 2.
-    return not (_numbers_apart(new, old, rule) or _files_apart(new, old, cosine, rule))
+    apart = _numbers_apart(new, old, rule, lineage)
+    return not (apart or _files_apart(new, old, cosine, rule))
 
 
 def same_subject(
@@ -175,8 +192,8 @@ def continues(
     so the subject can only be the conversation's, whatever the cosine."""
     if carries_on and rule.carry_on:
         # Nor do other files say otherwise ("yes" to "shall I update the tests too?").
-        return _mergeable(new, previous, 1.0, rule)
-    return cosine >= rule.follow and _mergeable(new, previous, cosine, rule)
+        return _mergeable(new, previous, 1.0, rule, lineage=True)
+    return cosine >= rule.follow and _mergeable(new, previous, cosine, rule, lineage=True)
 
 
 def is_repeat(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
