@@ -129,15 +129,26 @@ def _hashes(root: str) -> str:
         return ""  # the usual case: a local server reads the files itself
     if lines[0] != root:
         return ""  # another project with the same checksum
-    sha256 = _sha256()
     base = os.path.join(os.path.normpath(root), "")
-    out = []
-    size = 0
+    files = []
     for escaped in lines[1 : MAX_WATCHED + 1]:
         rel = escaped.replace("%3B", ";").replace("%3D", "=").replace("%25", "%")
         full = os.path.normpath(os.path.join(base, rel))
-        if not rel or not full.startswith(base):
-            continue
+        if rel and full.startswith(base):
+            files.append((escaped, full))
+    return _hashed(files)
+
+
+def _hashed(files: list) -> str:  # list[tuple[str, str]]; `typing` costs more than it tells
+    """The header value for ``files`` (escaped path, full path): each as
+    ``path=sha256`` (``-``: not there), ``;``-joined, within ``MAX_HASHES_HEADER``; a file
+    ``_digest`` does not report is left out."""
+    if not files:
+        return ""
+    sha256 = _sha256()
+    out = []
+    size = 0
+    for escaped, full in files:
         digest = _digest(full, sha256)
         if digest is None:
             continue
@@ -224,29 +235,16 @@ def _edited(root: str, payload: bytes, named: bytes) -> str:
     """The header value for the project files this tool use wrote: ``path=sha256``
     (``-``: not there, a deleted file); empty for any other tool use. Sent to any
     server: a local one, which reads the files itself, drops it."""
-    paths = _edited_paths(payload, named)
-    if not paths:
-        return ""
-    sha256 = _sha256()
     base = os.path.join(os.path.normpath(root), "")
-    out = []
-    size = 0
-    for path in paths:
+    files = []
+    for path in _edited_paths(payload, named):
         full = os.path.normpath(os.path.join(base, path))
         # Outside the project: not the server's business; a path past the server's limit
         # would have it refuse the whole event.
-        if not full.startswith(base) or len(full) - len(base) > 1000:
-            continue
-        digest = _digest(full, sha256)
-        if digest is None:
-            continue
-        rel = full[len(base) :]
-        escaped = rel.replace("%", "%25").replace(";", "%3B").replace("=", "%3D")
-        size += len(escaped) + len(digest) + 2
-        if size > MAX_HASHES_HEADER:
-            break
-        out.append(f"{escaped}={digest}")
-    return ";".join(out)
+        if full.startswith(base) and len(full) - len(base) <= 1000:
+            rel = full[len(base) :]
+            files.append((rel.replace("%", "%25").replace(";", "%3B").replace("=", "%3D"), full))
+    return _hashed(files)
 
 
 def _stdout_for(agent: str, body: bytes) -> str:
