@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bench._stats import nearest_rank
+from bench.hook import timed_run
 from wakemark.services.agents.configs import forwarder_python
 
 BEFORE = "a93e812"  # main before the forwarder hashed edited files
@@ -79,19 +78,6 @@ def _payloads(project: Path) -> dict[str, bytes]:
     return out
 
 
-def _run(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system) of one run."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    done = subprocess.run(argv, input=stdin, env=env, capture_output=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0 or done.stderr:
-        raise RuntimeError(f"forwarder failed: {done.stderr[:200]!r}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
-
-
 def _summary(values: list[float], digits: int = 4) -> dict[str, float]:
     return {
         "min": round(min(values), digits),
@@ -116,7 +102,7 @@ def run(pairs: int = PAIRS) -> dict[str, Any]:
             samples: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
             for i in range(WARMUPS + pairs):
                 for which in ("old", "new"):
-                    taken = _run([python, "-S", "-E", "-s", hooks[which], "claude-code"],
+                    taken = timed_run([python, "-S", "-E", "-s", hooks[which], "claude-code"],
                                  payload, env)  # fmt: skip
                     if i >= WARMUPS:
                         samples[which].append(taken)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -31,13 +32,21 @@ RUNS = 200
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/hooks/claude-code/PostToolUse.json"
 
 
-def _time(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
+def timed_run(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one run of ``argv``, which must succeed
+    and print nothing to stderr."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(argv, input=stdin, env=env, capture_output=True)
-    elapsed = time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 or done.stderr:
         raise RuntimeError(f"{argv[0]} failed: {done.stderr[:200]!r}")
-    return elapsed
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _time(argv: list[str], stdin: bytes, env: dict[str, str]) -> float:
+    return timed_run(argv, stdin, env)[0]
 
 
 def _installed_forwarder(forwarder: list[str], where: Path) -> list[str]:
