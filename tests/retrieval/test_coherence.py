@@ -101,13 +101,20 @@ def test_text_written_elsewhere_reaches_the_next_full_text_search(
         writer.close()
 
 
+def _two_projects_searched(serving: Runtime, *searched: str) -> None:
+    """A record embedded in NS and one in OTHER, and a search of each of ``searched``
+    by ``serving`` (noted in the shared epochs, as a serving API process does)."""
+    put(serving, [make_record(NS, "Sitemap split into paginated pages", 0)], embed=True)
+    put(serving, [make_record(OTHER, "Refunds batched nightly", 0)], embed=True)
+    for namespace in searched:
+        serving.retriever.search(namespace, "sitemap pages refunds")
+
+
 def test_a_starting_process_preloads_the_namespaces_searched_lately(
     two_runtimes: tuple[Runtime, Runtime],
 ) -> None:
     serving, starting = two_runtimes
-    put(serving, [make_record(NS, "Sitemap split into paginated pages", 0)], embed=True)
-    put(serving, [make_record(OTHER, "Refunds batched nightly", 0)], embed=True)
-    serving.retriever.search(NS, "sitemap pages")  # OTHER is never searched
+    _two_projects_searched(serving, NS)  # OTHER is never searched
     assert starting.retriever.metrics()["vector_cache"]["loads"] == 0
     starting.retriever.warm_up()  # as gunicorn's post_worker_init runs it
     for _ in range(200):
@@ -126,10 +133,7 @@ def test_a_process_that_only_searches_preloads_nothing(
 ) -> None:
     """The CLI's one search: the model loads, the namespaces others searched do not."""
     serving, oneshot = two_runtimes
-    put(serving, [make_record(NS, "Sitemap split into paginated pages", 0)], embed=True)
-    put(serving, [make_record(OTHER, "Refunds batched nightly", 0)], embed=True)
-    serving.retriever.search(NS, "sitemap pages")
-    serving.retriever.search(OTHER, "refunds nightly")
+    _two_projects_searched(serving, NS, OTHER)
     for _ in range(LOAD_TRIES):  # the first asks for the model, later ones load NS
         if not oneshot.retriever.search(NS, "sitemap pages").degraded:
             break
