@@ -297,5 +297,42 @@ def test_warming_up_builds_the_index_before_any_search(
     assert lexicon_ is not None
     job = lexicon_._job
     if job is not None:  # still building
-        job[1].wait(30)
+        job.wait(30)
     assert lexicon_._index is not None
+
+
+def test_a_forked_child_builds_its_index_while_a_parent_thread_holds_the_lock() -> None:
+    """gunicorn may fork while a build thread of the parent is inside the index's lock:
+    the child, which has no such thread, must not wait for it."""
+    import os
+    import threading
+    import time
+
+    index = lexicon.Lexicon(build=lambda: "built", refresh=lambda old: old)
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # the parent's build thread, ending its job when the fork comes
+        with index._lock:
+            inside.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    inside.wait(30)
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 if it built its own index in time
+        ok = False
+        try:
+            ok = index.current(lambda built: built == "built", wait_s=10) == "built"
+        finally:
+            os._exit(0 if ok else 1)
+    release.set()
+    holder.join()
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the child waited for a lock its parent's thread held")
+    assert os.waitstatus_to_exitcode(done[1]) == 0

@@ -27,6 +27,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -560,6 +561,9 @@ class Index:
 
 T = TypeVar("T")
 
+# Every index of the process, so a forked child can drop what the parent's threads held.
+_LEXICONS: weakref.WeakSet[Lexicon[Any]] = weakref.WeakSet()
+
 
 class Lexicon(Generic[T]):
     """The process's index, built and refreshed on one background thread at a time.
@@ -575,8 +579,16 @@ class Lexicon(Generic[T]):
         self._build, self._refresh, self._retry_s = build, refresh, retry_s
         self._lock = threading.Lock()
         self._index: T | None = None
-        self._job: tuple[int, threading.Event] | None = None  # (pid, done)
+        self._job: threading.Event | None = None  # set when the running build ends
         self._declined_at: float | None = None
+        _LEXICONS.add(self)
+
+    def _forked(self) -> None:
+        # A fork copies the lock as it was: held, if a parent's build thread was inside
+        # it, by a thread the child does not have. The job's thread is not in the child
+        # either; what it built before the fork is kept.
+        self._lock = threading.Lock()
+        self._job = None
 
     @property
     def latest(self) -> T | None:
@@ -601,11 +613,9 @@ class Lexicon(Generic[T]):
 
     def _start(self) -> threading.Event:
         with self._lock:
-            # A job started before a fork has no thread in this process.
-            if self._job is not None and self._job[0] == os.getpid():
-                return self._job[1]
-            done = threading.Event()
-            self._job = (os.getpid(), done)
+            if self._job is not None:
+                return self._job
+            done = self._job = threading.Event()
         threading.Thread(
             target=self._run, args=(done,), name="wakemark-lexicon", daemon=True
         ).start()
@@ -624,6 +634,13 @@ class Lexicon(Generic[T]):
                 self._job = None
             done.set()
 
+
+def _forked() -> None:
+    for lexicon in list(_LEXICONS):
+        lexicon._forked()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 _stems: dict[str, tuple[str, ...]] = {}  # token -> stems (the tokenizer's, so per process)
 
