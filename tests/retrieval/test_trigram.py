@@ -136,7 +136,7 @@ def test_a_slow_trigram_statement_is_cancelled_and_the_search_answers_without_it
             assert [(h.record.record_id, h.match_source) for h in result.items] == [
                 (LOADER.record_id, "fts")
             ]
-            assert result.degraded and result.latency_ms < 500
+            assert result.degraded and result.latency_ms < 1000
             assert any("trigram: fragment search past" in r.getMessage() for r in caplog.records)
             assert conn.execute(RUNNING_TRGM).fetchone() == (0,)  # nothing left running
         metrics = rt.retriever.metrics()

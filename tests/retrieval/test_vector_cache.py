@@ -73,10 +73,14 @@ def _vector(seed: int) -> np.ndarray:
 
 
 def _content(vset: VectorSet) -> dict[str, tuple[bytes, float, int]]:
-    assert len(vset.ids) == len(set(vset.ids)) == vset.matrix.shape[0]
+    assert len(vset.ids) == len(set(vset.ids)) == len(vset.rows)
     assert vset.created_ts.shape == vset.types.shape == (len(vset.ids),)
     return {
-        rid: (vset.matrix[i].tobytes(), float(vset.created_ts[i]), int(vset.types[i]))
+        rid: (
+            vset.rows.codes[i].tobytes() + vset.rows.halves[i].tobytes(),
+            float(vset.created_ts[i]),
+            int(vset.types[i]),
+        )
         for i, rid in enumerate(vset.ids)
     }
 
@@ -230,6 +234,45 @@ def test_a_process_that_searches_runs_one_blas_thread() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[1]"
+
+
+def test_the_int8_scan_returns_the_float32_nearest_rows() -> None:
+    """The first pass over int8 codes keeps enough rows that ranking them again by their
+    float16 vectors returns the exact float32 top k, in order, with the filters: rows
+    may trade places only where float16 cannot tell their cosines apart."""
+    from datetime import timedelta
+
+    from wakemark.shared.storage import EmbeddingMatrix
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    vectors = rng.standard_normal((n, 384)).astype(np.float32)
+    vectors[:50] = vectors[0] + 0.3 * rng.standard_normal((50, 384))  # a tight cluster
+    types = [OBSERVATION_TYPES[i % 3] for i in range(n)]
+    created = np.array([(T0 + timedelta(minutes=i)).timestamp() for i in range(n)])
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    vset = VectorSet.build(
+        EmbeddingMatrix([f"r{i}" for i in range(n)], created, types, vectors.copy(), n, 0)
+    )
+    since = T0 + timedelta(minutes=3000)
+    asks = ((80, None, None), (10, OBSERVATION_TYPES[1], None), (40, None, since))
+    for seed in range(20):
+        query = rng.standard_normal(384).astype(np.float32)
+        if seed % 2:
+            query = vectors[0] + 0.5 * query  # near the cluster: many close scores
+        q = query / np.linalg.norm(query)
+        for k, kind, after in asks:
+            keep = np.ones(n, dtype=bool)
+            if kind is not None:
+                keep &= np.array([t == kind for t in types])
+            if after is not None:
+                keep &= created >= after.timestamp()
+            exact = np.where(keep, unit @ q, -np.inf)
+            want = np.argsort(-exact, kind="stable")[:k]
+            got = [int(c.record_id[1:]) for c in vset.top(query, k, kind, after)]
+            assert len(got) == len(want) and all(keep[got])
+            assert np.abs(exact[got] - exact[want]).max() < 1e-4
+            assert sum(a != b for a, b in zip(got, want, strict=True)) <= k // 10
 
 
 def _harnesses(storage: Any, sizes: list[int]) -> list[Harness]:

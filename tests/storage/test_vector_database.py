@@ -120,8 +120,8 @@ def test_nbytes_counts_the_spare_buffer_rows(storage: Storage) -> None:
     vset = VectorSet.build(storage.list_embeddings(NS))
     _fill(storage, NS, 1, seed=2)
     grown = vset.patched(storage.list_embeddings(NS, vset.watermark))
-    assert grown.buffer is not None and grown.buffer.shape[0] > len(grown.ids)
-    assert grown.nbytes >= grown.buffer.nbytes > grown.matrix.nbytes
+    assert grown.buffer is not None and len(grown.buffer) > len(grown.ids)
+    assert grown.nbytes >= grown.buffer.nbytes > grown.rows.nbytes
 
 
 def test_without_a_database_leg_an_oversized_namespace_is_held_alone(storage: Storage) -> None:
@@ -169,15 +169,15 @@ def _leg(storage: Storage, settings: Settings, query: np.ndarray, cache_mb: int)
 def test_a_namespace_over_the_budget_is_searched_in_the_database(
     pg_storage: Storage, settings: Settings
 ) -> None:
-    _fill(pg_storage, BIG, 700, seed=3)  # ~1.2 MB of vectors: over a 1 MB budget
+    _fill(pg_storage, BIG, 900, seed=3)  # ~1.2 MB of vectors: over a 1 MB budget
     _fill(pg_storage, NS, 40, seed=4)
     query = _query(5)
     leg = _leg(pg_storage, settings, query, cache_mb=1)
     for _ in range(3):
         found = leg.search(SearchQuery(BIG, 40), "anything")
-        assert [(c.record_id, round(c.score, 5)) for c in found] == [
-            (c.record_id, round(c.score, 5)) for c in _exact(pg_storage, BIG, query, 40)
-        ]
+        exact = _exact(pg_storage, BIG, query, 40)
+        assert [c.record_id for c in found] == [c.record_id for c in exact]
+        assert all(abs(a.score - b.score) < 1e-4 for a, b in zip(found, exact, strict=True))
     small = leg.search(SearchQuery(NS, 10), "anything")  # fits: loaded (in the background) and kept
     assert [c.record_id for c in small] == [c.record_id for c in _exact(pg_storage, NS, query, 10)]
     for _ in range(100):
@@ -209,7 +209,7 @@ def test_database_results_equal_the_in_memory_leg_on_a_small_namespace(
                 continue
             assert [h.record_id for h in hits] == [c.record_id for c in memory]
             for h, c in zip(hits, memory, strict=True):
-                assert abs(h.cosine - c.score) < 1e-5
+                assert abs(h.cosine - c.score) < 1e-4  # the cache ranks by float16 rows
                 assert h.created_at == c.created_ts
 
 

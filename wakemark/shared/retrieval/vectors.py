@@ -13,6 +13,7 @@ from datetime import datetime
 from functools import cached_property
 
 import numpy as np
+import simsimd
 from threadpoolctl import threadpool_limits
 
 from wakemark.shared.heap import release_free_memory
@@ -20,17 +21,27 @@ from wakemark.shared.models import EMBEDDING_DIM, OBSERVATION_TYPES
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.storage import EmbeddingMatrix
 
-# One BLAS thread per process. A search's matrix-vector product is bound by memory, not
-# arithmetic, and OpenBLAS's extra threads keep spinning after each call, taking the CPU
-# from the lexical leg and the query embedding that run beside it (bench/search).
+# One BLAS thread per process. The products here are small (a search's candidates, the
+# gate's hits), and OpenBLAS's extra threads keep spinning after each call, taking the
+# CPU from the lexical leg and the query embedding that run beside it (bench/search).
 threadpool_limits(1, user_api="blas")
 
 _TYPE_CODE = {name: code for code, name in enumerate(OBSERVATION_TYPES)}
 HEADROOM = 1 / 8  # spare rows kept after a refresh, so the next appends copy nothing
-# What a row costs beside its float32 vector: the created time and type code, the id's
-# str object and list slot, and its entry in the id -> row dict (``_rows``).
+# A search reads every row once: as int8 codes it reads a quarter of the float32 bytes
+# (the scan is bound by memory, not arithmetic), through simsimd's SIMD int8 dot product.
+# Components of a unit vector of 384 dimensions stay far below 127 / SCALE (MiniLM's
+# largest is about 0.25); one past it is clipped, which only moves it in the first pass.
+SCALE = 320.0
+# The first pass keeps this many rows per row asked for (at least RESCORE_MIN), and
+# those are ranked again by their float16 vectors: the codes' error (a cosine off by a
+# few thousandths at most) never reorders what is returned.
+RESCORE = 4
+RESCORE_MIN = 256
+# What a row costs beside its int8 code and float16 vector: the created time and type
+# code, the id's str object and list slot, and its entry in the id -> row dict (``_rows``).
 ROW_OVERHEAD = 8 + 1 + 86 + 104
-ROW_BYTES = EMBEDDING_DIM * 4 + ROW_OVERHEAD
+ROW_BYTES = EMBEDDING_DIM * 3 + ROW_OVERHEAD
 RECHECK_S = 60.0  # how often a namespace left to the database is counted again
 # With a database to search instead, a namespace is loaded only into room that entries
 # searched within this long leave free: several clients over more namespaces than fit
@@ -50,47 +61,84 @@ def _normalize(matrix: np.ndarray) -> np.ndarray:
     return matrix
 
 
+def _encoded(vectors: np.ndarray) -> np.ndarray:
+    """int8 codes of unit rows (or of one unit vector)."""
+    return np.clip(np.rint(vectors * SCALE), -127, 127).astype(np.int8)
+
+
 def _codes(types: list[str]) -> np.ndarray:
     return np.fromiter((_TYPE_CODE.get(t, -1) for t in types), dtype=np.int8, count=len(types))
 
 
 @dataclass(frozen=True)
-class VectorSet:
-    """Unit-normalized float32 rows with the filter columns kept beside them.
+class Rows:
+    """The vectors of a set, two ways: int8 codes scanned by a search, float16 vectors
+    that rank its candidates and answer the gate's cosines."""
 
-    ``matrix`` may be the first rows of a larger ``buffer``: a refresh that only adds
+    codes: np.ndarray  # (n, 384) int8
+    halves: np.ndarray  # (n, 384) float16, rows of norm 1 (or 0 for a zero vector)
+
+    @classmethod
+    def of(cls, unit: np.ndarray) -> Rows:
+        return cls(_encoded(unit), unit.astype(np.float16))
+
+    def __len__(self) -> int:
+        return self.codes.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.halves.nbytes
+
+    def __getitem__(self, which: slice | np.ndarray) -> Rows:
+        return Rows(self.codes[which], self.halves[which])
+
+    def copy(self) -> Rows:
+        return Rows(self.codes.copy(), self.halves.copy())
+
+    def put(self, at: slice | np.ndarray, rows: Rows) -> None:
+        self.codes[at], self.halves[at] = rows.codes, rows.halves
+
+    @classmethod
+    def empty(cls, n: int) -> Rows:
+        return cls(np.empty((n, EMBEDDING_DIM), np.int8), np.empty((n, EMBEDDING_DIM), np.float16))
+
+
+@dataclass(frozen=True)
+class VectorSet:
+    """Unit-normalized rows (``Rows``) with the filter columns kept beside them.
+
+    ``rows`` may be the first rows of a larger ``buffer``: a refresh that only adds
     records writes them past the end, where no reader of this set ever looks, and returns
     a new set over the longer prefix. Rows inside a set are never written again.
     """
 
     ids: list[str]
-    matrix: np.ndarray  # (n, 384) float32, rows of norm 1 (or 0 for a zero vector)
+    rows: Rows
     created_ts: np.ndarray  # (n,) float64 seconds since the epoch
     types: np.ndarray  # (n,) int8 code of observation_type, -1 if unknown
     watermark: int = 0  # the storage snapshot this set is current as of
-    buffer: np.ndarray | None = None  # what ``matrix`` is a prefix of, if it has spare rows
+    buffer: Rows | None = None  # what ``rows`` is a prefix of, if it has spare rows
 
     @classmethod
     def build(cls, columns: EmbeddingMatrix) -> VectorSet:
-        """Takes ownership of ``columns.vectors`` (normalized in place, no copy)."""
-        matrix = _normalize(np.ascontiguousarray(columns.vectors, dtype=np.float32))
+        unit = _normalize(np.ascontiguousarray(columns.vectors, dtype=np.float32))
         created = np.asarray(columns.created_at, dtype=np.float64)
         types = _codes(columns.observation_types)
-        return cls(list(columns.record_ids), matrix, created, types, columns.watermark)
+        return cls(list(columns.record_ids), Rows.of(unit), created, types, columns.watermark)
 
     @property
     def nbytes(self) -> int:
         """What the set holds, spare buffer rows included (the cache's budget unit)."""
-        rows = self.buffer if self.buffer is not None else self.matrix
+        rows = self.buffer if self.buffer is not None else self.rows
         return rows.nbytes + len(self.ids) * ROW_OVERHEAD
 
     def patched(self, delta: EmbeddingMatrix) -> VectorSet:
         """This set with ``delta``'s rows added or, for ids already here, replaced."""
         if not len(delta):
             return VectorSet(
-                self.ids, self.matrix, self.created_ts, self.types, delta.watermark, self.buffer
+                self.ids, self.rows, self.created_ts, self.types, delta.watermark, self.buffer
             )
-        vectors = _normalize(np.ascontiguousarray(delta.vectors, dtype=np.float32))
+        rows = Rows.of(_normalize(np.ascontiguousarray(delta.vectors, dtype=np.float32)))
         created = np.asarray(delta.created_at, dtype=np.float64)
         types = _codes(delta.observation_types)
         where = {rid: i for i, rid in enumerate(self.ids)}
@@ -99,41 +147,42 @@ class VectorSet:
         # Postgres may hand back rows already seen (written by a transaction that was
         # still open at the last snapshot's xmin): unchanged rows need no copy.
         seen = np.flatnonzero(~new)
-        same = np.all(self.matrix[old[seen]] == vectors[seen], axis=1)
+        same = np.all(self.rows.halves[old[seen]] == rows.halves[seen], axis=1)
         same &= self.types[old[seen]] == types[seen]
         if same.all():
             keep = np.flatnonzero(new)
             added_ids = [delta.record_ids[i] for i in keep]
             return self._appended(
-                added_ids, vectors[keep], created[keep], types[keep], delta.watermark
+                added_ids, rows[keep], created[keep], types[keep], delta.watermark
             )
         # A re-embedded record: copy, never write a row a concurrent reader may be using.
-        matrix, created_all, types_all = (
-            self.matrix.copy(),
+        all_rows, created_all, types_all = (
+            self.rows.copy(),
             self.created_ts.copy(),
             self.types.copy(),
         )
         hit = old[~new]
-        matrix[hit], created_all[hit], types_all[hit] = vectors[~new], created[~new], types[~new]
-        base = VectorSet(list(self.ids), matrix, created_all, types_all, self.watermark)
+        all_rows.put(hit, rows[~new])
+        created_all[hit], types_all[hit] = created[~new], types[~new]
+        base = VectorSet(list(self.ids), all_rows, created_all, types_all, self.watermark)
         added = [rid for rid, is_new in zip(delta.record_ids, new, strict=True) if is_new]
-        return base._appended(added, vectors[new], created[new], types[new], delta.watermark)
+        return base._appended(added, rows[new], created[new], types[new], delta.watermark)
 
     def _appended(
         self,
         ids: list[str],
-        vectors: np.ndarray,
+        rows: Rows,
         created: np.ndarray,
         types: np.ndarray,
         watermark: int,
     ) -> VectorSet:
         n, k = len(self.ids), len(ids)
-        buffer = self.buffer if self.buffer is not None else self.matrix
-        if buffer.shape[0] < n + k:
-            grown = np.empty((n + k + int((n + k) * HEADROOM) + 64, EMBEDDING_DIM), np.float32)
-            grown[:n] = self.matrix
+        buffer = self.buffer if self.buffer is not None else self.rows
+        if len(buffer) < n + k:
+            grown = Rows.empty(n + k + int((n + k) * HEADROOM) + 64)
+            grown.put(slice(0, n), self.rows)
             buffer = grown
-        buffer[n : n + k] = vectors
+        buffer.put(slice(n, n + k), rows)
         return VectorSet(
             [*self.ids, *ids],
             buffer[: n + k],
@@ -155,7 +204,7 @@ class VectorSet:
             return {}
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         q = q / (float(np.linalg.norm(q)) or 1.0)
-        scores = self.matrix[[i for _, i in rows]] @ q
+        scores = self.rows.halves[[i for _, i in rows]].astype(np.float32) @ q
         return {rid: float(s) for (rid, _), s in zip(rows, scores, strict=True)}
 
     def keeping(self, alive: Collection[str]) -> VectorSet:
@@ -165,7 +214,7 @@ class VectorSet:
             return self
         ids = [rid for rid, kept in zip(self.ids, keep, strict=True) if kept]
         return VectorSet(
-            ids, self.matrix[keep], self.created_ts[keep], self.types[keep], self.watermark
+            ids, self.rows[keep], self.created_ts[keep], self.types[keep], self.watermark
         )
 
     def top(
@@ -182,7 +231,10 @@ class VectorSet:
         norm = float(np.linalg.norm(q))
         if q.shape[0] != EMBEDDING_DIM or not np.isfinite(norm) or norm == 0.0:
             raise ValueError("query vector has the wrong shape or norm")
-        scores = self.matrix @ (q / norm)
+        q = q / norm
+        first = simsimd.cdist(_encoded(q), self.rows.codes, metric="dot", out_dtype="float32")
+        scores = np.asarray(first).reshape(-1)
+        eligible = len(self.ids)
         mask = None
         if observation_type is not None:
             mask = self.types == _TYPE_CODE.get(observation_type, -2)
@@ -190,15 +242,23 @@ class VectorSet:
             recent = self.created_ts >= since.timestamp()
             mask = recent if mask is None else mask & recent
         if mask is not None:
-            # Masked rows sink below any real cosine (which is >= -1).
+            # Masked rows sink below any real score.
             scores = np.where(mask, scores, -np.inf)
-            k = min(k, int(mask.sum()))
-            if k == 0:
-                return []
-        k = min(k, len(self.ids))
-        idx = np.argpartition(-scores, k - 1)[:k] if k < len(self.ids) else np.arange(k)
-        idx = idx[np.argsort(-scores[idx], kind="stable")]
-        return [Candidate(self.ids[i], float(self.created_ts[i]), float(scores[i])) for i in idx]
+            eligible = int(mask.sum())
+        k = min(k, eligible)
+        if k == 0:
+            return []
+        depth = min(eligible, max(RESCORE_MIN, RESCORE * k))
+        if depth < len(scores):
+            idx = np.argpartition(-scores, depth - 1)[:depth]
+        else:
+            idx = np.arange(depth)
+        cosine = self.rows.halves[idx].astype(np.float32) @ q
+        best = np.argsort(-cosine, kind="stable")[:k]
+        return [
+            Candidate(self.ids[i], float(self.created_ts[i]), float(c))
+            for i, c in zip(idx[best], cosine[best], strict=True)
+        ]
 
 
 log = logging.getLogger(__name__)
