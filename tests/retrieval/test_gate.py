@@ -336,3 +336,12 @@ def test_relevance_is_a_logistic_of_the_documented_features() -> None:
     assert len(gate.feature_vector(lexical, True)) == len(gate.LEXICAL_COEF)
     assert len(gate.feature_vector(strong, False)) == len(gate.HYBRID_COEF)
     assert gate.relevance(lexical) > gate.relevance(weak)
+
+
+def test_terms_are_stemmed_deduplicated_in_order_with_cjk_runs_as_pieces() -> None:
+    text = "Deprecation of the parser: deprecated parsers, a Parser again"
+    assert gate.terms(text) == ["deprec", "parser"]  # stop words out, stems once each
+    # A CJK run gives its two-character pieces in place; CJK elsewhere in the text does
+    # not change how its other words are read.
+    assert gate.terms("会議室 meeting 東京 meetings") == ["会議", "議室", "meet", "東京", "meetin"]
+    assert gate.terms("meeting meetings meeting") == ["meet", "meetin"]

@@ -112,9 +112,12 @@ def terms(text: str) -> list[str]:
     """Content terms, crudely stemmed (a suffix off, then truncated), deduplicated in order;
     a run of CJK characters (no spaces between its words) as its two-character pieces."""
     seen: dict[str, None] = {}
-    for word in _WORD.findall(text.lower()):
+    text = text.lower()
+    cjk = has_cjk(text)
+    # A word seen again gives the stems it gave the first time: each is looked at once.
+    for word in dict.fromkeys(_WORD.findall(text)):
         pieces = [word]
-        if has_cjk(word):
+        if cjk and has_cjk(word):
             pieces = [p for p in CJK_RUN.split(word) if p] + cjk_bigrams(word)
         for piece in pieces:
             if len(piece) > 1 and piece not in STOPWORDS:
