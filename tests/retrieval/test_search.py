@@ -165,7 +165,10 @@ def test_a_slow_vector_leg_is_left_out_and_the_lexical_hits_come_back_in_time(
         result = rt.retriever.search(NS, "webhook token")
         assert [h.record.title for h in result.items] == ["webhook token"] and result.degraded
         assert result.items[0].match_source == "fts"
-        assert 80 <= result.latency_ms < 100  # the legs' share of the budget, not all of it
+        # Answered at the legs' share of the budget (80 ms), not after the slow leg's
+        # 500 ms; not a timeout, which would have answered nothing. A busy box may wake
+        # the caller a few milliseconds late: the bound is the slow leg, not the budget.
+        assert 80 <= result.latency_ms < _Slow.SECONDS * 1000 / 2
         assert rt.retriever.metrics()["timeouts"] == 0
         time.sleep(_Slow.SECONDS)  # the leg left out ends before its storage is closed
     finally:
