@@ -19,17 +19,22 @@ import numpy as np
 from wakemark.shared.extraction import subject
 from wakemark.shared.models import MemoryRecord
 
-# Candidate rules, the shipped one first, then without its lineage version rule
-# (``follow_numbers``), then an earlier one (every title number apart, no carrying on),
+# Candidate rules, the shipped one first, then with disjoint files keeping the lineage
+# apart (``follow_files_apart``), without its lineage version rule (``follow_numbers``),
+# then an earlier one (every title number apart, no carrying on),
 # then their parts and neighbours; then the older ones (no lineage,
 # no file veto). Cosine alone, then a lower cosine with evidence besides: one session,
 # title words (Jaccard), a code identifier both name, or the session's lineage
 # (``follow``, ``carry_on``); and the file veto (``files_apart``) from other cosines.
 _OFF = 1.01
-_PREVIOUS = subject.Rule(numbers="all", carry_on=False, follow_numbers="same")
+_PREVIOUS = subject.Rule(
+    numbers="all", carry_on=False, follow_numbers="same", follow_files_apart=0.95
+)
 _BEFORE = replace(_PREVIOUS, follow=_OFF, files_apart=0.0)
 GRID = [
     subject.RULE,
+    subject.Rule(follow_files_apart=0.95),
+    subject.Rule(follow_files_apart=0.8),
     subject.Rule(follow_numbers="same"),
     _PREVIOUS,
     subject.Rule(numbers="all"),
@@ -162,4 +167,7 @@ def rule_text(rule: dict[str, Any]) -> str:
         text += " (a version one title names alone no bar)"
     if rule.get("files_apart", 0) > 0:
         text += f"; disjoint files below {rule['files_apart']}"
+        lineage = rule.get("follow_files_apart", rule["files_apart"])
+        if rule.get("follow", _OFF) <= 1 and lineage != rule["files_apart"]:
+            text += f" (along the lineage {f'below {lineage}' if lineage else 'none'})"
     return text + ("; any title numbers apart" if rule.get("numbers") == "all" else "")

@@ -213,6 +213,7 @@ def _subjects(
     previous: dict[str, list[str]] = {}
     carried: set[str] = set()
     reported: set[str] = set()  # carried on only as a report on the last change
+    committed: set[str] = set()  # carried on only as a request to commit the work
     turns: dict[str, list[list[str]]] = {}  # session -> its turns' record ids so far
     for row in rows:
         session = row["id"].rsplit("#", 1)[0]
@@ -231,6 +232,8 @@ def _subjects(
                     carried.add(ids[-1])
                     if _reports_only(row):
                         reported.add(ids[-1])
+                    if _commits_only(row):
+                        committed.add(ids[-1])
         before.append(ids)
     embedder = Embedder(Settings.from_env().onnx_model_path)
     vectors = np.asarray(embedder.embed([r.embedding_text() for r in records]), dtype=np.float32)
@@ -244,7 +247,17 @@ def _subjects(
         "without_reports": _subjects.score(
             records, vectors, label, subject.RULE, sessions, previous, carried - reported
         ),
+        # The shipped rule with requests to commit the work not carrying on.
+        "without_commits": _subjects.score(
+            records, vectors, label, subject.RULE, sessions, previous, carried - committed
+        ),
     }
+
+
+def _prompt(row: dict[str, Any]) -> str:
+    return next(
+        (str(e["body"].get("content", "")) for e in row["events"] if e["kind"] == "prompt"), ""
+    )
 
 
 def _reports_only(row: dict[str, Any]) -> bool:
@@ -252,10 +265,16 @@ def _reports_only(row: dict[str, Any]) -> bool:
     says little or a retry."""
     from wakemark.shared.extraction.capture import clean_prompt, is_retry, says_little
 
-    prompt = next(
-        (str(e["body"].get("content", "")) for e in row["events"] if e["kind"] == "prompt"), ""
-    )
+    prompt = _prompt(row)
     return not (says_little(clean_prompt(prompt)) or is_retry(prompt))
+
+
+def _commits_only(row: dict[str, Any]) -> bool:
+    """The turn carries on only as a request to commit the work (``capture.commits``)."""
+    from wakemark.shared.extraction.capture import clean_prompt, commits, is_retry, says_little
+
+    request = clean_prompt(_prompt(row))
+    return commits(request) and not (says_little(request) or is_retry(request))
 
 
 def _joined(out: dict[str, Any]) -> list[int]:
@@ -415,6 +434,9 @@ def _subjects_table(subjects: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     rows = [(rule_text(g["rule"]), g) for g in subjects["grid"]]
+    if "without_commits" in subjects:
+        rows.insert(1, ("the shipped rule, requests to commit the work not carrying on",
+                        subjects["without_commits"]))  # fmt: skip
     if "without_reports" in subjects:
         rows.insert(1, ("the shipped rule, reports on the last change not carrying on",
                         subjects["without_reports"]))  # fmt: skip

@@ -338,7 +338,10 @@ def test_a_turn_follows_up_the_one_before_unless_it_starts_its_own(
      ("well now the button does nothing", True), ("lets move to phase 4", False),
      ("This session is being continued from a previous conversation that ran out of "
       "context.", False),
-     ("b and d mostly", False)],
+     ("b and d mostly", False), ("Let's add and commit", True),
+     ("add, commit and push what we have so far", True),
+     ("Update PR105-FEEDBACK-TODO.md and add, commit, and push", False),
+     ("Commit and then do a retrospective.", False)],
 )  # fmt: skip
 def test_a_follow_up_naming_nothing_of_its_own_carries_on(
     prompt: str, carries: bool, settings: Settings

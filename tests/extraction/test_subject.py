@@ -138,18 +138,32 @@ def test_a_near_neighbour_wins_over_the_lineage() -> None:
     assert found is not None and found.old is neighbour
 
 
-def test_disjoint_files_keep_weaker_evidence_apart() -> None:
+def test_disjoint_files_keep_weaker_evidence_apart_but_not_along_the_lineage() -> None:
     tried = _rec("plugin load fails", files_touched=["plugin/index.js"])
     other = _rec("plugin load fails", files_touched=["server/app.py"])
     shared = _rec("plugin load fails", files_touched=["plugin/index.js", "server/app.py"])
     unknown = _rec("plugin load fails")  # no files: no evidence either way
     below = subject.RULE.files_apart - 0.01
-    assert subject.match(other, [], previous=(tried, below)) is None
-    assert subject.match(shared, [], previous=(tried, below)) is not None
-    assert subject.match(unknown, [], previous=(tried, below)) is not None
+    assert subject.match(other, [(tried, below)]) is None
+    assert subject.match(shared, [(tried, below)]) is not None
+    assert subject.match(unknown, [(tried, below)]) is not None
     assert subject.match(other, [(tried, subject.RULE.files_apart)]) is not None
     no_veto = subject.Rule(files_apart=0)
-    assert subject.match(other, [], no_veto, previous=(tried, below)) is not None
+    assert subject.match(other, [(tried, below)], no_veto) is not None
+    # A session going on: after the sources, the request's next step is the tests' mocks.
+    sources = _rec(
+        "Look through the throws in MistKit and let's replace as many as we can with typed throws",
+        files_touched=["Sources/MistKit/Authentication/TokenManager.swift"],
+    )
+    mocks = _rec(
+        "Please update all the mock TokenManager classes in the Tests directory to use typed "
+        "throws (TokenManagerError)",
+        files_touched=["Tests/MistKitTests/Mocks/MockTokenManagerWithRetry.swift"],
+    )
+    found = subject.match(mocks, [], previous=(sources, subject.RULE.follow))
+    assert found is not None and found.old is sources
+    vetoed = subject.Rule(follow_files_apart=0.95)
+    assert subject.match(mocks, [], vetoed, previous=(sources, subject.RULE.follow)) is None
 
 
 def test_a_turn_naming_nothing_of_its_own_carries_the_subject_on_at_any_cosine() -> None:

@@ -197,16 +197,35 @@ def follows_up(turn: Turn) -> bool:
 def carries_on(turn: Turn) -> bool:
     """Whether a turn that follows up (``follows_up``) names nothing of its own, so that
     its record goes on with the session's previous one whatever their words: a request
-    that says little ("yes", "nope", "spinning"), a retry ("exact same problem") or a
+    that says little ("yes", "nope", "spinning"), a retry ("exact same problem"), a
     report on the last change (``reports``: an error pasted, "now the button does
-    nothing"). Not a turn without a request (a session resumed after its context ran
-    out, the agent's work after a hook's feedback or a background task's notice): it
-    often takes up an earlier request than the last one."""
+    nothing") or a request to commit the work (``commits``). Not a turn without a
+    request (a session resumed after its context ran out, the agent's work after a
+    hook's feedback or a background task's notice): it often takes up an earlier
+    request than the last one."""
     if not follows_up(turn):
         return False
     prompt = next((body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"), "")
     request = clean_prompt(prompt)
-    return bool(request) and (says_little(request) or is_retry(prompt) or reports(request))
+    return bool(request) and (
+        says_little(request) or is_retry(prompt) or reports(request) or commits(request)
+    )
+
+
+# A request to commit (or push) the work as it is, naming nothing else: "Let's add and
+# commit", "commit and push what we have so far", "git add, commit, push".
+_COMMIT = re.compile(
+    r"\A\W*(?:(?:ok(?:ay)?|great|good|now|then|let'?s|please|go\s+ahead\s+and|and)\W+)*"
+    r"(?:git\s+)?(?:add|stage|commit|push)(?:\W+(?:and\W+)?(?:git\s+)?(?:add|stage|commit|push))*"
+    r"(?:\W+(?:it|this|that|them|everything|all|all\s+changes|the\s+changes|changes"
+    r"|what\s+we\s+have(?:\s+so\s+far)?|(?:the\s+)?work(?:\s+so\s+far)?))?\W*\Z",
+    re.I,
+)
+
+
+def commits(request: str) -> bool:
+    """A request to commit the work done so far: its subject is that work's."""
+    return bool(_COMMIT.match(request))
 
 
 # What a person says when the last change did not do it: an error, a failure, something

@@ -7,7 +7,8 @@ with its subject: ``continues``), the numbers their titles name and the files th
 or cite (``Rule``). Shared files and code identifiers are no evidence for a merge: on
 real history most changes to one file are different subjects, and a lower cosine with a
 shared identifier folds such changes together without finding more of the labelled
-ones (``python -m bench consolidation``). Disjoint files are evidence against one.
+ones (``python -m bench consolidation``). Disjoint files are evidence against one, but
+not along the session's lineage.
 
 A new record about the subject of a current one supersedes it (the old one is kept as a
 version, ``wakemark.shared.storage.ports.history``); one that says the same
@@ -41,8 +42,11 @@ class Rule:
     A record of a turn that follows up the previous turn of its session continues the
     subject of the session's previous record when their cosine reaches ``follow``
     (``continues``). Two records whose files are disjoint (both name some) are one
-    subject only from ``files_apart`` on: one request going on touches the files it
-    touched. A bound above 1 turns its evidence off (``files_apart`` 0: no veto). The
+    subject only from ``files_apart`` on: a request re-asked or retried touches the
+    files it touched. Along the lineage that bound is ``follow_files_apart``: the next
+    step of one request often moves on to other files (the tests' mocks after the
+    sources, a new component after the old one). A bound above 1 turns its evidence
+    off (``files_apart``, ``follow_files_apart`` 0: no veto). The
     shipped values are the grid row of ``python -m bench consolidation`` and ``python -m
     bench capture`` with the best recall at precision >= 0.95."""
 
@@ -53,6 +57,7 @@ class Rule:
     session: float = 0.85
     follow: float = 0.65
     files_apart: float = 0.95
+    follow_files_apart: float = 0.0
     # A turn that carries on (``capture.carries_on``: its request names nothing of its
     # own) continues the session's previous record whatever their cosine.
     carry_on: bool = True
@@ -142,9 +147,12 @@ def _evidence(new: MemoryRecord, old: MemoryRecord, rule: Rule) -> bool:
     return rule.identifiers and bool(_identifiers(new) & _identifiers(old))
 
 
-def _files_apart(new: MemoryRecord, old: MemoryRecord, cosine: float, rule: Rule) -> bool:
+def _files_apart(
+    new: MemoryRecord, old: MemoryRecord, cosine: float, rule: Rule, lineage: bool = False
+) -> bool:
     a, b = set(new.files_touched), set(old.files_touched)
-    return bool(a and b and not a & b) and cosine < rule.files_apart
+    bound = rule.follow_files_apart if lineage else rule.files_apart
+    return bool(a and b and not a & b) and cosine < bound
 
 
 def _mergeable(
@@ -153,13 +161,13 @@ def _mergeable(
     """Nothing keeps the two apart: one project, the old one neither pinned nor corrected
     by a person (kept as it is on purpose), the same numbers named (``lineage``: the
     session's lineage, ``_numbers_apart``), and files that are not disjoint below
-    ``files_apart``."""
+    ``files_apart`` (along the lineage ``follow_files_apart``)."""
     if old.namespace != new.namespace or old.pinned or old.edited_at is not None:
         return False
     # Numbers tell close texts apart that an embedding does not: issue #12 and #13,
     # version 3.0.0 and 3.0.3, cache 1 and cache 2.
     apart = _numbers_apart(new, old, rule, lineage)
-    return not (apart or _files_apart(new, old, cosine, rule))
+    return not (apart or _files_apart(new, old, cosine, rule, lineage))
 
 
 def same_subject(
