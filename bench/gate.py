@@ -247,21 +247,26 @@ def run() -> dict[str, Any]:
             "prompt_max_bytes": settings.prompt_max_bytes,
             "consolidate": settings.consolidate,
         },
-        "load_average": [round(x, 2) for x in os.getloadavg()],
         "backends": {},
+        "load_average": {},  # per backend: before and after its run
     }
-    chosen = backends()
-    if "sqlite" in chosen:
-        result["backends"]["sqlite"] = _backend(None)
-    if "postgres" in chosen:
-        base = os.environ.get("WAKEMARK_BENCH_DATABASE_URL", DEFAULT_PG)
-        schema, url = _pg_schema_url(base)
-        try:
-            result["backends"]["postgres"] = _backend(url)
-        finally:
-            _drop_schema(base, schema)
-    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    for name in backends():
+        before = _load()
+        if name == "sqlite":
+            result["backends"][name] = _backend(None)
+        else:
+            base = os.environ.get("WAKEMARK_BENCH_DATABASE_URL", DEFAULT_PG)
+            schema, url = _pg_schema_url(base)
+            try:
+                result["backends"][name] = _backend(url)
+            finally:
+                _drop_schema(base, schema)
+        result["load_average"][name] = [before, _load()]
     return result
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -269,14 +274,13 @@ def markdown(result: dict[str, Any]) -> str:
         return f"# Relevance gate\n\nSkipped: {result['skipped']}\n"
     s = result["settings"]
     lines = [
-        "# Relevance gate on codemem-dev (real prompt path)",
+        "# Relevance gate (real prompt path)",
         "",
         "Gate fitted on all projects of `bench/fit_gate.py` (held-out estimates there); "
         f"`WAKEMARK_MIN_PROMPT_RELEVANCE` "
         f"{s['min_prompt_relevance']}, `WAKEMARK_MIN_RELEVANCE` {s['min_relevance']}, "
         f"`WAKEMARK_PROMPT_MAX_BYTES` {s['prompt_max_bytes']}, `WAKEMARK_CONSOLIDATE` "
-        f"{s.get('consolidate', 'on')}. Load average "
-        f"{result['load_average']} → {result['load_average_after']}. Targets: ≥ 90 % of "
+        f"{s.get('consolidate', 'on')}. Targets: ≥ 90 % of "
         "negatives without context, gated recall@5 ≥ 0.95 × ungated, ≤ 1 KB mean injected "
         "on real queries, search recall@10 not below the pre-gate .925 (werkzeug) / "
         ".842 (jinja).",
@@ -285,6 +289,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [
             "",
             f"## {backend}",
+            "",
+            f"Load average {' → '.join(map(str, result['load_average'][backend]))}.",
             "",
             "| project | search R@5 | R@10 | MRR | ungated R@5 | gated R@5 | ratio "
             "| negatives without context (ungated → gated) | records / real prompt "
