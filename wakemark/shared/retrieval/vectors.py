@@ -33,6 +33,7 @@ HEADROOM = 1 / 8  # spare rows kept after a refresh, so the next appends copy no
 # Components of a unit vector of 384 dimensions stay far below 127 / SCALE (MiniLM's
 # largest is about 0.25); one past it is clipped, which only moves it in the first pass.
 SCALE = 320.0
+ENCODE_ROWS = 4096
 # The first pass keeps this many rows per row asked for (at least RESCORE_MIN), and
 # those are ranked again by their float16 vectors: the codes' error (a cosine off by a
 # few thousandths at most) never reorders what is returned.
@@ -62,8 +63,15 @@ def _normalize(matrix: np.ndarray) -> np.ndarray:
 
 
 def _encoded(vectors: np.ndarray) -> np.ndarray:
-    """int8 codes of unit rows (or of one unit vector)."""
-    return np.clip(np.rint(vectors * SCALE), -127, 127).astype(np.int8)
+    """int8 codes of unit rows (or of one unit vector), a block at a time: a large
+    namespace's float32 temporaries would otherwise peak at several times its codes."""
+    out = np.empty(vectors.shape, np.int8)
+    for lo in range(0, len(vectors), ENCODE_ROWS):
+        block = vectors[lo : lo + ENCODE_ROWS] * SCALE
+        np.rint(block, out=block)
+        np.clip(block, -127, 127, out=block)
+        out[lo : lo + ENCODE_ROWS] = block
+    return out
 
 
 def _codes(types: list[str]) -> np.ndarray:
