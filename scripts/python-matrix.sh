@@ -11,13 +11,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 SKIP="${1:-}"
 
-# Needs no service: CLI, SQLite storage conformance, API, extraction.
+# Needs no service: CLI, SQLite storage conformance, the vector cache (its scan is a
+# compiled dependency), API, extraction.
 SMOKE=(
     tests/test_packaging.py
     tests/test_cli.py
     tests/storage/test_events.py
     tests/storage/test_records.py
     tests/storage/test_vectors.py
+    tests/retrieval/test_vector_cache.py
     tests/storage/test_search.py
     tests/storage/test_audit.py
     tests/storage/test_upkeep.py
