@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -99,6 +99,10 @@ class Rows:
 
     def __getitem__(self, which: slice | np.ndarray) -> Rows:
         return Rows(self.codes[which], self.halves[which])
+
+    def cosines(self, at: Sequence[int] | np.ndarray, unit: np.ndarray) -> np.ndarray:
+        """The cosine of rows ``at`` with the unit float32 vector ``unit``."""
+        return self.halves[at].astype(np.float32) @ unit
 
     def copy(self) -> Rows:
         return Rows(self.codes.copy(), self.halves.copy())
@@ -212,7 +216,7 @@ class VectorSet:
             return {}
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         q = q / (float(np.linalg.norm(q)) or 1.0)
-        scores = self.rows.halves[[i for _, i in rows]].astype(np.float32) @ q
+        scores = self.rows.cosines([i for _, i in rows], q)
         return {rid: float(s) for (rid, _), s in zip(rows, scores, strict=True)}
 
     def keeping(self, alive: Collection[str]) -> VectorSet:
@@ -261,7 +265,7 @@ class VectorSet:
             idx = np.argpartition(-scores, depth - 1)[:depth]
         else:
             idx = np.arange(depth)
-        cosine = self.rows.halves[idx].astype(np.float32) @ q
+        cosine = self.rows.cosines(idx, q)
         best = np.argsort(-cosine, kind="stable")[:k]
         return [
             Candidate(self.ids[i], float(self.created_ts[i]), float(c))
@@ -389,7 +393,7 @@ class VectorCache:
                 with self._lock:
                     if namespace in self._entries or namespace in self._elsewhere:
                         continue
-                    held = sum(v.nbytes for _, v in self._entries.values())
+                    held = self._held_bytes()
                 try:
                     if self._count is not None:
                         rows = self._count(namespace)
@@ -450,6 +454,10 @@ class VectorCache:
                 release_free_memory()  # the fetched rows left freed heap behind
             return self._store(namespace, epoch, vset)
 
+    def _held_bytes(self) -> int:
+        """What the cached sets hold; the caller holds ``_lock``."""
+        return sum(v.nbytes for _, v in self._entries.values())
+
     def _room_for(self, nbytes: int) -> bool:
         """Whether ``nbytes`` fit beside the entries searched within ``idle_s`` (the
         idle ones are evicted to make the room, by ``_store``)."""
@@ -470,7 +478,7 @@ class VectorCache:
             self._entries[namespace] = (epoch, vset)
             self._entries.move_to_end(namespace)
             self._used[namespace] = time.monotonic()
-            held = sum(v.nbytes for _, v in self._entries.values())
+            held = self._held_bytes()
             while len(self._entries) > 1 and (
                 held > self._budget or len(self._entries) > self._max_entries
             ):
@@ -513,7 +521,7 @@ class VectorCache:
             return {
                 "namespaces": len(self._entries),
                 "rows": sum(len(v.ids) for _, v in self._entries.values()),
-                "bytes": sum(v.nbytes for _, v in self._entries.values()),
+                "bytes": self._held_bytes(),
                 "budget_bytes": self._budget,
                 "in_database": len(self._elsewhere),
                 "loads": self.loads,
