@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.retrieval.conftest import NS, OTHER, STRANGER, make_record, put
 from wakemark.shared.config import Settings
 from wakemark.shared.embedding import Embedder, EmbedderUnavailable
+from wakemark.shared.retrieval import gate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.runtime import Runtime
 
@@ -54,6 +55,25 @@ def test_dead_embedder_gives_exactly_the_lexical_list(
     assert all(h.match_source == "fts" for h in result.items)
     assert result.degraded
     assert _ids(runtime.retriever.search(ns, query, limit=5)) == _ids(result)  # deterministic
+
+
+def test_lexical_hits_past_the_records_the_leg_reads_come_back_whole(runtime: Runtime) -> None:
+    # More matches than the lexical leg reads in full (the gate's pool): the page keeps
+    # some past it, and hydration reads those.
+    ns, wanted = _fresh_ns(), 2 * gate.POOL
+    records = [
+        make_record(ns, f"parser crash {i}", i, summary=f"the parser failed on input {i}")
+        for i in range(3 * gate.POOL)
+    ]
+    put(runtime, records)
+    assert runtime.storage.memory_index(wait_s=30) is not None
+    result = runtime.retriever.search(ns, "parser crash", limit=wanted)
+    lexical = search_lexical(runtime.storage, ns, "parser crash", wanted * 4)[:wanted]
+    assert _ids(result) == [h.record_id for h in lexical]
+    by_id = {r.record_id: r for r in records}
+    assert [(h.record.title, h.record.summary) for h in result.items] == [
+        (by_id[i].title, by_id[i].summary) for i in _ids(result)
+    ]
 
 
 @FAST

@@ -18,7 +18,7 @@ from tests.storage.test_lexicon import _record, _text, random_searches
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
-from wakemark.shared.storage import SearchQuery, lexicon, migrate
+from wakemark.shared.storage import Match, SearchQuery, lexicon, migrate
 from wakemark.shared.storage.postgres import PostgresStorage
 from wakemark.shared.storage.postgres import lexicon as pg_lexicon
 from wakemark.shared.storage.sqlite import fts
@@ -39,8 +39,8 @@ def sqlite_plain(settings: Settings) -> Iterator[SqliteStorage]:
     storage.close()
 
 
-def _ids(records: list[MemoryRecord] | None) -> list[str] | None:
-    return None if records is None else [r.record_id for r in records]
+def _ids(found: list[Match] | list[MemoryRecord] | None) -> list[str] | None:
+    return None if found is None else [r.record_id for r in found]
 
 
 def _search(storage: Any, terms: list[str], namespace: str = NS) -> list[str] | None:
@@ -66,6 +66,19 @@ def _same_answers(pg: PostgresStorage, sqlite: SqliteStorage, rng: random.Random
         found = pg.search_terms(query, terms, stats=stats)
         expected = sqlite.search_terms(query, terms, stats=stats)
         assert _ids(found) == _ids(expected), (query, terms)
+        if found is None or expected is None:
+            continue
+        assert [m.created_ts for m in found] == [m.created_ts for m in expected]
+        # Reading only the first few records leaves the ranking and the times as they were.
+        read = rng.randint(0, len(found))
+        partial = pg.search_terms(query, terms, stats=stats, read=read)
+        assert partial is not None
+        assert [(m.record_id, m.created_ts) for m in partial] == [
+            (m.record_id, m.created_ts) for m in found
+        ]
+        assert [m.record for m in partial] == [m.record for m in found[:read]] + [None] * (
+            len(found) - read
+        )
 
 
 def test_the_index_answers_as_sqlite_as_records_come_change_and_go(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self
 import numpy as np
 
 from wakemark.shared.registry import Registry
+from wakemark.shared.retrieval import gate
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams, has_cjk
@@ -172,13 +173,11 @@ class LexicalLeg(DatabaseLeg):
                 where.observation_type,
                 where.since,
                 where.timeout_s,
+                read=gate.POOL,  # the records the gate reads; hydration reads the others it keeps
             )
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
-        return [
-            Candidate(h.record.record_id, h.record.created_at.timestamp(), record=h.record)
-            for h in hits
-        ]
+        return [Candidate(h.record_id, h.created_ts, record=h.record) for h in hits]
 
     def warm_up(self) -> None:
         """Start building the storage's full-text index held in memory, if it keeps one."""

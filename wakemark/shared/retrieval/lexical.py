@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
-from wakemark.shared.storage import SearchQuery
+from wakemark.shared.storage import Match, SearchQuery
 from wakemark.shared.storage.lexical import encodable, tokenize
 
 if TYPE_CHECKING:
@@ -30,7 +30,9 @@ DocFreq = Callable[[Sequence[str]], Mapping[str, int]]
 
 @dataclass(frozen=True)
 class LexicalHit:
-    record: MemoryRecord
+    record_id: str
+    created_ts: float  # seconds since the Unix epoch
+    record: MemoryRecord | None  # None past the first ``read`` hits, if the search skipped it
     rank: int  # 0-based position in the lexical ranking
 
 
@@ -42,21 +44,23 @@ def search_lexical(
     observation_type: str | None = None,
     since: datetime | None = None,
     timeout_s: float | None = None,
+    read: int | None = None,
 ) -> list[LexicalHit]:
     """Never raises on user text: full-text first (best rank first) on the rarest terms,
     topped up from all of them; if the engine refuses, escaped substring match (newest
-    first). Past ``timeout_s`` seconds in all, ``StorageTimeoutError``."""
+    first). Past ``timeout_s`` seconds in all, ``StorageTimeoutError``. The first ``read``
+    hits (all if None) carry their record (``Search.search_terms``)."""
     query = encodable(query)
     end = None if timeout_s is None else time.monotonic() + timeout_s
 
     def left() -> float | None:
         return None if end is None else end - time.monotonic()
 
-    records = _full_text(storage, namespace, query, limit, observation_type, since, left)
-    if records is None:
+    found = _full_text(storage, namespace, query, limit, observation_type, since, left, read)
+    if found is None:
         where = SearchQuery(namespace, limit, observation_type, since, left())
-        records = storage.search_substring(where, query)
-    return [LexicalHit(record, rank) for rank, record in enumerate(records)]
+        found = [Match.of(r) for r in storage.search_substring(where, query)]
+    return [LexicalHit(m.record_id, m.created_ts, m.record, rank) for rank, m in enumerate(found)]
 
 
 def _full_text(
@@ -67,7 +71,8 @@ def _full_text(
     observation_type: str | None,
     since: datetime | None,
     left: Callable[[], float | None],
-) -> list[MemoryRecord] | None:
+    read: int | None,
+) -> list[Match] | None:
     tokens = tokenize(query)
     stats = storage.term_stats(tokens) if tokens else None
     if stats is None:
@@ -76,16 +81,17 @@ def _full_text(
     def doc_freq(_: Sequence[str]) -> Mapping[str, int]:
         return stats.doc_freq
 
-    def search(terms: list[str]) -> list[MemoryRecord] | None:
+    def search(terms: list[str], read: int | None) -> list[Match] | None:
         where = SearchQuery(namespace, limit, observation_type, since, left())
-        return storage.search_terms(where, terms, stats=stats)
+        return storage.search_terms(where, terms, stats=stats, read=read)
 
     best_terms = select_terms(tokens, doc_freq, total=stats.total)
-    best = search(best_terms)
+    best = search(best_terms, read)
     every = select_terms(tokens, doc_freq)
     if best is None or every == best_terms or len(best) >= limit:
         return best
-    more = search(every)
+    # A hit of ``more`` filling position p is at most p-th in it: within ``read`` there too.
+    more = search(every, read)
     if more is None:
         return None
     return fill(best, lambda: more, lambda r: r.record_id, limit)

@@ -34,7 +34,7 @@ from wakemark.shared.storage.ports.audit import (
 from wakemark.shared.storage.ports.events import Events, PutEventResult, Turn, TurnInfo
 from wakemark.shared.storage.ports.history import History, Version
 from wakemark.shared.storage.ports.records import MemoryFilter, Page, PageKey, Records
-from wakemark.shared.storage.ports.search import Search, SearchQuery, TermStats, VectorHit
+from wakemark.shared.storage.ports.search import Match, Search, SearchQuery, TermStats, VectorHit
 from wakemark.shared.storage.ports.upkeep import (
     DiskUsage,
     ImportBatch,
@@ -65,6 +65,7 @@ __all__ = [
     "FileAnchor",
     "ImportBatch",
     "ImportCounts",
+    "Match",
     "MemoryFilter",
     "MigrationDriftError",
     "NotFoundError",

@@ -19,6 +19,7 @@ adjacent pair of it, and left to the database when they are many (``TooBroad``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -425,6 +426,19 @@ class Index:
         self.whole = bool(alive.all())
         self._scopes: dict[str, tuple[np.ndarray, bool]] = {}
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def created_of(self, rowids: Sequence[int]) -> np.ndarray:
+        """Microseconds since the epoch at which the live records ``rowids`` were made
+        (a changed record's rowid also names its masked old slot)."""
+        rowid, slot = self._live_rowids
+        return self.created[slot[np.searchsorted(rowid, rowids)]]
+
+    @functools.cached_property
+    def _live_rowids(self) -> tuple[np.ndarray, np.ndarray]:
+        """The live slots' rowids, sorted, and each one's slot."""
+        live = np.flatnonzero(self.alive)
+        slot = live[np.argsort(self.rowid[live], kind="stable")]
+        return self.rowid[slot], slot
 
     @property
     def nbytes(self) -> int:

@@ -42,6 +42,20 @@ class TermStats:
 
 
 @dataclass(frozen=True)
+class Match:
+    """One full-text match (``Search.search_terms``): the record's id and creation time,
+    and the record when the search read it."""
+
+    record_id: str
+    created_ts: float  # seconds since the Unix epoch
+    record: MemoryRecord | None = None
+
+    @classmethod
+    def of(cls, record: MemoryRecord) -> Match:
+        return cls(record.record_id, record.created_at.timestamp(), record)
+
+
+@dataclass(frozen=True)
 class VectorHit:
     """One nearest neighbour found by the database (``Search.search_vector``)."""
 
@@ -57,12 +71,13 @@ class Search(Protocol):
 
     @abc.abstractmethod
     def search_terms(
-        self, query: SearchQuery, terms: Sequence[str], *, stats: TermStats
-    ) -> list[MemoryRecord] | None:
+        self, query: SearchQuery, terms: Sequence[str], *, stats: TermStats, read: int | None = None
+    ) -> list[Match] | None:
         """Records matching any of the terms (each taken literally), best rank first;
         None if the engine refuses the query or no term is searchable. ``stats``: what
         ``term_stats`` said of the query's tokens (the terms among them), for a backend
-        whose ranking needs them."""
+        whose ranking needs them. The first ``read`` matches (all if None) carry their
+        record; a backend that ranks without reading the rows leaves the rest's out."""
 
     def warm_up(self) -> None:
         """Start loading, in the background, what the first search needs (a backend

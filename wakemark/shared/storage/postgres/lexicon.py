@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from wakemark.shared.models import MemoryRecord
 from wakemark.shared.storage.lexicon import (
     DELTA_ROWS,
     READ_ROWS,
@@ -46,7 +45,7 @@ from wakemark.shared.storage.lexicon import (
     phrases,
     read_batch,
 )
-from wakemark.shared.storage.ports.search import SearchQuery, TermStats
+from wakemark.shared.storage.ports.search import Match, SearchQuery, TermStats
 from wakemark.shared.storage.postgres.connection import REPEATABLE_READ
 
 MAX_RECORDS = 200_000
@@ -101,9 +100,9 @@ class Snapshot:
 
     def ranked(
         self, stems: sqlite3.Connection, query: SearchQuery, terms: Sequence[str]
-    ) -> dict[str, float] | None:
-        """Record id -> bm25 (lower is better) of the best matches, as SQLite ranks them;
-        None: a phrase too broad to recount, ask Postgres."""
+    ) -> list[Match] | None:
+        """The best ``query.limit`` matches as SQLite orders them (bm25, newest, record
+        id), records not read; None: a phrase too broad to recount, ask Postgres."""
         found = phrases(stems, terms)
         want = Ranking(query.namespace, query.limit, query.observation_type, query.since)
         try:
@@ -111,7 +110,9 @@ class Snapshot:
                                        WINDOW)  # fmt: skip
         except TooBroad:
             return None
-        return {self.ids[slot]: score for slot, score in ranked}
+        created = (self.index.created_of([slot for slot, _ in ranked]) / 1e6).tolist()
+        keys = [(s, -ts, self.ids[slot]) for (slot, s), ts in zip(ranked, created, strict=True)]
+        return [Match(record_id, -neg_ts) for _, neg_ts, record_id in sorted(keys)[: query.limit]]
 
 
 class Memory:
@@ -225,9 +226,3 @@ def _numbered(
                 recent.add(f"{record_id} {xid}")
             out.append((slot, *columns))
         yield out
-
-
-def ordered(records: list[MemoryRecord], score: dict[str, float], limit: int) -> list[MemoryRecord]:
-    """The ranked records by (bm25, newest, record id), as SQLite orders them."""
-    records.sort(key=lambda r: (score[r.record_id], -r.created_at.timestamp(), r.record_id))
-    return records[:limit]

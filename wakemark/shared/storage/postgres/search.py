@@ -14,7 +14,7 @@ import psycopg
 from wakemark.shared.models import NAMESPACE_RE, MemoryRecord
 from wakemark.shared.storage import lexical
 from wakemark.shared.storage.errors import StorageTimeoutError
-from wakemark.shared.storage.ports.search import SearchQuery, TermStats, VectorHit
+from wakemark.shared.storage.ports.search import Match, SearchQuery, TermStats, VectorHit
 from wakemark.shared.storage.postgres import bm25, lexicon
 from wakemark.shared.storage.postgres.base import (
     NS,
@@ -217,12 +217,12 @@ class PostgresSearch(PostgresBase):
         return TermStats({t: df for t, df, _, _ in found}, int(found[0][2]) if found else None)
 
     def search_terms(
-        self, query: SearchQuery, terms: Sequence[str], *, stats: TermStats
-    ) -> list[MemoryRecord] | None:
+        self, query: SearchQuery, terms: Sequence[str], *, stats: TermStats, read: int | None = None
+    ) -> list[Match] | None:
         params = _search_params(query)
         end = _deadline(query.timeout_s)
         try:
-            found = self._search_in_memory(query, terms, params["ns"], end) if terms else None
+            found = self._search_in_memory(query, terms, params["ns"], end, read) if terms else None
         except StorageTimeoutError:
             raise
         except Exception as exc:  # the statement below answers; a broken index never fails one
@@ -242,14 +242,14 @@ class PostgresSearch(PostgresBase):
             return None
         # ts_rank picks the candidates; BM25 orders them (see bm25.py).
         records = [memory_record(r) for r in rows]
-        return bm25.order(records, terms, stats.doc_freq, stats.total or 0)
+        return [Match.of(r) for r in bm25.order(records, terms, stats.doc_freq, stats.total or 0)]
 
     def _search_in_memory(
-        self, query: SearchQuery, terms: Sequence[str], ns: str, end: float | None
-    ) -> list[MemoryRecord] | None:
+        self, query: SearchQuery, terms: Sequence[str], ns: str, end: float | None, read: int | None
+    ) -> list[Match] | None:
         """SQLite's ranking, from the index held in the process, checked in the round trip
-        that reads the ranked records; if it is not current, once more after waiting for
-        its refresh. None: Postgres answers."""
+        that reads the first ``read`` ranked records; if it is not current, once more after
+        waiting for its refresh. None: Postgres answers."""
         memory = self._memory
         if memory is None:
             return None
@@ -257,15 +257,23 @@ class PostgresSearch(PostgresBase):
         # CLI, a Celery worker) would pay for an index it never uses.
         snap = memory.latest
         for _ in range(2):
-            score = snap.ranked(memory.stems(), query, terms) if snap is not None else None
-            if snap is None or score is None:
+            ranked = snap.ranked(memory.stems(), query, terms) if snap is not None else None
+            if snap is None or ranked is None:
                 return None
+            wanted = [m.record_id for m in ranked[:read]]
             with self._db.connection() as conn:
-                params = {**snap.check_params, "ids": list(score), "ns": ns}
+                params = {**snap.check_params, "ids": wanted, "ns": ns}
                 rows = _run(conn, CHECKED_RECORDS, params, end, "full-text search")
             if snap.holds(rows[0][0], rows[0][1]):
-                records = [memory_record(r[2:]) for r in rows if r[2] is not None]
-                return lexicon.ordered(records, score, query.limit)
+                records = {r[2]: memory_record(r[2:]) for r in rows if r[2] is not None}
+                # A record read is in the namespace and still there; the rest the index
+                # scoped and the check vouches for.
+                head = [
+                    Match(m.record_id, m.created_ts, records[m.record_id])
+                    for m in ranked[: len(wanted)]
+                    if m.record_id in records
+                ]
+                return head + ranked[len(wanted) :]
             snap = self.memory_index()
         return None
 

@@ -16,7 +16,7 @@ from wakemark.shared.models import MemoryRecord
 from wakemark.shared.storage import lexical, lexicon
 from wakemark.shared.storage.errors import StorageTimeoutError
 from wakemark.shared.storage.lexicon import Index, Ranking
-from wakemark.shared.storage.ports.search import SearchQuery, TermStats, VectorHit
+from wakemark.shared.storage.ports.search import Match, SearchQuery, TermStats, VectorHit
 from wakemark.shared.storage.sqlite import codec, fts
 from wakemark.shared.storage.sqlite.base import NS, R_NS, SqliteBase
 from wakemark.shared.storage.sqlite.lexicon import current_seq
@@ -110,7 +110,8 @@ class SqliteSearch(SqliteBase):
         terms: Sequence[str],
         *,
         stats: TermStats,  # FTS5 ranks with its own
-    ) -> list[MemoryRecord] | None:
+        read: int | None = None,  # every row is read: ties are ordered by its columns
+    ) -> list[Match] | None:
         params = _search_params(query)
         if not terms:
             return None
@@ -122,7 +123,7 @@ class SqliteSearch(SqliteBase):
                     found = _ranked_in_memory(conn, index, query, terms)
                     if found is not None:
                         rows = _records_by_rank(conn, found, params)
-                        return [codec.to_record(r) for r in rows]
+                        return [Match.of(codec.to_record(r)) for r in rows]
                 prefix, exact = fts.scope(conn, query.namespace)
                 filtered = query.observation_type is not None or query.since is not None
                 sql = RANK_FTS if exact and not filtered else RANK_FTS_CHECKED
@@ -132,7 +133,7 @@ class SqliteSearch(SqliteBase):
                 if str(exc) == INTERRUPTED:  # past the deadline, not a refused query
                     raise
                 return None
-        return [codec.to_record(r) for r in rows]
+        return [Match.of(codec.to_record(r)) for r in rows]
 
     def search_substring(self, query: SearchQuery, text: str) -> list[MemoryRecord]:
         params = _search_params(query)
