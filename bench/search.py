@@ -8,7 +8,8 @@ RSS of a warm process holding the 50k namespace is measured in a subprocess.
 Postgres: ``WAKEMARK_BENCH_DATABASE_URL`` (default: the test database, in a fresh schema).
 Run alone: ``python -m bench.search``; ``python -m bench.search --rss DIR`` measures only
 the warm RSS (SQLite, 50k records built in ``DIR`` once and kept), ``--http DIR`` only
-searches of 10k records through ``wakemark serve``, timed by the client.
+searches of 10k records through ``wakemark serve``, timed by the client; ``--postgres
+SCHEMA`` only the 50k measures on Postgres, in a schema built once and kept.
 """
 
 from __future__ import annotations
@@ -346,6 +347,33 @@ def rss_only(home: Path) -> dict[str, Any]:
     return {"load": load, **_rss(settings, _queries(random.Random(11)))}
 
 
+def postgres_only(schema: str) -> dict[str, Any]:
+    """``--postgres SCHEMA``: the 50k measures on Postgres alone, in ``SCHEMA`` of the
+    bench database (built there by the first run and kept), so runs of two checkouts can
+    alternate on one database."""
+    base = os.environ.get("WAKEMARK_BENCH_DATABASE_URL", DEFAULT_PG)
+    _, url = _pg_schema_url(base, schema)
+    with tempfile.TemporaryDirectory() as home:
+        settings = Settings(
+            home=Path(home), model_path=Settings.from_env().onnx_model_path, database_url=url
+        )
+        migrate(settings)
+        runtime = Runtime.build(settings)
+        try:
+            runtime.embedder.warm()
+            stored = len(runtime.storage.embedded_ids(NS))
+            if stored not in (0, SIZES[-1]):
+                raise SystemExit(f"schema {schema} holds {stored} records: use another one")
+            if not stored:
+                _fill(runtime, 0, SIZES[-1], random.Random(7))
+                _vacuum(settings)
+            load = [round(x, 2) for x in os.getloadavg()]
+            out = _measure(runtime, _queries(random.Random(11)))
+        finally:
+            runtime.close()
+    return {"records": SIZES[-1], "load": load, "load_after": list(os.getloadavg()), **out}
+
+
 def _built(home: Path, records: int) -> Settings:
     """Settings of a SQLite home holding ``records`` records in ``NS``, built there once
     and kept (so runs of two checkouts can alternate on one database)."""
@@ -517,7 +545,10 @@ if __name__ == "__main__":
         print(json.dumps(rss_only(Path(sys.argv[2]))))
     elif sys.argv[1:2] == ["--http"] and len(sys.argv) == 3:
         print(json.dumps(http_only(Path(sys.argv[2]))))
+    elif sys.argv[1:2] == ["--postgres"] and len(sys.argv) == 3:
+        print(json.dumps(postgres_only(sys.argv[2])))
     elif len(sys.argv) == 1:
         print(markdown(run()))
     else:
-        sys.exit(f"usage: python -m bench.search [--rss DIR | --http DIR]\n\n{__doc__}")
+        usage = "python -m bench.search [--rss DIR | --http DIR | --postgres SCHEMA]"
+        sys.exit(f"usage: {usage}\n\n{__doc__}")
