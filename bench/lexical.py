@@ -15,7 +15,8 @@ every variant below in turn, rotating the order, so all of them see the same mac
   autovacuum).
 - ``postgres_index``: the same call with Postgres' index held in the process
   (``wakemark.shared.storage.postgres.lexicon``): a check that it is current, the
-  ranking in memory, one round trip for the ranked records. It ranks as SQLite does.
+  ranking in memory, one round trip for the first ``gate.POOL`` ranked records (those
+  the relevance gate reads). It ranks as SQLite does.
 - ``embed_query``: the query embedding, the yardstick the issue scales its targets by.
 
 Also: each index's build time, bytes and the process's RSS growth, the first search after
@@ -57,6 +58,7 @@ from bench.search import (
 )
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.heap import release_free_memory
+from wakemark.shared.retrieval.gate import POOL
 from wakemark.shared.retrieval.lexical import search_lexical, select_terms
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import lexical, lexicon, migrate
@@ -148,18 +150,18 @@ def _measure(settings: Settings, pg_url: str) -> dict[str, Any]:
         conn = storage._conns.get()
         where = lexicon.Ranking(NS, K, None, None)
         variants: dict[str, Callable[[str], Any]] = {
-            "fts5": lambda q: search_lexical(plain, NS, q, K),
-            "leg": lambda q: search_lexical(storage, NS, q, K),
+            "fts5": lambda q: search_lexical(plain, NS, q, K, read=POOL),
+            "leg": lambda q: search_lexical(storage, NS, q, K, read=POOL),
             "ranking": lambda q: index.ranked(conn, plans[q], where, fts.WINDOW),
-            "postgres": lambda q: search_lexical(pg, NS, q, K),
-            "postgres_index": lambda q: search_lexical(indexed, NS, q, K),
+            "postgres": lambda q: search_lexical(pg, NS, q, K, read=POOL),
+            "postgres_index": lambda q: search_lexical(indexed, NS, q, K, read=POOL),
             "embed_query": runtime.embedder.embed_query,
         }
         for q in queries[:20]:  # warm both paths (stems, statements, caches)
             for fn in variants.values():
                 fn(q)
         samples: dict[str, list[float]] = {name: [] for name in variants}
-        answers: dict[str, dict[str, list[str]]] = {
+        answers: dict[str, dict[str, list[float]]] = {
             "fts5": {},
             "leg": {},
             "postgres": {},
@@ -172,7 +174,7 @@ def _measure(settings: Settings, pg_url: str) -> dict[str, Any]:
                 out = variants[name](q)
                 samples[name].append((time.perf_counter() - t) * 1000.0)
                 if name in answers:  # by time: each database gave the records its own ids
-                    answers[name][q] = [h.record.created_at.isoformat() for h in out]
+                    answers[name][q] = [h.created_ts for h in out]
 
         def agree(leg: str) -> float:
             common = [
