@@ -185,6 +185,26 @@ def test_namespace_isolation(storage: Storage) -> None:
         storage.list_memory_records("/actor/a/project/a")
 
 
+def test_a_full_text_search_reads_the_records_asked_for(storage: Storage) -> None:
+    records = [record(f"walrus tusk {i}") for i in range(12)]
+    with storage.transaction() as tx:
+        for rec in records:
+            tx.put_memory_record(rec)
+    stats = storage.term_stats(["walrus"])
+    assert stats is not None
+    where = SearchQuery(NS, 10)
+    full = storage.search_terms(where, ["walrus"], stats=stats)
+    part = storage.search_terms(where, ["walrus"], stats=stats, read=3)
+    assert full is not None and part is not None and len(full) == 10
+    created = {r.record_id: r.created_at.timestamp() for r in records}
+    assert [(m.record_id, m.created_ts) for m in part] == [
+        (m.record_id, created[m.record_id]) for m in full
+    ]
+    assert all(m.record is not None for m in full)
+    assert [m.record for m in part[:3]] == [m.record for m in full[:3]]
+    assert all(m.record in (None, f.record) for m, f in zip(part, full, strict=True))
+
+
 def test_lexical_primitives(storage: Storage) -> None:
     rec = record("walrus tusk")
     storage.put_memory_record(rec)

@@ -77,7 +77,7 @@ class Search(Protocol):
         None if the engine refuses the query or no term is searchable. ``stats``: what
         ``term_stats`` said of the query's tokens (the terms among them), for a backend
         whose ranking needs them. The first ``read`` matches (all if None) carry their
-        record; a backend that ranks without reading the rows leaves the rest's out."""
+        record; the rest may come with their id and time alone."""
 
     def warm_up(self) -> None:
         """Start loading, in the background, what the first search needs (a backend

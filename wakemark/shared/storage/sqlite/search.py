@@ -110,7 +110,7 @@ class SqliteSearch(SqliteBase):
         terms: Sequence[str],
         *,
         stats: TermStats,  # FTS5 ranks with its own
-        read: int | None = None,  # every row is read: ties are ordered by its columns
+        read: int | None = None,
     ) -> list[Match] | None:
         params = _search_params(query)
         if not terms:
@@ -122,8 +122,7 @@ class SqliteSearch(SqliteBase):
                 if index is not None:  # the same ranking, from the index held in memory
                     found = _ranked_in_memory(conn, index, query, terms)
                     if found is not None:
-                        rows = _records_by_rank(conn, found, params)
-                        return [Match.of(codec.to_record(r)) for r in rows]
+                        return _matches(_records_by_rank(conn, found, params), read)
                 prefix, exact = fts.scope(conn, query.namespace)
                 filtered = query.observation_type is not None or query.since is not None
                 sql = RANK_FTS if exact and not filtered else RANK_FTS_CHECKED
@@ -133,7 +132,7 @@ class SqliteSearch(SqliteBase):
                 if str(exc) == INTERRUPTED:  # past the deadline, not a refused query
                     raise
                 return None
-        return [Match.of(codec.to_record(r)) for r in rows]
+        return _matches(rows, read)
 
     def search_substring(self, query: SearchQuery, text: str) -> list[MemoryRecord]:
         params = _search_params(query)
@@ -227,6 +226,16 @@ def _records_by_rank(
     rows.sort(key=lambda r: r["created_at"], reverse=True)
     rows.sort(key=lambda r: score[r["id"]])
     return rows[: int(params["limit"])]
+
+
+def _matches(rows: list[sqlite3.Row], read: int | None) -> list[Match]:
+    """The rows as matches, the first ``read`` (all if None) with their record."""
+    return [
+        Match.of(codec.to_record(r))
+        if read is None or i < read
+        else Match(r["record_id"], codec.from_ts(r["created_at"]).timestamp())
+        for i, r in enumerate(rows)
+    ]
 
 
 def _rid(row: sqlite3.Row) -> str:
