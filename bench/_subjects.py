@@ -19,7 +19,8 @@ import numpy as np
 from wakemark.shared.extraction import subject
 from wakemark.shared.models import MemoryRecord
 
-# Candidate rules, the shipped one first, then with disjoint files keeping the lineage
+# Candidate rules, the shipped one first, then without the session's other recent
+# records or with them from other cosines (``recent``), then with disjoint files keeping the lineage
 # apart (``follow_files_apart``), without its lineage version rule (``follow_numbers``),
 # then an earlier one (every title number apart, no carrying on),
 # then their parts and neighbours; then the older ones (no lineage,
@@ -28,11 +29,14 @@ from wakemark.shared.models import MemoryRecord
 # (``follow``, ``carry_on``); and the file veto (``files_apart``) from other cosines.
 _OFF = 1.01
 _PREVIOUS = subject.Rule(
-    numbers="all", carry_on=False, follow_numbers="same", follow_files_apart=0.95
+    numbers="all", carry_on=False, follow_numbers="same", follow_files_apart=0.95, recent=_OFF
 )
 _BEFORE = replace(_PREVIOUS, follow=_OFF, files_apart=0.0)
 GRID = [
     subject.RULE,
+    subject.Rule(recent=_OFF),
+    subject.Rule(recent=0.70),
+    subject.Rule(recent=0.60),
     subject.Rule(follow_files_apart=0.95),
     subject.Rule(follow_files_apart=0.8),
     subject.Rule(follow_numbers="same"),
@@ -60,20 +64,23 @@ def fold(
     vectors: np.ndarray,
     rule: subject.Rule,
     sessions: dict[str, str],
-    previous: dict[str, list[str]] | None = None,
+    previous: dict[str, list[list[str]]] | None = None,
     carried: Collection[str] = (),
+    links: bool = True,
 ) -> tuple[list[int], list[tuple[int, int]]]:
     """Each record's subject (the index of its first record) and the merges (new, old),
     feeding ``records`` (time order, one namespace or several) to ``subject.match``;
     ``sessions``: each record's session, by record id; ``previous``: for a record of a
-    turn that follows up, the records of the ``subject.LINEAGE`` turns of its session
-    before it, nearest first (the first one written, as its subject's current record now,
-    is the session's previous record: ``HistoryTx.session_previous``); ``carried``: the
-    records of turns that carry on (``capture.carries_on``)."""
+    turn that follows up, the records of each of the ``subject.LINEAGE`` turns of its
+    session before it, nearest turn first, newest record first (a turn whose records were all
+    repeats stands for the record its newest one repeated; their current records, as
+    ``HistoryTx.session_recent`` gives them: the first the session's previous record);
+    ``carried``: the records of turns that carry on (``capture.carries_on``); ``links``:
+    False, a turn of repeats stands for nothing (as before the turns kept the link)."""
     units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     lineage = list(range(len(records)))
     current: list[int] = []
-    repeats: set[int] = set()  # not written
+    repeated: dict[int, int] = {}  # a repeat (not written) -> the record it repeated
     head: dict[int, int] = {}  # subject (its first record) -> its current record
     merges: list[tuple[int, int]] = []
     index = {r.record_id: k for k, r in enumerate(records)}
@@ -84,10 +91,13 @@ def fold(
             cosines = units[mine] @ units[i]
             top = np.argsort(-cosines)[: subject.NEIGHBOURS]
             near = [(records[mine[int(k)]], float(cosines[int(k)])) for k in top]
-        before = [index[r] for r in (previous or {}).get(record.record_id, [])]
-        written = [k for k in before if k not in repeats]
-        last = head[lineage[written[0]]] if written else None
-        lead = None if last is None else (records[last], float(units[last] @ units[i]))
+        written: list[int] = []
+        for turn in (previous or {}).get(record.record_id, []):
+            ks = [index[r] for r in turn]
+            kept = [k for k in ks if k not in repeated]
+            written += kept or [repeated[k] for k in ks[:1] if links]
+        recent = list(dict.fromkeys(head[lineage[k]] for k in written))
+        lead = None if not recent else (records[recent[0]], float(units[recent[0]] @ units[i]))
         found = subject.match(
             record,
             near,
@@ -95,6 +105,7 @@ def fold(
             lambda r: sessions.get(r.record_id),
             lead,
             record.record_id in carried,
+            [(records[k], float(units[k] @ units[i])) for k in recent[1:]],
         )
         if found is None:
             current.append(i)
@@ -104,7 +115,7 @@ def fold(
         merges.append((i, j))
         lineage[i] = lineage[j]
         if found.repeat:
-            repeats.add(i)
+            repeated[i] = j
         else:
             current[current.index(j)] = i
             head[lineage[i]] = i
@@ -117,11 +128,12 @@ def score(
     label: Sequence[Any | None],
     rule: subject.Rule,
     sessions: dict[str, str],
-    previous: dict[str, list[str]] | None = None,
+    previous: dict[str, list[list[str]]] | None = None,
     carried: Collection[str] = (),
+    links: bool = True,
 ) -> dict[str, Any]:
     """``rule`` scored on ``label`` (each record's labelled subject, None: unlabelled)."""
-    lineage, merges = fold(records, vectors, rule, sessions, previous, carried)
+    lineage, merges = fold(records, vectors, rule, sessions, previous, carried, links)
     tp = fp = 0
     for i, j in merges:
         if label[i] is not None and label[j] is not None:
@@ -161,6 +173,8 @@ def rule_text(rule: dict[str, Any]) -> str:
         text += f", or ≥ {rule['session']} in one session"
     if rule.get("follow", _OFF) <= 1:
         text += f", or ≥ {rule['follow']} with the session's previous record"
+    if rule.get("recent", _OFF) <= 1 and rule.get("follow", _OFF) <= 1:
+        text += f", or ≥ {rule['recent']} with another recent record of the session"
     if rule.get("carry_on") and rule.get("follow", _OFF) <= 1:
         text += ", or a follow-up naming nothing of its own"
     if rule.get("follow_numbers") == "versions" and rule.get("follow", _OFF) <= 1:

@@ -28,6 +28,7 @@ follow up one request). Run:
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -210,7 +211,7 @@ def _subjects(
     from wakemark.shared.models import MemoryRecord
 
     records, label, sessions = [], [], {}
-    previous: dict[str, list[str]] = {}
+    previous: dict[str, list[list[str]]] = {}
     carried: set[str] = set()
     reported: set[str] = set()  # carried on only as a report on the last change
     committed: set[str] = set()  # carried on only as a request to commit the work
@@ -227,7 +228,7 @@ def _subjects(
             ids.append(records[-1].record_id)
             if got[row["id"]].get("follows_up"):
                 lookback = before[-LINEAGE:][::-1]
-                previous[ids[-1]] = [r for turn in lookback for r in turn[::-1]]
+                previous[ids[-1]] = [turn[::-1] for turn in lookback]
                 if got[row["id"]].get("carries_on"):
                     carried.add(ids[-1])
                     if _reports_only(row):
@@ -246,6 +247,10 @@ def _subjects(
         # The shipped rule with reports on the last change not carrying on.
         "without_reports": _subjects.score(
             records, vectors, label, subject.RULE, sessions, previous, carried - reported
+        ),
+        # The shipped rule with a turn of repeats standing for nothing in its session.
+        "without_links": _subjects.score(
+            records, vectors, label, subject.RULE, sessions, previous, carried, links=False
         ),
         # The shipped rule with requests to commit the work not carrying on.
         "without_commits": _subjects.score(
@@ -282,6 +287,7 @@ def _joined(out: dict[str, Any]) -> list[int]:
 
 
 def run() -> dict[str, Any]:
+    load = [round(x, 2) for x in os.getloadavg()]
     labels = json.loads(LABELS.read_text())
     rows = _turns(labels)
     labelled = [r for r in rows if r["id"] in labels]
@@ -291,6 +297,7 @@ def run() -> dict[str, Any]:
     after = _extract(rows, ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         before = _extract(labelled, _base_tree(Path(tmp)))
+    subjects = _subjects(rows, after, labels)
     sources = Counter(r["repo"] for r in labelled if labels[r["id"]]["label"] != "subject")
     uniform = {k: v for k, v in labels.items() if v.get("sample") == "uniform"}
 
@@ -313,6 +320,7 @@ def run() -> dict[str, Any]:
     return {
         "name": "capture",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "load": {"before": load, "after": [round(x, 2) for x in os.getloadavg()]},
         "base": BASE,
         "set": {
             "turns": len(rows),
@@ -331,7 +339,7 @@ def run() -> dict[str, Any]:
         "uniform_before": _score(uniform, before),
         "uniform_after": _score(uniform, after),
         "examples": pairs,
-        "subjects": _subjects(rows, after, labels),
+        "subjects": subjects,
     }
 
 
@@ -376,6 +384,14 @@ def markdown(result: dict[str, Any]) -> str:
         + ", ".join(f"{k} ({v})" for k, v in s["sources"].items())
         + f". Before = the extractor at `{result['base'][:7]}`.",
         "",
+    ]
+    if "load" in result:
+        lines += [
+            f"Run {result['at']}, load average before {result['load']['before']}, after "
+            f"{result['load']['after']} ({os.cpu_count()} CPUs).",
+            "",
+        ]
+    lines += [
         "| measure | before | after |",
         "|---|---|---|",
     ]
@@ -434,6 +450,9 @@ def _subjects_table(subjects: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     rows = [(rule_text(g["rule"]), g) for g in subjects["grid"]]
+    if "without_links" in subjects:
+        rows.insert(1, ("the shipped rule, a turn of repeats standing for nothing",
+                        subjects["without_links"]))  # fmt: skip
     if "without_commits" in subjects:
         rows.insert(1, ("the shipped rule, requests to commit the work not carrying on",
                         subjects["without_commits"]))  # fmt: skip

@@ -196,3 +196,32 @@ def test_along_the_lineage_a_version_only_one_title_names_does_not_keep_them_apa
     assert subject.match(section, [], previous=(configs, 1.0), carries_on=True) is None
     same = subject.Rule(follow_numbers="same")
     assert subject.match(xcode, [], same, previous=(kept, cosine)) is None
+
+
+def test_a_follow_up_may_go_back_to_an_earlier_record_of_the_session_by_its_words() -> None:
+    # The transcript clean-up of a real session: a side question between two steps of
+    # one request, then the request goes on ("5 messages?" after an example of 4).
+    counts = _rec("4 messages?", "82 transcripts, all subagent: set the threshold there?")
+    example = _rec("Give me an example of one with 4 messages", "a stale task echo: noise")
+    more = _rec("5 messages?", "17 transcripts, all subagent, zero main sessions")
+    bar = subject.RULE.recent
+    low = subject.RULE.follow - 0.2
+    found = subject.match(more, [], previous=(example, low), recent=[(counts, bar)])
+    assert found is not None and found.old is counts
+    # The nearest of those reaching the bar; below it the request starts its own subject.
+    other = _rec("3 messages?", "63 transcripts")
+    found = subject.match(
+        more, [], previous=(example, low), recent=[(other, bar), (counts, bar + 0.1)]
+    )
+    assert found is not None and found.old is counts
+    below = [(counts, bar - 0.01)]
+    assert subject.match(more, [], previous=(example, low), recent=below) is None
+    # Carrying on is about the last turn only: "yes" goes on with the side question.
+    yes = _rec("Threshold set", "248 transcripts remain")
+    found = subject.match(yes, [], previous=(example, low), carries_on=True, recent=below)
+    assert found is not None and found.old is example
+    # Named numbers still keep the session's other tasks apart, and the rule can be off.
+    task3, task4 = _rec("Task 3 done: seam tests"), _rec("Task 4 done: input mapping")
+    assert subject.match(task4, [], previous=(example, low), recent=[(task3, 0.9)]) is None
+    off = subject.Rule(recent=1.01)
+    assert subject.match(more, [], off, previous=(example, low), recent=[(counts, 0.9)]) is None

@@ -400,3 +400,77 @@ def test_a_reply_naming_nothing_of_its_own_carries_the_session_previous_subject_
     texts = [version.record.embedding_text(), storage.get_memory_record(nope).embedding_text()]  # type: ignore[union-attr]
     a, b = (np.asarray(v) / np.linalg.norm(v) for v in runtime.embedder.embed(texts))
     assert float(a @ b) < subject.RULE.follow  # the reply decides, not the words
+
+
+def _said(runtime, session: str, prompt: str, answer: str, *tools: Event) -> list[str]:  # type: ignore[no-untyped-def]
+    """Extract one turn of ``session``: the prompt, the tool uses, the answer."""
+    events = [event("prompt", prompt, session), *tools, event("session_summary", answer, session)]
+    return extract_turns(runtime.tasks, runtime.storage.put_events(events)[-1].closed_turns)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("linked", [True, False], ids=["repeat", "new-subject"])
+def test_a_turn_that_repeated_an_answer_leads_its_session_on(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime, linked: bool
+):
+    # A question asked in an earlier session is asked again with the same answer (a
+    # repeat: the turn writes nothing); "yes" to the answer's offer then goes on with
+    # the record the repeat stood for. Asked differently, the second turn writes its own
+    # record, and "yes" goes on with that one instead.
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    question = "Why does the invoice PDF crash on customer names with accents?"
+    answer = ("The invoice font has no glyphs for accented letters. "
+              "Shall I embed DejaVu Sans in the credit-note PDF too?")  # fmt: skip
+    other = ("Customer names with accents crash the invoice PDF: the built-in font lacks "
+             "those glyphs, so the renderer raises on them.")  # fmt: skip
+    [asked] = _said(runtime, "s0", question, answer)
+    again = _said(runtime, "s1", question, answer if linked else other)
+    assert again == ([] if linked else again[:1])  # a repeat writes nothing
+    edit = _edit("invoicer/pdf/credit_note.py", "s1")
+    [yes] = _said(runtime, "s1", "yes", "Embedded DejaVu Sans in the credit-note PDF too.", edit)
+    (version,) = runtime.storage.get_history(yes)
+    assert version.record.record_id == (asked if linked else again[0])
+    current = {r.record_id for r in runtime.storage.list_memory_records(NS).items}
+    assert current == ({yes} if linked else {asked, yes})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("back", [True, False], ids=["goes-back", "new-request"])
+def test_a_follow_up_goes_back_to_an_earlier_record_of_its_session(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime, back: bool
+):
+    # A real session's shape: counts of short transcripts, a side request for an example,
+    # then the next count ("What about 5 messages?"). It is far from the side request
+    # (the session's previous record) and near the counts: it supersedes them; a new
+    # request does not.
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    storage = runtime.storage
+    [counts] = _said(
+        runtime, "s1", "4 messages?",
+        "82 transcripts with 4 messages, all of them subagent conversations, zero main "
+        "sessions: stale task assignments and shutdown exchanges. Filtering at 4 or fewer "
+        "messages would remove 325 transcripts. Want me to set the threshold?",
+    )  # fmt: skip
+    [example] = _said(
+        runtime, "s1", "Give me an example of one with 4 messages",
+        "A subagent receiving a stale task assignment it already completed, confirming it "
+        "is done, then going idle. Noise.",
+    )  # fmt: skip
+    [new] = (
+        _said(runtime, "s1", "What about 5 messages?",
+              "17 more, every one a subagent's: already-done replies and shutdown "
+              "handshakes. Cutting at 5 or fewer drops 342 transcripts, 61% of all.")
+        if back else
+        _said(runtime, "s1", "Add the session date to the transcript file names",
+              "Transcript files are now named YYYY-MM-DD-HHMM-slug.md so they sort in order.")
+    )  # fmt: skip
+    written = [counts, example, new]
+    versions = {v.record.record_id: v.record for v in storage.get_history(new)}
+    records = [versions.get(i) or storage.get_memory_record(i) for i in written]
+    vectors = runtime.embedder.embed([r.embedding_text() for r in records])  # type: ignore[union-attr]
+    a, b, c = (np.asarray(v) / np.linalg.norm(v) for v in vectors)
+    assert float(b @ c) < subject.RULE.follow  # not the session's previous record
+    assert (subject.RULE.recent <= float(a @ c) < subject.RULE.session) is back
+    current = {r.record_id for r in storage.list_memory_records(NS).items}
+    assert current == ({example, new} if back else {counts, example, new})
+    assert [v.record.record_id for v in storage.get_history(new)] == ([counts] if back else [])

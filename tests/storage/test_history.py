@@ -127,10 +127,15 @@ def _extracted(storage: Storage, turn_id: str, *records: MemoryRecord) -> None:
         assert tx.mark_turn_extracted(turn_id, [r.record_id for r in records], None)
 
 
-def _previous(storage: Storage, turn_id: str, lookback: int = 6) -> tuple[str, float] | None:
+def _recent(storage: Storage, turn_id: str, lookback: int = 6) -> list[tuple[str, float]]:
     with storage.transaction() as tx:
-        found = tx.session_previous(turn_id, vec(1), lookback)
-    return None if found is None else (found[0].record_id, found[1])
+        found = tx.session_recent(turn_id, vec(1), lookback)
+    return [(r.record_id, cosine) for r, cosine in found]
+
+
+def _previous(storage: Storage, turn_id: str, lookback: int = 6) -> tuple[str, float] | None:
+    found = _recent(storage, turn_id, lookback)
+    return found[0] if found else None
 
 
 def test_the_session_previous_record_is_the_newest_of_the_nearest_turn_that_wrote_one(
@@ -153,6 +158,47 @@ def test_the_session_previous_record_is_the_newest_of_the_nearest_turn_that_wrot
     assert _previous(storage, now, lookback=2) is None  # only the skipped turns are that near
     assert _previous(storage, older) is None  # the session's first turn
     assert _previous(storage, "no-such-turn") is None
+
+
+def test_the_session_recent_records_are_current_once_each_nearest_turn_first(
+    storage: Storage,
+) -> None:
+    fix, tests = record("fix the invoice crash"), record("the invoice tests, a longer title")
+    first = _turn(storage, "s1")
+    _extracted(storage, first, fix)
+    second = _turn(storage, "s1")
+    _extracted(storage, second, tests)
+    retried = record("fix the invoice crash again: embed the font", minutes=1)
+    assert _supersede(storage, fix, retried)  # the first turn's subject is current elsewhere
+    no_vector = record("no embedding yet")
+    third = _turn(storage, "s1")
+    with storage.transaction() as tx:
+        tx.put_memory_record(no_vector)
+        assert tx.mark_turn_extracted(third, [no_vector.record_id], None)
+    found = _recent(storage, _turn(storage, "s1"))
+    assert [rid for rid, _ in found] == [tests.record_id, retried.record_id]
+    a, b = vec(2), vec(1)  # the vector _supersede gave the retry
+    cosine = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+    assert found[1][1] == pytest.approx(cosine, abs=1e-4)
+
+
+def test_a_turn_of_repeats_stands_for_the_record_it_repeated(storage: Storage) -> None:
+    # A re-asked question with the same answer writes nothing; the next turn of the
+    # session still finds what the session was about.
+    answer = record("why the invoice PDF crashes: the font is missing")
+    _extracted(storage, _turn(storage, "s0"), answer)  # asked in an earlier session
+    repeat = _turn(storage, "s1")
+    with storage.transaction() as tx:
+        assert tx.mark_turn_extracted(repeat, [], "repeat", answer.record_id)
+    later = _turn(storage, "s1")
+    assert [rid for rid, _ in _recent(storage, later)] == [answer.record_id]
+    newer = record("invoice PDF: the font embedded", minutes=1)
+    assert _supersede(storage, answer, newer)
+    assert [rid for rid, _ in _recent(storage, later)] == [newer.record_id]
+    skipped = _turn(storage, "s2")  # a turn skipped for another reason stands for nothing
+    with storage.transaction() as tx:
+        assert tx.mark_turn_extracted(skipped, [], "meta")
+    assert _recent(storage, _turn(storage, "s2")) == []
 
 
 def test_the_session_previous_record_is_its_subject_current_record(storage: Storage) -> None:

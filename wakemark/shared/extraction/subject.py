@@ -41,14 +41,17 @@ class Rule:
     of their title words (Jaccard), or a code identifier both name (``identifiers``).
     A record of a turn that follows up the previous turn of its session continues the
     subject of the session's previous record when their cosine reaches ``follow``
-    (``continues``). Two records whose files are disjoint (both name some) are one
-    subject only from ``files_apart`` on: a request re-asked or retried touches the
-    files it touched. Along the lineage that bound is ``follow_files_apart``: the next
-    step of one request often moves on to other files (the tests' mocks after the
-    sources, a new component after the old one). A bound above 1 turns its evidence
-    off (``files_apart``, ``follow_files_apart`` 0: no veto). The
-    shipped values are the grid row of ``python -m bench consolidation`` and ``python -m
-    bench capture`` with the best recall at precision >= 0.95."""
+    (``continues``), else that of the nearest of the session's other recent records
+    (those of its ``LINEAGE`` turns before it) that reaches ``recent``: a request going
+    back to what the turns before the last one were about ("now we're back with the
+    original issue", the threshold after a side question). Two records whose files are
+    disjoint (both name some) are one subject only from ``files_apart`` on: a request
+    re-asked or retried touches the files it touched. Along the lineage that bound is
+    ``follow_files_apart``: the next step of one request often moves on to other files
+    (the tests' mocks after the sources, a new component after the old one). A bound
+    above 1 turns its evidence off (``files_apart``, ``follow_files_apart`` 0: no veto).
+    The shipped values are the grid row of ``python -m bench consolidation`` and
+    ``python -m bench capture`` with the best recall at precision >= 0.95."""
 
     same: float = 0.90
     near: float = 1.01
@@ -56,6 +59,7 @@ class Rule:
     identifiers: bool = False
     session: float = 0.85
     follow: float = 0.65
+    recent: float = 0.65
     files_apart: float = 0.95
     follow_files_apart: float = 0.0
     # A turn that carries on (``capture.carries_on``: its request names nothing of its
@@ -194,7 +198,7 @@ def continues(
 ) -> bool:
     """The lineage rule: ``new``, of a turn that follows up the one before it in its
     session (``capture.follows_up``), goes on with the subject of ``previous`` (the
-    session's previous current record, ``HistoryTx.session_previous``): a retry, the
+    session's previous current record, ``HistoryTx.session_recent``): a retry, the
     next step of one request, the answer to "still fails". ``carries_on``: the turn's
     request names nothing of its own ("yes", "nope", "same error", a resumed session),
     so the subject can only be the conversation's, whatever the cosine."""
@@ -222,12 +226,15 @@ def match(
     session_of: Callable[[MemoryRecord], str | None] = lambda record: None,
     previous: tuple[MemoryRecord, float] | None = None,
     carries_on: bool = False,
+    recent: Sequence[tuple[MemoryRecord, float]] = (),
 ) -> Match | None:
     """The current record ``new`` is about (its nearest neighbour the rule accepts, else
-    the session's previous record it ``continues``), or None: ``new`` starts a subject
-    of its own. ``session_of``: a record's session, when known; ``previous``: the
-    session's previous current record and its cosine, for a turn that follows up;
-    ``carries_on``: that turn's request names nothing of its own."""
+    the session's previous record it ``continues``, else the nearest of the session's
+    other recent records reaching ``recent``), or None: ``new`` starts a subject of its
+    own. ``session_of``: a record's session, when known; ``previous``: the session's
+    previous current record and its cosine, for a turn that follows up; ``carries_on``:
+    that turn's request names nothing of its own; ``recent``: the session's other
+    current records of its ``LINEAGE`` turns before the turn, with their cosines."""
     session = session_of(new) if rule.session <= 1 else None
     for old, cosine in neighbours:
         # Looked up only when it could decide: a session may cost a read.
@@ -239,4 +246,10 @@ def match(
         old, cosine = previous
         if old.record_id != new.record_id and continues(new, old, cosine, rule, carries_on):
             return Match(old, cosine, is_repeat(new, old, cosine))
+        # Carrying on is about the last turn only: an earlier record needs the words.
+        for old, cosine in sorted(recent, key=lambda pair: -pair[1]):
+            if cosine < rule.recent:
+                break
+            if old.record_id != new.record_id and _mergeable(new, old, cosine, rule, True):
+                return Match(old, cosine, is_repeat(new, old, cosine))
     return None

@@ -141,7 +141,7 @@ class _Subjects:
 
     A record's session is its first source event's: known for the batch's turns, read
     (once) for an older record when the rule asks for it. A record of a turn that follows
-    up the one before it also meets the session's previous record (the lineage rule)."""
+    up the one before it also meets the session's recent records (the lineage rule)."""
 
     def __init__(
         self,
@@ -184,9 +184,9 @@ class _Subjects:
         ``carries_on``: that turn names nothing of its own (``subject.continues``)."""
         if record.record_id not in self._near:
             return None
-        previous = None
+        recent: list[tuple[MemoryRecord, float]] = []
         if follows_up is not None:
-            previous = self._tx.session_previous(follows_up, vector, self._subject.LINEAGE)
+            recent = self._tx.session_recent(follows_up, vector, self._subject.LINEAGE)
         near = [(r, c) for r, c in self._near[record.record_id] if r.record_id not in self._gone]
         unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
         for other, v in self._fresh:
@@ -197,8 +197,9 @@ class _Subjects:
             record,
             near[: self._subject.NEIGHBOURS],
             session_of=self._session_of,
-            previous=previous,
+            previous=recent[0] if recent else None,
             carries_on=carries_on,
+            recent=recent[1:],
         )
 
     def _session_of(self, record: MemoryRecord) -> str | None:
@@ -278,7 +279,9 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
             kept = [(i, r) for i, r in enumerate(records) if not (i in found and found[i].repeat)]
             ids = [r.record_id for _, r in kept]
             skip = (skipped[turn_id] or ("repeat" if records else None)) if not ids else None
-            if not tx.mark_turn_extracted(turn_id, ids, skip):
+            # All repeats: the turn stands for the record its newest one repeated.
+            repeat_of = found[len(records) - 1].old.record_id if records and not ids else None
+            if not tx.mark_turn_extracted(turn_id, ids, skip, repeat_of):
                 log.debug("turn %s already extracted by another worker", turn_id)
                 continue
             for i, record in kept:

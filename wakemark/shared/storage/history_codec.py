@@ -74,3 +74,13 @@ def nearest(
         top = np.argsort(-row, kind="stable")[:limit]
         out.append([(ids[int(i)], float(row[int(i)])) for i in top])
     return out
+
+
+def recent_ids(turns: list[tuple[list[str], str | None]]) -> list[str]:
+    """The records a session's recent turns stand for, from each turn's record ids and
+    ``repeat_of`` (nearest turn first): its records newest first, or the record it
+    repeated."""
+    out: list[str] = []
+    for record_ids, repeat_of in turns:
+        out += record_ids[::-1] or ([repeat_of] if repeat_of else [])
+    return out

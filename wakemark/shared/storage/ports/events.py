@@ -62,10 +62,15 @@ class EventsTx(Protocol):
 
     @abc.abstractmethod
     def mark_turn_extracted(
-        self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
+        self,
+        turn_id: str,
+        record_ids: Sequence[str],
+        skip_reason: str | None = None,
+        repeat_of: str | None = None,
     ) -> bool:
         """Mark the turn extracted (with why it gave no record, if it gave none); False
-        (and nothing changes) if it already was."""
+        (and nothing changes) if it already was. ``repeat_of``: for a turn whose records
+        were all repeats, the record its newest one repeated (``session_recent``)."""
 
     @abc.abstractmethod
     def delete_events(self, event_ids: Sequence[str]) -> int:

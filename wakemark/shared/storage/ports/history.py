@@ -46,13 +46,16 @@ class HistoryTx(Protocol):
         transaction sees them."""
 
     @abc.abstractmethod
-    def session_previous(
+    def session_recent(
         self, turn_id: str, vector: np.ndarray, lookback: int
-    ) -> tuple[MemoryRecord, float] | None:
-        """The session's previous record for the turn ``turn_id``: the newest record of
-        the nearest of the ``lookback`` turns of its session opened before it that wrote
-        one, as the current record of its chain now (a version gives its current one),
-        with its cosine to ``vector``; None when there is none with an embedding."""
+    ) -> list[tuple[MemoryRecord, float]]:
+        """The session's recent records for the turn ``turn_id``: the records of the
+        ``lookback`` turns of its session opened before it, nearest turn first and newest
+        record first (a turn that wrote none because all were repeats stands for the
+        record it repeated, ``mark_turn_extracted``'s ``repeat_of``), each as the current
+        record of its chain now (a version gives its current one) and once, with its
+        cosine to ``vector``; those without an embedding left out. The first is the
+        session's previous record."""
 
     @abc.abstractmethod
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:

@@ -140,7 +140,7 @@ SELECT turn_id FROM turns
 """
 
 MARK_TURN_EXTRACTED = """
-UPDATE turns SET extracted_at = %s, record_ids = %s, skip_reason = %s
+UPDATE turns SET extracted_at = %s, record_ids = %s, skip_reason = %s, repeat_of = %s
  WHERE turn_id = %s AND extracted_at IS NULL
 RETURNING turn_id
 """
@@ -179,13 +179,16 @@ class PostgresEventsTx(PostgresTxBase):
         return self.conn.execute(DELETE_EVENTS, (list(event_ids),)).rowcount
 
     def mark_turn_extracted(
-        self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
+        self,
+        turn_id: str,
+        record_ids: Sequence[str],
+        skip_reason: str | None = None,
+        repeat_of: str | None = None,
     ) -> bool:
         # Before the turn's row lock: the records of the turn come next.
         self._lock_records()
-        row = self.conn.execute(
-            MARK_TURN_EXTRACTED, (utcnow(), list(record_ids), skip_reason, turn_id)
-        ).fetchone()
+        params = (utcnow(), list(record_ids), skip_reason, repeat_of, turn_id)
+        row = self.conn.execute(MARK_TURN_EXTRACTED, params).fetchone()
         return row is not None
 
 

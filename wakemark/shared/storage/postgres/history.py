@@ -28,17 +28,19 @@ SELECT * FROM mine ORDER BY cosine DESC, record_id LIMIT %(limit)s
 """
 
 SESSION_TURN_RECORDS = """
-SELECT p.record_ids FROM turns t JOIN turns p
+SELECT p.record_ids, p.repeat_of FROM turns t JOIN turns p
     ON p.session_id = t.session_id AND p.namespace = t.namespace
    AND (p.opened_at, p.turn_id) < (t.opened_at, t.turn_id)
  WHERE t.turn_id = %s ORDER BY p.opened_at DESC, p.turn_id DESC LIMIT %s
 """
 
-# A record, or the current record of the chain it is a version of.
+# Each record, or the current record of the chain it is a version of, in the order asked.
 CURRENT_OF = f"""
-SELECT {RECORD_COLUMNS}, 1 - (embedding <=> %(vector)s) FROM memory_records
- WHERE embedding IS NOT NULL AND record_id = coalesce(
-       (SELECT current_id FROM record_history WHERE record_id = %(id)s), %(id)s)
+SELECT {RECORD_COLUMNS}, 1 - (embedding <=> %(vector)s)
+  FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS asked (id, pos)
+  JOIN memory_records ON record_id = coalesce(
+       (SELECT current_id FROM record_history h WHERE h.record_id = asked.id), asked.id)
+ WHERE embedding IS NOT NULL ORDER BY asked.pos
 """
 
 # The row lock: a split or a delete of the same record waits for this transaction.
@@ -96,16 +98,19 @@ class PostgresHistoryTx(PostgresTxBase):
             out.append([(memory_record(r[:-1]), float(r[-1])) for r in rows])
         return out
 
-    def session_previous(
+    def session_recent(
         self, turn_id: str, vector: np.ndarray, lookback: int
-    ) -> tuple[MemoryRecord, float] | None:
-        rows = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
-        ids = next((ids for (ids,) in rows if ids), None)
+    ) -> list[tuple[MemoryRecord, float]]:
+        turns = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
+        ids = history_codec.recent_ids([(list(rids), repeat_of) for rids, repeat_of in turns])
         if not ids:
-            return None
-        params = {"id": ids[-1], "vector": check_vector(vector)}
-        row = self.conn.execute(CURRENT_OF, params).fetchone()
-        return None if row is None else (memory_record(row[:-1]), float(row[-1]))
+            return []
+        params = {"ids": ids, "vector": check_vector(vector)}
+        found: dict[str, tuple[MemoryRecord, float]] = {}
+        for row in self.conn.execute(CURRENT_OF, params).fetchall():
+            record = memory_record(row[:-1])
+            found.setdefault(record.record_id, (record, float(row[-1])))
+        return list(found.values())
 
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         self._lock_records()

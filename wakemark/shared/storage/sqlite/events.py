@@ -117,7 +117,7 @@ ORDER BY closed_at, turn_id LIMIT ?
 # also closes the turn, so no later event can join a turn whose records are written.
 MARK_TURN_EXTRACTED = """
 UPDATE turns SET extracted_at = :now, record_ids = :record_ids, skip_reason = :skip_reason,
-                 closed_at = coalesce(closed_at, :now)
+                 repeat_of = :repeat_of, closed_at = coalesce(closed_at, :now)
 WHERE turn_id = :turn_id AND extracted_at IS NULL
 """
 
@@ -150,12 +150,17 @@ class SqliteEventsTx(SqliteTxBase):
         return self.conn.execute(DELETE_EVENTS, (json.dumps(list(event_ids)),)).rowcount
 
     def mark_turn_extracted(
-        self, turn_id: str, record_ids: Sequence[str], skip_reason: str | None = None
+        self,
+        turn_id: str,
+        record_ids: Sequence[str],
+        skip_reason: str | None = None,
+        repeat_of: str | None = None,
     ) -> bool:
         params = {
             "turn_id": turn_id,
             "record_ids": json.dumps(list(record_ids)),
             "skip_reason": skip_reason,
+            "repeat_of": repeat_of,
             "now": codec.ts(utcnow()),
         }
         return self.conn.execute(MARK_TURN_EXTRACTED, params).rowcount == 1

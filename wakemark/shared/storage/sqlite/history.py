@@ -24,16 +24,17 @@ WHERE namespace = ? AND embedding IS NOT NULL
 GET_RECORDS = "SELECT * FROM memory_records WHERE record_id IN (SELECT value FROM json_each(?))"
 
 SESSION_TURN_RECORDS = """
-SELECT p.record_ids FROM turns t JOIN turns p
+SELECT p.record_ids, p.repeat_of FROM turns t JOIN turns p
     ON p.session_id = t.session_id AND p.namespace = t.namespace
    AND (p.opened_at < t.opened_at OR (p.opened_at = t.opened_at AND p.turn_id < t.turn_id))
  WHERE t.turn_id = ? ORDER BY p.opened_at DESC, p.turn_id DESC LIMIT ?
 """
 
-# A record, or the current record of the chain it is a version of.
+# Each record, or the current record of the chain it is a version of, in the order asked.
 CURRENT_OF = """
-SELECT * FROM memory_records WHERE embedding IS NOT NULL
-   AND record_id = coalesce((SELECT current_id FROM record_history WHERE record_id = :id), :id)
+SELECT m.* FROM json_each(?) j JOIN memory_records m ON m.record_id = coalesce(
+       (SELECT current_id FROM record_history WHERE record_id = j.value), j.value)
+ WHERE m.embedding IS NOT NULL ORDER BY j.key
 """
 
 GET_RECORD = "SELECT * FROM memory_records WHERE record_id = ?"
@@ -92,17 +93,24 @@ class SqliteHistoryTx(SqliteTxBase):
         by_id = {r["record_id"]: codec.to_record(r) for r in found.fetchall()}
         return [[(by_id[i], cosine) for i, cosine in row if i in by_id] for row in best]
 
-    def session_previous(
+    def session_recent(
         self, turn_id: str, vector: np.ndarray, lookback: int
-    ) -> tuple[MemoryRecord, float] | None:
-        rows = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
-        ids = next((ids for r in rows if (ids := json.loads(r["record_ids"]))), None)
-        row = ids and self.conn.execute(CURRENT_OF, {"id": ids[-1]}).fetchone()
-        if not row:
-            return None
-        matrix = codec.decode_embeddings([row["embedding"]], [row["record_id"]])
-        [[(_, cosine)]] = history_codec.nearest([row["record_id"]], matrix, vector, 1)
-        return codec.to_record(row), cosine
+    ) -> list[tuple[MemoryRecord, float]]:
+        turns = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
+        ids = history_codec.recent_ids(
+            [(json.loads(t["record_ids"]), t["repeat_of"]) for t in turns]
+        )
+        if not ids:
+            return []
+        found: dict[str, sqlite3.Row] = {}
+        for row in self.conn.execute(CURRENT_OF, (json.dumps(ids),)).fetchall():
+            found.setdefault(row["record_id"], row)
+        if not found:
+            return []
+        rows = list(found.values())
+        matrix = codec.decode_embeddings([r["embedding"] for r in rows], list(found))
+        cosine = dict(history_codec.nearest(list(found), matrix, vector, len(rows))[0])
+        return [(codec.to_record(r), cosine[r["record_id"]]) for r in rows]
 
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         row = self.conn.execute(GET_RECORD, (old_id,)).fetchone()
