@@ -104,6 +104,23 @@ def test_round_trip_to_the_other_backend_is_byte_identical(
     }  # fmt: skip
 
 
+@pytest.mark.postgres
+def test_why_a_turn_gave_no_record_crosses_backends(storage: Storage, other: Storage) -> None:
+    # A turn of repeats stands for the record it repeated (consolidation's session lineage).
+    ids = populate(storage)
+    turn, repeated = ids["pending"][0], ids["records"][0]
+    with storage.transaction() as tx:
+        assert tx.mark_turn_extracted(turn, [], "repeat", repeat_of=repeated)
+    first = export(storage, events=True)
+    line = next(r for r in map(json.loads, lines_of(first)) if r.get("turn_id") == turn)
+    assert line["type"] == "turn" and line["record_ids"] == []
+    assert (line["skip_reason"], line["repeat_of"]) == ("repeat", repeated)
+    import_lines(other, lines_of(first))
+    assert export(other, events=True) == first
+    row = next(t for t, _ in other.export_turns(None, None, 10) if t.turn_id == turn)
+    assert (row.skip_reason, row.repeat_of) == ("repeat", repeated)
+
+
 def test_the_line_order_is_header_records_turns_with_their_events_then_end(
     storage: Storage,
 ) -> None:

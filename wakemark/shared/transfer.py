@@ -140,6 +140,8 @@ def turn_line(turn: TurnRow) -> dict[str, Any]:
         "closed_at": _ts(turn.closed_at),
         "extracted_at": _ts(turn.extracted_at),
         "record_ids": list(turn.record_ids),
+        "skip_reason": turn.skip_reason,
+        "repeat_of": turn.repeat_of,
     }
 
 
@@ -253,6 +255,8 @@ class _TurnLine(BaseModel):
     closed_at: AwareDatetime | None
     extracted_at: AwareDatetime | None
     record_ids: list[RecordId] = Field(default_factory=list)
+    skip_reason: ShortStr | None = None
+    repeat_of: RecordId | None = None
 
 
 @dataclass

@@ -26,6 +26,8 @@ class TurnRow:
     closed_at: datetime | None
     extracted_at: datetime | None
     record_ids: list[str]
+    skip_reason: str | None = None  # why extraction kept nothing (``TurnInfo.skip_reason``)
+    repeat_of: str | None = None  # the record a turn of repeats said again
 
 
 @dataclass

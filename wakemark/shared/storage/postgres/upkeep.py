@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -76,7 +77,7 @@ SELECT {RECORD_COLUMNS}, CASE WHEN %(vectors)s THEN embedding END
 
 EXPORT_TURNS = f"""
 SELECT turn_id, namespace, session_id, opened_at, last_event_at, closed_at, extracted_at,
-       record_ids
+       record_ids, skip_reason, repeat_of
   FROM turns
  WHERE turn_id > %(after)s AND namespace {NS}
  ORDER BY turn_id
@@ -101,14 +102,14 @@ RETURNING record_id
 # last event): a session has one open turn, and its events must not be left turnless.
 IMPORT_TURN = """
 INSERT INTO turns (turn_id, namespace, session_id, opened_at, last_event_at, closed_at,
-                   extracted_at, record_ids)
+                   extracted_at, record_ids, skip_reason, repeat_of)
 SELECT %(turn_id)s, %(namespace)s, %(session_id)s, %(opened_at)s, %(last_event_at)s,
        CASE WHEN %(closed_at)s::timestamptz IS NULL AND EXISTS (
                 SELECT 1 FROM turns WHERE namespace = %(namespace)s
                    AND session_id = %(session_id)s AND closed_at IS NULL
                    AND turn_id <> %(turn_id)s)
             THEN %(last_event_at)s ELSE %(closed_at)s::timestamptz END,
-       %(extracted_at)s, %(record_ids)s
+       %(extracted_at)s, %(record_ids)s, %(skip_reason)s, %(repeat_of)s
 ON CONFLICT (turn_id) DO NOTHING
 """
 
@@ -187,8 +188,10 @@ class PostgresUpkeep(PostgresBase):
             event = stored_event(e)
             by_turn.setdefault(str(event.turn_id), []).append(event)
         out = []
-        for tid, ns, session, opened, last, closed, extracted, record_ids in rows:
-            row = TurnRow(tid, ns, session, opened, last, closed, extracted, list(record_ids))
+        for tid, ns, session, opened, last, closed, extracted, record_ids, skip, repeat in rows:
+            row = TurnRow(
+                tid, ns, session, opened, last, closed, extracted, list(record_ids), skip, repeat
+            )
             out.append((row, by_turn.get(tid, [])))
         return out
 
@@ -215,14 +218,7 @@ class PostgresUpkeep(PostgresBase):
                         changed.add(record.namespace)
             with conn.cursor() as cur:
                 # executemany pipelines the statements; rowcount sums their rows.
-                cur.executemany(
-                    IMPORT_TURN,
-                    [{"turn_id": t.turn_id, "namespace": t.namespace,
-                      "session_id": t.session_id, "opened_at": t.opened_at,
-                      "last_event_at": t.last_event_at, "closed_at": t.closed_at,
-                      "extracted_at": t.extracted_at, "record_ids": t.record_ids}
-                     for t in batch.turns],
-                )  # fmt: skip
+                cur.executemany(IMPORT_TURN, [asdict(t) for t in batch.turns])
                 turns_written = max(cur.rowcount, 0)
                 events = insert_events(
                     cur,

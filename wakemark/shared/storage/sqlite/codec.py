@@ -124,6 +124,8 @@ def turn_row_params(turn: TurnRow) -> dict[str, Any]:
         "closed_at": ts(turn.closed_at) if turn.closed_at else None,
         "extracted_at": ts(turn.extracted_at) if turn.extracted_at else None,
         "record_ids": _json(turn.record_ids),
+        "skip_reason": turn.skip_reason,
+        "repeat_of": turn.repeat_of,
     }
 
 
@@ -137,4 +139,6 @@ def to_turn_row(row: sqlite3.Row) -> TurnRow:
         closed_at=from_ts(row["closed_at"]) if row["closed_at"] else None,
         extracted_at=from_ts(row["extracted_at"]) if row["extracted_at"] else None,
         record_ids=json.loads(row["record_ids"]),
+        skip_reason=row["skip_reason"],
+        repeat_of=row["repeat_of"],
     )

@@ -43,13 +43,13 @@ IMPORT_RECORD = INSERT_RECORD.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 # last event): a session has one open turn, and its events must not be left turnless.
 IMPORT_TURN = """
 INSERT OR IGNORE INTO turns (turn_id, namespace, session_id, opened_at, last_event_at,
-                             closed_at, extracted_at, record_ids)
+                             closed_at, extracted_at, record_ids, skip_reason, repeat_of)
 SELECT :turn_id, :namespace, :session_id, :opened_at, :last_event_at,
        CASE WHEN :closed_at IS NULL AND EXISTS (
                 SELECT 1 FROM turns WHERE namespace = :namespace AND session_id = :session_id
                    AND closed_at IS NULL AND turn_id <> :turn_id)
             THEN :last_event_at ELSE :closed_at END,
-       :extracted_at, :record_ids
+       :extracted_at, :record_ids, :skip_reason, :repeat_of
 """
 
 IMPORT_EVENT = INSERT_EVENT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
