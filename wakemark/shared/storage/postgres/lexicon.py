@@ -84,6 +84,11 @@ class Snapshot:
     count: int  # the records in the snapshot
     recent: frozenset[str]  # "record_id xid" of its rows stamped >= index.seq
 
+    def __post_init__(self) -> None:
+        # Snapshots are made on the index's build thread: the lookup ``ranked`` reads the
+        # matches' times through is sorted here rather than in the first search after it.
+        self.index.created_of(())
+
     @property
     def check_params(self) -> dict[str, int]:
         return {"seq": self.index.seq, "most": DELTA_ROWS + 1}
