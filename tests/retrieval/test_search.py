@@ -285,6 +285,11 @@ def test_search_works_in_a_forked_child(backend_settings: Settings) -> None:
     try:
         put(runtime, [make_record(NS, "webhook token", 0)])
         assert len(runtime.retriever.search(NS, "webhook").items) == 1  # pool threads started
+        if runtime.storage.backend == "sqlite":
+            # That search started the full-text index's build on a thread. A fork while a
+            # thread is inside SQLite leaves the child SQLite's own mutex held, which no
+            # fork handler can release (servers fork before any search): built first.
+            assert runtime.storage.memory_index(wait_s=30) is not None  # type: ignore[attr-defined]
         pid = os.fork()
         if pid == 0:  # the child: exit code says whether the search found the record
             ok = False

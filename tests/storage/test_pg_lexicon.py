@@ -18,7 +18,7 @@ from tests.storage.test_lexicon import _record, _text, random_searches
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
-from wakemark.shared.storage import Match, SearchQuery, lexicon, migrate
+from wakemark.shared.storage import Match, SearchQuery, lexicon, migrate, open_storage
 from wakemark.shared.storage.postgres import PostgresStorage
 from wakemark.shared.storage.postgres import lexicon as pg_lexicon
 from wakemark.shared.storage.sqlite import fts
@@ -167,12 +167,21 @@ def test_a_transaction_that_commits_after_a_later_one_is_seen(
     assert _search(store, ["walrus"]) == []
 
 
+@pytest.fixture
+def two_store(pg_url: str, sql_store: PostgresStorage) -> Iterator[PostgresStorage]:
+    """As ``store``, holding the index of two records at most (``text_index_records``)."""
+    storage = open_storage(Settings(database_url=pg_url, text_index_records=2))
+    assert isinstance(storage, PostgresStorage)
+    yield storage
+    storage.close()
+
+
 def test_past_its_size_the_database_answers(
-    store: PostgresStorage, sql_store: PostgresStorage, monkeypatch: pytest.MonkeyPatch
+    two_store: PostgresStorage, sql_store: PostgresStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    store = two_store
     memory = store._memory
     assert memory is not None
-    memory.max_records = 2
     records = [MemoryRecord(namespace=NS, title=f"walrus {i}", created_at=T0) for i in range(3)]
     for r in records:
         store.put_memory_record(r)

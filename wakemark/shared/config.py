@@ -100,6 +100,7 @@ def _setting(default: Any, parse: Callable[[str], Any], doc: str) -> Any:
 
 DEFAULT_HOME = Path("~/.wakemark").expanduser()
 DEFAULT_DB_POOL_SIZE = 8
+DEFAULT_TEXT_INDEX_RECORDS = 200_000
 # The relevance gate's thresholds as fitted by bench/fit_gate.py (bench/results/fit_gate.md).
 DEFAULT_MIN_PROMPT_RELEVANCE = 0.451
 DEFAULT_MIN_RELEVANCE = 0.0116
@@ -153,6 +154,12 @@ class Settings:
         _int(0, 1_048_576),
         "Megabytes of vectors each API process caches; on Postgres a namespace that does"
         " not fit beside those searched lately is searched in the database.",
+    )
+    text_index_records: int = _setting(
+        DEFAULT_TEXT_INDEX_RECORDS,
+        _int(0, 100_000_000),
+        "Postgres: records up to which each API process holds the full-text index in memory"
+        " (about 0.4 KB a record); past it Postgres ranks the matches.",
     )
     context_max_bytes: int = _setting(
         8192, _int(256, 9500), "Default byte budget of the session-start index."

@@ -109,6 +109,7 @@ def open_storage(settings: Settings, on_change: ChangeHook | None = None) -> Sto
             on_change=on_change,
             timeout=settings.db_timeout_s,
             pool_size=settings.db_pool_size,
+            text_index_records=settings.text_index_records,
         )
     from wakemark.shared.storage.sqlite import SqliteStorage
 

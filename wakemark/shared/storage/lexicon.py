@@ -19,6 +19,7 @@ adjacent pair of it, and left to the database when they are many (``TooBroad``).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import logging
@@ -30,7 +31,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -50,7 +51,7 @@ DELTA_ROWS = 2000
 REFRESH_WAIT_S = 0.05  # a search waits this long for a refresh, then asks the database
 STEM_CACHE = 50_000  # query tokens whose stems are kept
 READ_ROWS = 2000
-SCOPES = 64  # namespaces whose record mask (and phrases recounted) a snapshot keeps
+PHRASES = 64  # phrases of three stems or more whose recount a snapshot keeps
 SEGMENT = 2**16  # records per segment: a slot within one fits uint16
 FREQ_HELD_APART = 255  # a weighted frequency this large is held beside the uint8 ones
 # A phrase of three stems or more is recounted in the text of at most this many records
@@ -147,7 +148,7 @@ class Pairs:
 
     def span(self, key: int) -> tuple[int, int]:
         """Where ``key``'s pairs are (an empty span if nowhere)."""
-        i = int(self.keys.searchsorted(key))
+        i = int(self.keys.searchsorted(self.keys.dtype.type(key)))  # a Python int casts keys
         if i == len(self.keys) or self.keys[i] != key:
             return 0, 0
         return int(self.at[i]), int(self.at[i + 1])
@@ -189,6 +190,11 @@ def bigram(a: int, b: int) -> int:
     return (a << 32) | b
 
 
+def _key(stems: Sequence[int]) -> int:
+    """The postings key of a phrase of one or two stems."""
+    return stems[0] if len(stems) == 1 else bigram(stems[0], stems[1])
+
+
 @dataclass(frozen=True)
 class Segment:
     """The postings of records of a batch from slot ``start``: every stem, and every two
@@ -202,6 +208,10 @@ class Segment:
     @property
     def nbytes(self) -> int:
         return self.terms.nbytes + self.bigrams.nbytes
+
+
+def _pairs_of(seg: Segment, stems: Sequence[int]) -> Pairs:
+    return seg.terms if len(stems) == 1 else seg.bigrams
 
 
 _EMPTY_SLOTS = np.zeros(0, dtype=np.int32)
@@ -220,28 +230,72 @@ class Batch:
     created: np.ndarray  # int64 microseconds
     length: np.ndarray  # float64 tokens of all four columns
     segments: list[Segment]
+    # Records holding each phrase of one or two stems counted so far (``count``).
+    counted: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def nbytes(self) -> int:
         return sum(s.nbytes for s in self.segments)
 
-    def frequency(self, stems: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Slots holding a phrase of one or two stems, and its weighted frequency in each
-        (FTS5's phrase instances: consecutive positions in one field)."""
-        key = stems[0] if len(stems) == 1 else bigram(stems[0], stems[1])
-        slots, freqs = [], []
-        for seg in self.segments:
-            doc, freq = (seg.terms if len(stems) == 1 else seg.bigrams).get(key)
+    def _stop(self, i: int) -> int:
+        """The slot after segment ``i``'s last."""
+        return self.segments[i + 1].start if i + 1 < len(self.segments) else len(self.rowid)
+
+    def frequency(
+        self, stems: Sequence[int], lo: int = 0, hi: int | None = None, newest: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Slots in [lo, hi) holding a phrase of one or two stems (the last ``newest`` of
+        them, if given), and its weighted frequency in each (FTS5's phrase instances:
+        consecutive positions in one field)."""
+        hi = len(self.rowid) if hi is None else hi
+        slots, freqs, held = [], [], 0
+        for i in reversed(range(len(self.segments))):
+            seg, stop = self.segments[i], self._stop(i)
+            if stop <= lo or seg.start >= hi:
+                continue
+            doc, freq = _pairs_of(seg, stems).get(_key(stems))
+            if len(doc) and (seg.start < lo or stop > hi):  # within the segment, both < 2**16
+                at = doc.dtype.type
+                first = int(doc.searchsorted(at(lo - seg.start))) if seg.start < lo else 0
+                last = int(doc.searchsorted(at(hi - seg.start))) if stop > hi else len(doc)
+                doc, freq = doc[first:last], freq[first:last]
+            if newest is not None and held + len(doc) > newest:
+                doc, freq = doc[held + len(doc) - newest :], freq[held + len(doc) - newest :]
             if len(doc):
                 slots.append(np.add(doc, seg.start, dtype=np.int32))
                 freqs.append(freq)
+                held += len(doc)
+            if newest is not None and held >= newest:
+                break
         if len(slots) < 2:
             return (slots[0], freqs[0]) if slots else (_EMPTY_SLOTS, _EMPTY_FREQ)
-        return np.concatenate(slots), np.concatenate(freqs)
+        return np.concatenate(slots[::-1]), np.concatenate(freqs[::-1])
 
-    def count(self, stem: int) -> int:
-        """The records holding ``stem``, masked or not."""
-        return sum(hi - lo for lo, hi in (seg.terms.span(stem) for seg in self.segments))
+    def count(self, stems: Sequence[int]) -> int:
+        """The records holding a phrase of one or two stems, masked or not."""
+        key = _key(stems) if len(stems) == 1 else -1 - _key(stems)  # a bigram's key apart
+        held = self.counted.get(key)
+        if held is None:
+            spans = (_pairs_of(seg, stems).span(_key(stems)) for seg in self.segments)
+            held = sum(hi - lo for lo, hi in spans)
+            if len(self.counted) >= STEM_CACHE:
+                self.counted.clear()
+            self.counted[key] = held
+        return held
+
+    def holders(self, stems: Sequence[int], slots: np.ndarray) -> int:
+        """How many of ``slots`` (ascending) hold a phrase of one or two stems."""
+        found = 0
+        for i, seg in enumerate(self.segments):
+            lo, hi = slots.searchsorted((seg.start, self._stop(i)))
+            if lo == hi:
+                continue
+            doc = _pairs_of(seg, stems).get(_key(stems))[0]
+            if len(doc):
+                local = (slots[lo:hi] - seg.start).astype(doc.dtype)
+                at = np.minimum(doc.searchsorted(local), len(doc) - 1)
+                found += int((doc[at] == local).sum())
+        return found
 
     def holding_pairs(self, stems: Sequence[int]) -> np.ndarray:
         """Slots holding every two adjacent stems of ``stems``: where the phrase may be."""
@@ -283,8 +337,8 @@ def read_batch(
             ids[run] = [vocab.setdefault(s, len(vocab)) for s in stemmed.get(run, ())]
         stream: list[int] = []
         before = np.zeros(len(fields) + 1, dtype=np.int64)  # stems before each field
-        for i, field in enumerate(fields):
-            for run in field:
+        for i, runs in enumerate(fields):
+            for run in runs:
                 stream.extend(ids[run])
             before[i + 1] = len(stream)
         stream_at = np.asarray(stream, dtype=np.int32)
@@ -398,7 +452,11 @@ def _codes(*batches: tuple[list[str], np.ndarray]) -> tuple[list[str], np.ndarra
 
 class Index:
     """An immutable snapshot: the records of a build (``base``) and those changed since
-    (``delta``, slots after the base's), the slots of records gone or changed masked."""
+    (``delta``, slots after the base's), the slots of records gone or changed masked.
+
+    A base read in order of namespace holds each namespace's records in one run of
+    slots: a search scores only its namespace's run and the delta. The statistics bm25
+    weighs terms by stay the whole index's, as FTS5's."""
 
     def __init__(
         self,
@@ -424,7 +482,11 @@ class Index:
         avgdl = float(length[alive].sum()) / self.total if self.total else 1.0
         self.norm = K1 * ((1 - B) + B * length / avgdl)
         self.whole = bool(alive.all())
-        self._scopes: dict[str, tuple[np.ndarray, bool]] = {}
+        size = len(self.base.rowid)
+        dead = np.flatnonzero(~alive)
+        self._dead = (dead[dead < size], dead[dead >= size] - size)  # in the base, the delta
+        base_ns = self.ns[:size]
+        self._grouped = bool((base_ns[1:] >= base_ns[:-1]).all())  # read in namespace order
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def created_of(self, rowids: Sequence[int]) -> np.ndarray:
@@ -440,6 +502,10 @@ class Index:
         slot = live[np.argsort(self.rowid[live], kind="stable")]
         return self.rowid[slot], slot
 
+    @functools.cached_property
+    def _live_per_namespace(self) -> np.ndarray:
+        return np.bincount(self.ns[self.alive], minlength=len(self.namespaces))
+
     @property
     def nbytes(self) -> int:
         arrays = (self.rowid, self.ns, self.type, self.created, self.norm, self.alive)
@@ -448,19 +514,34 @@ class Index:
         return postings + lists + sum(a.nbytes for a in arrays)
 
     def frequency(
-        self, conn: sqlite3.Connection, phrase: Sequence[str]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The live slots holding the phrase, and its weighted frequency in each. A phrase
-        of three stems or more is counted in the text of the records holding each adjacent
-        pair of it (``recount``); ``TooBroad`` if they are more than ``RECOUNT_MAX``."""
+        self, conn: sqlite3.Connection, phrase: Sequence[str], lo: int = 0, hi: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """The live slots holding the phrase among the base's [lo, hi) and the delta's,
+        its weighted frequency in each, and the live records holding it in the whole
+        index. A phrase of three stems or more is counted in the text of the records
+        holding each adjacent pair of it (``recount``); ``TooBroad`` if they are more
+        than ``RECOUNT_MAX``."""
         ids = [self.vocab.get(s) for s in phrase]
         if not ids or None in ids:
-            return _EMPTY_SLOTS, _EMPTY_FREQ
+            return _EMPTY_SLOTS, _EMPTY_FREQ, 0
         stems: list[int] = ids  # type: ignore[assignment]
-        return self._recounted(conn, phrase, stems) if len(stems) > 2 else self._frequency(stems)
+        size = len(self.base.rowid)
+        hi = size if hi is None else hi
+        whole = lo == 0 and hi == size
+        if len(stems) > 2:
+            docs, freq = self._recounted(conn, phrase, stems)
+            held = len(docs)
+            if not whole:
+                keep = ((docs >= lo) & (docs < hi)) | (docs >= size)
+                docs, freq = docs[keep], freq[keep]
+            return docs, freq, held
+        docs, freq = self._frequency(stems, lo, hi)
+        return docs, freq, len(docs) if whole else self._count(stems)
 
-    def _frequency(self, stems: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        docs, freq = self.base.frequency(stems)
+    def _frequency(
+        self, stems: list[int], lo: int = 0, hi: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        docs, freq = self.base.frequency(stems, lo, hi)
         if len(self.delta.rowid):
             more, more_freq = self.delta.frequency(stems)
             docs = np.concatenate((docs, more + len(self.base.rowid)))
@@ -469,6 +550,14 @@ class Index:
             live = self.alive[docs]
             docs, freq = docs[live], freq[live]
         return docs, freq
+
+    def _count(self, stems: list[int]) -> int:
+        """The live records holding a phrase of one or two stems."""
+        held = self.base.count(stems) + self.delta.count(stems)
+        if not self.whole:
+            base_dead, delta_dead = self._dead
+            held -= self.base.holders(stems, base_dead) + self.delta.holders(stems, delta_dead)
+        return held
 
     def _recounted(
         self, conn: sqlite3.Connection, phrase: Sequence[str], stems: list[int]
@@ -490,31 +579,37 @@ class Index:
             if len(slots)
             else (slots, _EMPTY_FREQ)
         )
-        if len(self._phrases) >= SCOPES:
+        if len(self._phrases) >= PHRASES:
             self._phrases.clear()
         self._phrases[key] = found
         return found
 
     def doc_freq(self, stem: str) -> int:
         at = self.vocab.get(stem)
-        if at is None:
-            return 0
-        if self.whole:
-            return self.base.count(at) + self.delta.count(at)
-        return len(self._frequency([at])[0])
+        return 0 if at is None else self._count([at])
 
-    def scores(self, conn: sqlite3.Connection, phrases: Sequence[Sequence[str]]) -> np.ndarray:
-        """FTS5's bm25 of every slot (higher is better, 0 where nothing matched), phrase
-        by phrase in query order, each step as fts5_aux.c computes it."""
-        scores = np.zeros(len(self.rowid))
+    def scores(
+        self,
+        conn: sqlite3.Connection,
+        phrases: Sequence[Sequence[str]],
+        lo: int = 0,
+        hi: int | None = None,
+    ) -> np.ndarray:
+        """FTS5's bm25 (higher is better, 0 where nothing matched) of the base's slots
+        [lo, hi) then the delta's, phrase by phrase in query order, each step as
+        fts5_aux.c computes it."""
+        size = len(self.base.rowid)
+        hi = size if hi is None else hi
+        scores = np.zeros(hi - lo + len(self.delta.rowid))
         for phrase in phrases:
-            docs, freq = self.frequency(conn, phrase)
+            docs, freq, held = self.frequency(conn, phrase, lo, hi)
             if not len(docs):
                 continue
-            idf = math.log((self.total - len(docs) + 0.5) / (len(docs) + 0.5))
+            idf = math.log((self.total - held + 0.5) / (held + 0.5))
             idf = idf if idf > 0.0 else 1e-6
             f = freq.astype(np.float64)
-            np.add.at(scores, docs, idf * ((f * (K1 + 1.0)) / (f + self.norm[docs])))
+            at = np.where(docs < size, docs - lo, docs - size + hi - lo)
+            scores[at] += idf * ((f * (K1 + 1.0)) / (f + self.norm[docs]))  # a slot once a phrase
         return scores
 
     def ranked(
@@ -528,49 +623,133 @@ class Index:
         newest ``window`` matches ranked (all of them if that came back short), at least
         ``want.limit`` rows plus every row tied with the last. ``conn`` reads the text of
         records that may hold a phrase of three stems or more."""
-        scores = self.scores(conn, phrases)
-        within, scoped = self._scope(want.namespace)
-        found = np.flatnonzero((scores > 0) & (within if scoped else self.alive))
-        keep = None if scoped else within
-        if want.observation_type is not None:
-            code = self._type.get(want.observation_type, -1)
-            keep = (self.type == code) if keep is None else keep & (self.type == code)
-        if want.since is not None:
-            recent = self.created >= micros(want.since)
-            keep = recent if keep is None else keep & recent
-        if keep is not None:
-            kept = keep[found]
+        first, last = self._codes_of(want.namespace)
+        live = self._live_per_namespace
+        # FTS5's match is restricted to the namespace by its scope token, or because no
+        # record lies outside; otherwise the window counts other namespaces' matches too.
+        scoped = has_scope(want.namespace) or not (live[:first].any() or live[last:].any())
+        size = len(self.base.rowid)
+        lo, hi = (0, size)
+        if scoped and self._grouped:
+            codes = np.asarray((first, last), dtype=self.ns.dtype)  # else ns is cast
+            lo, hi = (int(i) for i in self.ns[:size].searchsorted(codes))
         span = max(window, want.limit)
-        if len(found) > span:
-            newest = self.rowid[found]
-            after = np.partition(newest, len(found) - span - 1)[len(found) - span - 1]
-            window_kept = newest > after if keep is None else (newest > after) & kept
-            best = self._top(scores, found[window_kept], want.limit)
-            if len(best) >= want.limit:
-                return best
-        return self._top(scores, found if keep is None else found[kept], want.limit)
-
-    def _scope(self, namespace: str) -> tuple[np.ndarray, bool]:
-        """The namespace's slots, and whether FTS5's match is restricted to them: by the
-        scope token, or because no record lies outside (otherwise the window counts other
-        namespaces' matches too). Kept per namespace for this snapshot."""
-        found = self._scopes.get(namespace)
-        if found is None:
-            codes = [n.startswith(namespace) for n in self.namespaces]
-            within = np.asarray(codes, dtype=bool)[self.ns] & self.alive
-            scoped = has_scope(namespace) or not (self.alive & ~within).any()
-            if len(self._scopes) >= SCOPES:
-                self._scopes.clear()
-            found = self._scopes[namespace] = (within, scoped)
+        if scoped and self._grouped and last - first == 1:
+            # One namespace's run is in order of age: its matches older than its newest
+            # ``span`` can only be ranked if the window comes back short.
+            start = self._window_start(conn, phrases, lo, hi, span)
+            if start > lo:
+                best = self._ranked(conn, phrases, want, span, (first, last), scoped, start, hi)
+                if best is not None:
+                    return best
+        found = self._ranked(conn, phrases, want, span, (first, last), scoped, lo, hi, False)
+        assert found is not None
         return found
 
-    def _top(self, scores: np.ndarray, slots: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    def _window_start(
+        self,
+        conn: sqlite3.Connection,
+        phrases: Sequence[Sequence[str]],
+        lo: int,
+        hi: int,
+        span: int,
+    ) -> int:
+        """The first slot of [lo, hi) among the newest ``span`` live matches there."""
+        base_dead = self._dead[0]
+        dead = int(np.diff(base_dead.searchsorted((lo, hi)))[0])
+        tails = []
+        for phrase in phrases:
+            ids = [self.vocab.get(s) for s in phrase]
+            if not ids or None in ids:
+                continue
+            stems: list[int] = ids  # type: ignore[assignment]
+            if len(stems) > 2:
+                docs = self._recounted(conn, phrase, stems)[0]
+                tails.append(docs[(docs >= lo) & (docs < hi)])
+            else:
+                tails.append(self.base.frequency(stems, lo, hi, span + dead)[0])
+        if not tails:
+            return lo
+        matched = np.sort(np.concatenate(tails))  # np.unique hashes first: slower here
+        first = np.ones(len(matched), dtype=bool)
+        first[1:] = matched[1:] != matched[:-1]
+        matched = matched[first]
+        if not self.whole:
+            matched = matched[self.alive[matched]]
+        return int(matched[-span]) if len(matched) > span else lo
+
+    def _ranked(
+        self,
+        conn: sqlite3.Connection,
+        phrases: Sequence[Sequence[str]],
+        want: Ranking,
+        span: int,
+        codes: tuple[int, int],
+        scoped: bool,
+        lo: int,
+        hi: int,
+        window_only: bool = True,
+    ) -> list[tuple[int, float]] | None:
+        """``ranked`` over the matches among the base's [lo, hi) and the delta.
+        ``window_only``: None if the newest ``span`` of them come back short."""
+        size = len(self.base.rowid)
+        scores = self.scores(conn, phrases, lo, hi)
+        local = np.flatnonzero(scores > 0)
+        found = np.where(local < hi - lo, local + lo, local - (hi - lo) + size)
+        if not self.whole:
+            live_found = self.alive[found]
+            local, found = local[live_found], found[live_found]
+        code = self.ns[found]
+        within = (code >= codes[0]) & (code < codes[1])
+        keep = None
+        if scoped:
+            local, found = local[within], found[within]
+        else:
+            keep = within
+        if want.observation_type is not None:
+            kind = self.type[found] == self._type.get(want.observation_type, -1)
+            keep = kind if keep is None else keep & kind
+        if want.since is not None:
+            recent = self.created[found] >= micros(want.since)
+            keep = recent if keep is None else keep & recent
+        if len(found) > span or window_only:
+            newest = self.rowid[found]
+            in_window = np.ones(len(found), dtype=bool)
+            if len(found) > span:
+                after = np.partition(newest, len(found) - span - 1)[len(found) - span - 1]
+                in_window = newest > after
+            if keep is not None:
+                in_window &= keep
+            best = self._top(scores, local[in_window], found[in_window], want.limit)
+            if len(best) >= want.limit:
+                return best
+            if window_only:
+                return None
+        if keep is not None:
+            local, found = local[keep], found[keep]
+        return self._top(scores, local, found, want.limit)
+
+    def _codes_of(self, namespace: str) -> tuple[int, int]:
+        """The namespaces under the prefix ``namespace``: codes [first, last)."""
+        first = last = bisect.bisect_left(self.namespaces, namespace)
+        while last < len(self.namespaces) and self.namespaces[last].startswith(namespace):
+            last += 1
+        return first, last
+
+    def _top(
+        self, scores: np.ndarray, local: np.ndarray, slots: np.ndarray, limit: int
+    ) -> list[tuple[int, float]]:
+        """The best ``limit`` of ``slots`` (their scores at ``local``) and their ties."""
         limit = max(limit, 1)  # as fts.ranked: a limit of 0 still ranks one row and its ties
+        score = scores[local]
         if len(slots) > limit:
-            kth = -np.partition(-scores[slots], limit - 1)[limit - 1]
-            slots = slots[scores[slots] >= kth]
-        slots = slots[np.argsort(-scores[slots], kind="stable")]
-        return [(int(r), -float(s)) for r, s in zip(self.rowid[slots], scores[slots], strict=True)]
+            kth = -np.partition(-score, limit - 1)[limit - 1]
+            best = score >= kth
+            slots, score = slots[best], score[best]
+        order = np.argsort(-score, kind="stable")
+        return [
+            (int(r), -float(s)) for r, s in zip(self.rowid[slots[order]], score[order], strict=True)
+        ]
 
 
 T = TypeVar("T")

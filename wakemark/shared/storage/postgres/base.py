@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from wakemark.shared.config import DEFAULT_DB_POOL_SIZE
+from wakemark.shared.config import DEFAULT_DB_POOL_SIZE, DEFAULT_TEXT_INDEX_RECORDS
 from wakemark.shared.storage.base import Storage, Tx
 from wakemark.shared.storage.postgres.connection import (
     POOL_TIMEOUT_S,
@@ -63,9 +63,12 @@ class PostgresBase(Storage):
         timeout: float = POOL_TIMEOUT_S,
         pool_size: int = DEFAULT_DB_POOL_SIZE,
         lexicon: bool = True,  # False: full-text search through Postgres alone
+        text_index_records: int = DEFAULT_TEXT_INDEX_RECORDS,
     ) -> None:
         """``timeout``: seconds to wait for a pooled connection before the call fails with
-        ``TransientStorageError``; ``pool_size``: connections open at once, at most."""
+        ``TransientStorageError``; ``pool_size``: connections open at once, at most;
+        ``text_index_records``: past this many records the full-text index is not held
+        in the process."""
         self._db = Connector(url, timeout, pool_size)
         self._on_change = on_change
-        self._memory = Memory(self._db.connection) if lexicon else None
+        self._memory = Memory(self._db.connection, text_index_records) if lexicon else None

@@ -15,11 +15,13 @@ it read: a delete moves the count, and a delete hidden by an insert shows in (a)
 Otherwise a background thread re-reads the rows stamped since the build's snapshot (their
 old slots masked, as SQLite's refresh does), or rebuilds past ``lexicon.DELTA_ROWS``;
 the search waits ``lexicon.REFRESH_WAIT_S`` for it and asks Postgres meanwhile. A
-database of more than ``MAX_RECORDS`` records is left to Postgres (checked again every
-``RETRY_S``): the index costs about a kilobyte of memory per record and process.
+database of more records than the process may hold (``WAKEMARK_TEXT_INDEX_RECORDS``) is
+left to Postgres (checked again every ``RETRY_S``).
 
 Slots are numbered as SQLite's rowids would be: in order of (created_at, record_id) at
 the build, then in order of first appearance, so "the newest matches" means the same.
+The build reads the records in order of namespace, so each namespace's are one run of
+the index (``lexicon.Index``).
 """
 
 from __future__ import annotations
@@ -48,8 +50,7 @@ from wakemark.shared.storage.lexicon import (
 from wakemark.shared.storage.ports.search import Match, SearchQuery, TermStats
 from wakemark.shared.storage.postgres.connection import REPEATABLE_READ
 
-MAX_RECORDS = 200_000
-RETRY_S = 60.0  # how long a database past MAX_RECORDS is left to Postgres before a recount
+RETRY_S = 60.0  # how long a database past its size is left to Postgres before a recount
 
 # In one snapshot: its xmin (rows stamped below it were all read) and the record count.
 STATE = """
@@ -59,6 +60,14 @@ ROWS = """
 SELECT record_id, namespace, observation_type, created_at, title, summary,
        array_to_string(facts, E'\\n'), text_xid
   FROM memory_records WHERE text_xid >= %s ORDER BY created_at, record_id
+"""
+# The build's rows: in order of namespace (each namespace's records one run of the
+# index, ``Index``), each numbered by its place in order of age.
+BUILD_ROWS = """
+SELECT record_id, namespace, observation_type, created_at, title, summary,
+       array_to_string(facts, E'\\n'), text_xid,
+       row_number() OVER (ORDER BY created_at, record_id) - 1
+  FROM memory_records ORDER BY namespace, created_at, record_id
 """
 IDS = "SELECT record_id FROM memory_records"
 TEXTS = """
@@ -74,13 +83,47 @@ SELECT n, ARRAY(SELECT record_id || ' ' || text_xid FROM memory_records
 """
 
 
+class Ids:
+    """Record ids by slot number: the build's in one array of bytes (a Python string and
+    a dict entry per record would cost about four times as much), those seen since in a
+    list. Only appended; shared by the snapshots of one build."""
+
+    def __init__(self, built: list[str]) -> None:
+        self._built = np.array([i.encode() for i in built], dtype=bytes)
+        self._order = np.argsort(self._built)
+        self._more: list[str] = []
+        self._more_slots: dict[str, int] = {}
+
+    def __getitem__(self, slot: int) -> str:
+        size = len(self._built)
+        return self._built[slot].decode() if slot < size else self._more[slot - size]
+
+    def slots(self, record_ids: Sequence[str]) -> list[int]:
+        """Each id's slot number; -1 for an id not seen."""
+        if not record_ids:
+            return []
+        wanted = np.array([i.encode() for i in record_ids], dtype=bytes)
+        at = np.minimum(self._built.searchsorted(wanted, sorter=self._order), len(self._built) - 1)
+        slot = self._order[at] if len(self._built) else np.zeros(len(wanted), dtype=np.int64)
+        found = self._built[slot] == wanted if len(self._built) else np.zeros(len(wanted), bool)
+        return [
+            int(s) if hit else self._more_slots.get(i, -1)
+            for i, s, hit in zip(record_ids, slot.tolist(), found.tolist(), strict=True)
+        ]
+
+    def add(self, record_id: str) -> int:
+        """A new slot for ``record_id`` (not seen before)."""
+        slot = self._more_slots[record_id] = len(self._built) + len(self._more)
+        self._more.append(record_id)
+        return slot
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The index as of one Postgres snapshot, and what tells whether it still is current."""
 
     index: Index  # index.base_seq: the build's xmin; index.seq: this snapshot's
-    ids: list[str]  # record id by slot number (rowid); only appended, shared by snapshots
-    slots: dict[str, int]  # the reverse, as ``ids``
+    ids: Ids  # record id by slot number (rowid)
     count: int  # the records in the snapshot
     recent: frozenset[str]  # "record_id xid" of its rows stamped >= index.seq
 
@@ -124,7 +167,7 @@ class Memory:
     """The process's index of one Postgres database: built at a server's warm-up and
     refreshed on a background thread (``Lexicon``), checked before each use."""
 
-    def __init__(self, connection: Any, max_records: int = MAX_RECORDS) -> None:
+    def __init__(self, connection: Any, max_records: int) -> None:
         self._connection = connection  # () -> a context manager yielding a pooled connection
         self.max_records = max_records
         self._local = threading.local()  # a tokenizer (an in-memory SQLite) per thread
@@ -151,7 +194,7 @@ class Memory:
 
         return self.lexicon.current(fresh, wait_s)
 
-    def texts(self, ids: list[str]) -> Any:
+    def texts(self, ids: Ids) -> Any:
         def read(_: sqlite3.Connection, rowids: list[int]) -> list[tuple[Any, ...]]:
             with self._connection() as conn:
                 rows = conn.execute(TEXTS, ([ids[r] for r in rowids],)).fetchall()
@@ -168,22 +211,23 @@ class Memory:
             yield conn, int(xmin), int(count)
 
     def _build(self) -> Snapshot | None:
-        ids: list[str] = []
-        slots: dict[str, int] = {}
+        built: list[str] = []
         recent: set[str] = set()
         vocab: dict[str, int] = {}
         with self._snapshot() as (conn, xmin, count):
             if count > self.max_records:
                 return None
             with conn.cursor(name="wakemark_lexicon") as cursor:
-                cursor.execute(ROWS, (0,))
+                cursor.execute(BUILD_ROWS)
                 batches = iter(lambda: cursor.fetchmany(READ_ROWS), [])
-                numbered = _numbered(batches, ids, slots, recent, xmin)
+                numbered = _aged(batches, built, recent, xmin)
                 base = read_batch(self.stems(), numbered, vocab)
         empty = read_batch(self.stems(), [], vocab)
         alive = np.ones(len(base.rowid), dtype=bool)
+        ids = Ids(built)
+        del built
         index = Index((base, xmin), empty, alive, vocab, xmin, self.texts(ids))
-        return Snapshot(index, ids, slots, count, frozenset(recent))
+        return Snapshot(index, ids, count, frozenset(recent))
 
     def _refreshed(self, snap: Snapshot) -> Snapshot | None:
         """``snap`` brought up to date: the rows stamped since its build indexed beside it
@@ -198,10 +242,11 @@ class Memory:
                 return None
             rows = conn.execute(ROWS + " LIMIT %s", (old.base_seq, DELTA_ROWS + 1)).fetchall()
             if len(rows) <= DELTA_ROWS:
-                numbered = next(_numbered([rows], snap.ids, snap.slots, recent, xmin))
-                stale = np.isin(base.rowid, [snap.slots[r[0]] for r in rows])
+                held = snap.ids.slots([r[0] for r in rows])
+                numbered = next(_numbered([rows], snap.ids, recent, xmin))
+                stale = np.isin(base.rowid, [s for s in held if s >= 0])
                 if len(base.rowid) - int(stale.sum()) + len(rows) != count:  # some deleted
-                    present = [snap.slots.get(r[0], -1) for r in conn.execute(IDS)]
+                    present = snap.ids.slots([r[0] for r in conn.execute(IDS)])
         if len(rows) > DELTA_ROWS:
             return self._build()
         vocab = dict(old.vocab)
@@ -211,22 +256,38 @@ class Memory:
             alive &= np.isin(base.rowid, present)
         alive = np.concatenate((alive, np.ones(len(rows), dtype=bool)))
         index = Index((base, old.base_seq), delta, alive, vocab, xmin, old.texts)
-        return Snapshot(index, snap.ids, snap.slots, count, frozenset(recent))
+        return Snapshot(index, snap.ids, count, frozenset(recent))
+
+
+def _aged(
+    batches: Iterable[list[Any]], ids: list[str], recent: set[str], xmin: int
+) -> Iterator[list[tuple[Any, ...]]]:
+    """Rows of ``BUILD_ROWS`` as ``read_batch`` reads them: the record id replaced by its
+    place in order of age (its slot number, and its place in ``ids``). Rows stamped >=
+    ``xmin`` are added to ``recent``."""
+    for rows in batches:
+        out = []
+        for record_id, *columns, xid, slot in rows:
+            ids.extend([""] * (slot + 1 - len(ids)))
+            ids[slot] = record_id
+            if xid >= xmin:
+                recent.add(f"{record_id} {xid}")
+            out.append((slot, *columns))
+        yield out
 
 
 def _numbered(
-    batches: Iterable[list[Any]], ids: list[str], slots: dict[str, int], recent: set[str], xmin: int
+    batches: Iterable[list[Any]], ids: Ids, recent: set[str], xmin: int
 ) -> Iterator[list[tuple[Any, ...]]]:
     """Rows of ``ROWS`` as ``read_batch`` reads them: the record id replaced by its slot
     number (a new one for a record not seen before). Rows stamped >= ``xmin`` are added
     to ``recent``."""
     for rows in batches:
         out = []
-        for record_id, *columns, xid in rows:
-            slot = slots.get(record_id)
-            if slot is None:
-                slot = slots[record_id] = len(ids)
-                ids.append(record_id)
+        slots = ids.slots([r[0] for r in rows])
+        for (record_id, *columns, xid), slot in zip(rows, slots, strict=True):
+            if slot < 0:
+                slot = ids.add(record_id)
             if xid >= xmin:
                 recent.add(f"{record_id} {xid}")
             out.append((slot, *columns))

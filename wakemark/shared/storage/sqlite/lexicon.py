@@ -42,7 +42,8 @@ def build(conn: sqlite3.Connection) -> Index:
     conn.execute("BEGIN")
     try:
         seq = int(conn.execute(SEQ).fetchone()[0])
-        cursor = conn.execute(ROWS, (-1,))
+        # In order of namespace: each namespace's records one run of the index (``Index``).
+        cursor = conn.execute(ROWS + " ORDER BY namespace, id", (-1,))
         base = read_batch(conn, iter(lambda: cursor.fetchmany(READ_ROWS), []), vocab)
     finally:
         conn.execute("COMMIT")

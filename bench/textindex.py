@@ -1,0 +1,150 @@
+"""The full-text leg at a million records on Postgres: ranked by the index each API
+process holds (``WAKEMARK_TEXT_INDEX_RECORDS`` above the million) against ranked by
+Postgres (the database past that size), on ``bench scale``'s million (200 projects, one
+of 200k: ``bench/_scale_data.py``, built if missing).
+
+The leg is called as the retriever calls it (``search_lexical``, k = 40, the first
+``gate.POOL`` records read) on the scale bench's prose queries, in the 200k project and
+in the small ones, the two paths alternating query by query in one process; the same
+run's query embedding (MiniLM) is the yardstick the speed targets scale with. Also: the
+index's build time and the RSS it adds, and how far the two paths' answers agree (they
+rank alike only approximately: Postgres' own stemmer picks its candidates).
+
+Run: ``python -m bench textindex``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from typing import Any
+
+from bench import _scale_data as data
+from bench._stats import percentiles
+from bench.scale import ADMIN_URL, URL, _query_texts
+from wakemark.shared.config import Settings
+from wakemark.shared.embedding import open_embedder
+from wakemark.shared.heap import release_free_memory
+from wakemark.shared.retrieval import gate
+from wakemark.shared.retrieval.lexical import search_lexical
+from wakemark.shared.storage import Storage, open_storage
+
+QUERIES = 400  # per namespace kind; the first WARM of each path are not timed
+WARM = 20
+K = 40
+TARGET_P95_MS = 3.0  # at a query-embedding p95 of about 5 ms (issue #27)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+    return round(kb / 1024, 1)
+
+
+def _leg(storage: Storage, namespace: str, text: str) -> tuple[float, list[str]]:
+    t = time.perf_counter()
+    hits = search_lexical(storage, namespace, text, K, read=gate.POOL)
+    return (time.perf_counter() - t) * 1000.0, [h.record_id for h in hits]
+
+
+def _compare(
+    held: Storage, plain: Storage, namespaces: list[str], texts: list[str]
+) -> dict[str, Any]:
+    times: dict[str, list[float]] = {"index": [], "postgres": []}
+    overlap = []
+    for i, text in enumerate(texts):
+        namespace = namespaces[i % len(namespaces)]
+        order = [("index", held), ("postgres", plain)]
+        if i % 2:
+            order.reverse()
+        found = {}
+        for name, storage in order:
+            ms, found[name] = _leg(storage, namespace, text)
+            if i >= WARM:
+                times[name].append(ms)
+        top = set(found["postgres"][:10])
+        if top:
+            overlap.append(len(top & set(found["index"][:10])) / len(top))
+    return {
+        **{name: percentiles(ms) for name, ms in times.items()},
+        "overlap_at_10": round(sum(overlap) / max(len(overlap), 1), 3),
+    }
+
+
+def run() -> dict[str, Any]:
+    build = data.build(ADMIN_URL, URL, log=lambda m: print(m, file=sys.stderr))
+    settings = Settings.from_env()
+    embedder = open_embedder(settings)
+    embedder.warm()
+    # A process that never warms up never builds the index: Postgres ranks its matches.
+    plain = open_storage(Settings(database_url=URL))
+    before = _rss_mb()
+    held = open_storage(Settings(database_url=URL, text_index_records=10 * data.TOTAL))
+    t = time.perf_counter()
+    snap = held.memory_index(wait_s=600)  # type: ignore[attr-defined]
+    built_s = time.perf_counter() - t
+    release_free_memory()
+    if snap is None:
+        raise SystemExit("textindex: the index was not built")
+    added = round(_rss_mb() - before, 1)
+    rng = random.Random(11)
+    load = [round(os.getloadavg()[0], 2)]
+    small = [s.namespace for s in data.spaces()[1:]]
+    kinds = {"200k project": [data.BIG_NS], "small projects": small}
+    legs = {
+        kind: _compare(held, plain, ns, _query_texts(rng, QUERIES)) for kind, ns in kinds.items()
+    }
+    texts = _query_texts(rng, QUERIES)
+    embed = []
+    for text in texts:
+        t = time.perf_counter()
+        embedder.embed_query(text)
+        embed.append((time.perf_counter() - t) * 1000.0)
+    load.append(round(os.getloadavg()[0], 2))
+    held.close()
+    plain.close()
+    return {
+        "build": build,
+        "records": data.TOTAL,
+        "index_build_s": round(built_s, 1),
+        "index_rss_mb": added,
+        "legs": legs,
+        "embed_query": percentiles(embed[WARM:]),
+        "load_avg": load,
+        "target_p95_ms": TARGET_P95_MS,
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    embed = result["embed_query"]["p95_ms"]
+    scale = embed / 5.0
+    lines = [
+        "# The full-text leg at a million records (Postgres)",
+        "",
+        f"{result['records']:,} records over 200 projects (`bench/_scale_data.py`); the leg as "
+        f"the retriever calls it (k = {K}, the first {gate.POOL} records read), ranked by the "
+        "index each API process holds against ranked by Postgres, alternating query by query "
+        f"in one process. Query embedding p95 {embed} ms in the same run; the target, "
+        f"{result['target_p95_ms']} ms at a 5 ms yardstick, is "
+        f"{round(scale * result['target_p95_ms'], 2)} "
+        f"ms at this one. Load average {result['load_avg'][0]} → {result['load_avg'][1]}.",
+        "",
+        "| namespaces | index p50 | index p95 | Postgres p50 | Postgres p95 | index / Postgres p95 "
+        "| top-10 overlap |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind, leg in result["legs"].items():
+        ratio = round(leg["index"]["p95_ms"] / leg["postgres"]["p95_ms"], 3)
+        lines.append(
+            f"| {kind} | {leg['index']['p50_ms']} | {leg['index']['p95_ms']} | "
+            f"{leg['postgres']['p50_ms']} | {leg['postgres']['p95_ms']} | {ratio} | "
+            f"{leg['overlap_at_10']} |"
+        )
+    lines += [
+        "",
+        f"The index: built in {result['index_build_s']} s, {result['index_rss_mb']} MB of RSS "
+        "in the process.",
+    ]
+    return "\n".join(lines) + "\n"
