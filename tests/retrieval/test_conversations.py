@@ -1,5 +1,6 @@
 """A query's relative date favours the records of its time; the best hit's session
-neighbours join the results. On each backend, lexical-only (the embedder is off)."""
+neighbours join the results; a query naming someone is also searched for its topic. On
+each backend, lexical-only (the embedder is off) but for the topic query, a semantic one."""
 
 from __future__ import annotations
 
