@@ -4,10 +4,11 @@ Each turn of each conversation is one memory record (``speaker: text``, at the t
 time) in a namespace per conversation, embedded by the real model; the set's questions
 are searched in their conversation's namespace as asked at their ``now``. Recall@k is the
 share of a question's evidence turns among the first k hits, averaged by kind and by
-evidence count (one turn: single-fact; two or more: two-fact). Three configurations in
-the same run, on the same database (``CONFIGS``): neither change, the defaults (relative
-dates), and the defaults with session neighbours. SQLite; each namespace's vectors are
-loaded before its questions are searched. The database is cached under ``$WAKEMARK_CONVO_DIR``.
+evidence count (one turn: single-fact; two or more: two-fact). Four configurations in
+the same run, on the same database (``CONFIGS``): none of the changes, the defaults
+(relative dates), and the defaults with session neighbours or with the topic query.
+SQLite; each namespace's vectors are loaded before its questions are searched. The
+database is cached under ``$WAKEMARK_CONVO_DIR``.
 
 Run: ``python -m bench._convo_set`` once, then ``python -m bench convo``.
 """
@@ -35,11 +36,13 @@ from wakemark.shared.storage import migrate
 
 KS = (5, 10)
 # "after" is the shipped defaults; "neighbours" adds the session neighbours (off by
-# default: they cost two-fact recall here, bench/results/convo.md).
+# default: they cost two-fact recall here, bench/results/convo.md); "topic" the topic
+# query.
 CONFIGS = {
-    "before": {"dates": "off", "session_neighbours": 0},
-    "after": {"dates": "on", "session_neighbours": 0},
-    "neighbours": {"dates": "on", "session_neighbours": 1},
+    "before": {"dates": "off", "session_neighbours": 0, "topic_query": "off"},
+    "after": {"dates": "on", "session_neighbours": 0, "topic_query": "off"},
+    "neighbours": {"dates": "on", "session_neighbours": 1, "topic_query": "off"},
+    "topic": {"dates": "on", "session_neighbours": 0, "topic_query": "on"},
 }
 BUILD_VERSION = "1"  # bump when records() changes: the cached database is rebuilt
 

@@ -1,5 +1,6 @@
 """A query's relative date favours the records of its time; the best hit's session
-neighbours join the results. On each backend, lexical-only (the embedder is off)."""
+neighbours join the results; a query naming someone is also searched for its topic. On
+each backend, lexical-only (the embedder is off) but for the topic query, a semantic one."""
 
 from __future__ import annotations
 
@@ -96,3 +97,33 @@ def test_the_best_hits_session_neighbours_join_the_results(
 def test_a_query_that_is_only_a_date_still_searches(conversational: Runtime) -> None:
     put(conversational, [make_record(title="yesterday", created_at=NOW - timedelta(days=1))])
     assert _titles(conversational, "yesterday") == ["yesterday"]
+
+
+def test_a_query_naming_someone_also_searches_for_its_topic_alone(onnx_settings: Settings) -> None:
+    """Named in the query, a speaker pulls its embedding towards the turns that name them;
+    the topic query finds the turn that answers, which says neither the name's words nor
+    the query's."""
+    records = [
+        make_record(title="Ben: Paola, what did you do today?", created_at=NOW),
+        make_record(title="Ben: how was your evening, Paola?", created_at=NOW),
+        make_record(title="Ben: Paola, are you still there?", created_at=NOW),
+        make_record(title="Ben: what about you Paola?", created_at=NOW),
+        make_record(title="Ben: did you hear me, Paola?", created_at=NOW),
+        make_record(title="Ben: Paola, what did you do at the weekend?", created_at=NOW),
+        make_record(title="Paola: I saw Up again, the film with the flying house", created_at=NOW),
+        make_record(title="Paola: my brother helps me bake chocolate cakes", created_at=NOW),
+    ]
+    answer = records[6].title
+    query = "What movies did Paola watch?"
+    found = {}
+    for topic in ("off", "on"):
+        rt = Runtime.build(onnx_settings.replace(retrieval_budget_ms=10_000, topic_query=topic))
+        try:
+            rt.embedder.warm()
+            if topic == "off":
+                put(rt, records, embed=True)
+            found[topic] = _titles(rt, query, limit=3)
+        finally:
+            rt.close()
+    assert answer not in found["off"]
+    assert answer in found["on"]

@@ -9,7 +9,9 @@ from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval import format_context, format_index, query_text
 from wakemark.shared.retrieval.formatting import INDEX_HEADER
 from wakemark.shared.retrieval.fusion import Candidate, FusionParams, fuse
+from wakemark.shared.retrieval.gate import STOPWORDS
 from wakemark.shared.retrieval.metrics import SearchMetrics
+from wakemark.shared.retrieval.query import topic_text
 
 NS = "/actor/a/project/p/"
 
@@ -32,7 +34,7 @@ def test_rrf_scores_labels_and_tie_breaks() -> None:
     assert [(f.record_id, f.match_source) for f in out] == [
         ("mr_a", "hybrid"),  # 1/62 + 1/61
         ("mr_b", "fts"),  # 1/61
-        ("mr_c", "semantic"),  # 1/62
+        ("mr_c", "semantic"),  # 1/63
     ]
     assert out[0].score == 1 / 62 + 1 / 61
     # Equal scores: newer first, then record_id ascending.
@@ -70,11 +72,47 @@ def test_fusion_takes_any_number_of_named_legs() -> None:
     assert [(f.record_id, f.match_source) for f in out] == [
         ("mr_b", "hybrid"),  # 1/62 + 1/61 + 0.5/61
         ("mr_a", "fts"),  # 1/61
-        ("mr_c", "semantic"),  # 1/62
+        ("mr_c", "semantic"),  # 1/63
         ("mr_d", "trigram"),  # 0.5/62; mr_e (0.5/63) is over the trigram cap
     ]
     assert out[0].score == 1 / 62 + 1 / 61 + 0.5 / 61
     assert fuse({}, 10) == []
+
+
+def test_a_list_labelled_as_another_legs_is_that_legs_evidence() -> None:
+    params = FusionParams(
+        floors={"semantic": 0.5}, caps={"semantic": 2}, labels={"topic": "semantic"}
+    )
+    ranked = {
+        "fts": [Candidate("mr_a", 1.0)],
+        "semantic": [Candidate("mr_b", 2.0, 0.9), Candidate("mr_f", 6.0, 0.2)],
+        "topic": [
+            Candidate("mr_f", 6.0, 0.3),  # both below the floor: only semantic found it
+            Candidate("mr_b", 2.0, 0.9),  # both semantic lists: still semantic, scored twice
+            Candidate("mr_c", 3.0, 0.8),
+            Candidate("mr_a", 1.0, 0.7),  # lexical too: hybrid
+            Candidate("mr_d", 4.0, 0.1),  # below the semantic floor
+            Candidate("mr_e", 5.0, 0.9),  # over the semantic cap
+        ],
+    }
+    out = fuse(ranked, 10, params)
+    assert [(f.record_id, f.match_source) for f in out] == [
+        ("mr_b", "semantic"),  # 1/61 + 1/62
+        ("mr_a", "hybrid"),  # 1/61 + 1/64
+        ("mr_c", "semantic"),  # 1/63
+    ]
+
+
+def test_the_topic_of_a_query_is_its_words_without_names_and_function_words() -> None:
+    assert topic_text("What movies did Paola watch?", STOPWORDS) == "movies watch"
+    assert topic_text("What are Fahim's hobbies? Ask Kate’s brother", STOPWORDS) == (
+        "hobbies Ask brother"
+    )
+    # Nobody named: no topic query. A sentence's first word, an identifier, an acronym or
+    # "I" is no name.
+    assert topic_text("Paola said hi. Then she left", STOPWORDS) == ""
+    assert topic_text("why does RuntimeError in Request.form break HTTP? I wonder", STOPWORDS) == ""
+    assert topic_text("Is it Kate?", STOPWORDS) == ""  # nothing left
 
 
 @given(st.lists(st.integers(0, 50), unique=True, max_size=30), st.integers(1, 40))

@@ -192,6 +192,12 @@ class Settings:
         "Records next to the search's best hit in its session (time order) that join the"
         " results, each side; 0: off.",
     )
+    topic_query: str = _setting(
+        "off",
+        _choice("on", "off"),
+        "A query that names someone also searches semantically for its topic alone (its"
+        " words without names and function words): a second query embedding.",
+    )
     embedder: str = _setting(
         "onnx", _choice("onnx", "off"), "Embedding runtime; `off` runs lexical-only search."
     )

@@ -47,6 +47,9 @@ class FusionParams:
     # so a hit of the query's time outranks one of another time that a leg ranked a
     # little higher, not one that every leg ranked first.
     favour: float = 1.0
+    # A list whose hits are another leg's kind of evidence, by name: labelled, floored and
+    # capped as that leg's.
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 PLAIN = FusionParams()
@@ -92,10 +95,14 @@ def fuse(
     scores: dict[str, float] = {}
     created: dict[str, float] = {}
     sources: dict[str, set[str]] = {}
+    labels: dict[str, set[str]] = {}
     for name, cands in ranked.items():
+        label = params.labels.get(name, name)
         weight = params.weights.get(name, 1.0)
-        floor = params.floors.get(name)
-        elsewhere = set().union(*(ids for other, ids in found.items() if other != name))
+        floor = params.floors.get(label)
+        elsewhere = set().union(
+            *(ids for other, ids in found.items() if params.labels.get(other, other) != label)
+        )
         for rank, cand in enumerate(cands):
             rid = cand.record_id
             if name in sources.get(rid, ()):
@@ -105,6 +112,7 @@ def fuse(
             scores[rid] = scores.get(rid, 0.0) + weight / (params.k + rank + 1)
             created.setdefault(rid, cand.created_ts)
             sources.setdefault(rid, set()).add(name)
+            labels.setdefault(rid, set()).add(label)
     for rank, rid in enumerate(dict.fromkeys(favoured)):
         if rid in scores:
             scores[rid] += params.favour / (params.k + rank + 1)
@@ -112,7 +120,7 @@ def fuse(
     out: list[Fused] = []
     alone: dict[str, int] = {}  # hits per leg that only that leg found
     for rid in order:
-        label = next(iter(sources[rid])) if len(sources[rid]) == 1 else HYBRID
+        label = next(iter(labels[rid])) if len(labels[rid]) == 1 else HYBRID
         cap = params.caps.get(label)
         if cap is not None:
             if alone.get(label, 0) >= cap:

@@ -28,7 +28,7 @@ from wakemark.shared.registry import Registry
 from wakemark.shared.retrieval import gate
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
-from wakemark.shared.retrieval.query import cjk_bigrams, has_cjk
+from wakemark.shared.retrieval.query import cjk_bigrams, has_cjk, topic_text
 from wakemark.shared.retrieval.vectors import MAX_ENTRIES, VectorCache
 from wakemark.shared.storage import Search, SearchQuery, StorageTimeoutError, Vectors
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEXICAL = "fts"
+TOPIC = "topic"
 TRIGRAM = "trigram"
 RECENT_QUERIES = 32  # query vectors kept for the gate's second look
 VECTOR = "semantic"
@@ -460,6 +461,28 @@ class VectorLeg(Leg):
         self._warming = False
         self._preloaded = False
         self._recent_lock = threading.Lock()
+
+
+class TopicLeg(Leg):
+    """A second semantic search for the query's topic alone: its words without the names
+    and function words (``query.topic_text``), for a query that names someone. A question
+    about a person is embedded as much for the name as for what it asks: its nearest
+    records are then the short turns that name or address that person, not the ones
+    that answer it ("What movies did Paola watch?" against "Paola: I loved The
+    Protector"). The lexical leg still holds the name. Not one of ``LEGS``: the
+    retriever builds it over its semantic leg when ``topic_query`` is on, and its hits
+    count as that leg's (``fusion.FusionParams.labels``)."""
+
+    name = TOPIC
+
+    def __init__(self, semantic: Leg) -> None:
+        self._semantic = semantic
+
+    def runs_beside(self, query: str) -> bool:
+        return bool(topic_text(query, gate.STOPWORDS))
+
+    def search(self, where: SearchQuery, query: str) -> list[Candidate]:
+        return self._semantic.search(where, topic_text(query, gate.STOPWORDS))
 
 
 # The legs of every search, in order: the first answers or the search fails.

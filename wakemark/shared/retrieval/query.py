@@ -37,6 +37,33 @@ def cjk_bigrams(text: str) -> list[str]:
     return list(out)
 
 
+# A word, its possessive ("Kate's") apart; a sentence's end (after which a capital is not
+# a name).
+_WORD = re.compile(r"(\w+(?:[.\-]\w+)*)(?:['\u2019]s?)?|([.!?])(?!\S)")
+
+
+def topic_text(text: str, stopwords: frozenset[str]) -> str:
+    """The query without its names and function words ("What movies did Paola watch?" ->
+    "movies watch"), or "" when it names no one (or nothing else is left).
+
+    A name is a capitalised word of letters (``Paola``; not ``RuntimeError``, ``HTTP``,
+    ``Request.form`` or ``I``) that does not open a sentence: a guess, and a code query's
+    ``Flask`` is one too."""
+    kept: list[str] = []
+    named = False
+    first = True
+    for word, end in _WORD.findall(text):
+        if end:
+            first = True
+            continue
+        if not first and word.isalpha() and word[0].isupper() and word[1:].islower():
+            named = True
+        elif word.lower() not in stopwords:
+            kept.append(word)
+        first = False
+    return " ".join(kept) if named else ""
+
+
 def query_text(source: Any) -> str:
     """``text`` verbatim, ``message`` its last turn, ``json`` its data serialized.
 

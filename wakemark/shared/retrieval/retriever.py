@@ -18,7 +18,14 @@ from wakemark.shared.retrieval.audit import Audit, Queued, build_row
 from wakemark.shared.retrieval.formatting import format_index
 from wakemark.shared.retrieval.fusion import Candidate, Fused, fuse, params_for
 from wakemark.shared.retrieval.hits import PromptContext, SearchHit, SearchResult, SessionIndex
-from wakemark.shared.retrieval.legs import LEGS, Leg, LegParts, NothingToSearch, Unavailable
+from wakemark.shared.retrieval.legs import (
+    LEGS,
+    Leg,
+    LegParts,
+    NothingToSearch,
+    TopicLeg,
+    Unavailable,
+)
 from wakemark.shared.retrieval.metrics import SearchMetrics
 from wakemark.shared.retrieval.query import QuerySource, query_text
 from wakemark.shared.retrieval.staleness import (
@@ -96,6 +103,10 @@ class Retriever:
         self._legs: tuple[Leg, ...] = tuple(leg.build(parts) for leg in LEGS.values())
         self._fusion = params_for(settings.fusion, self._legs)
         self._semantic = next((leg for leg in self._legs if leg.evidence == "semantic"), None)
+        self._topic = None
+        if self._semantic is not None and settings.topic_query == "on":
+            self._topic = TopicLeg(self._semantic)
+            self._fusion = replace(self._fusion, labels={TopicLeg.name: self._semantic.name})
         self._metrics = SearchMetrics()
         self._audit = Audit(lambda: storage)
         self._code = CodeCheck(storage)
@@ -357,7 +368,8 @@ class Retriever:
         def submit(leg: Leg) -> tuple[Leg, Future[list[Candidate]]]:
             return leg, self._inner.submit(_bounded, leg, where, text, legs_deadline)
 
-        futures = [submit(leg) for leg in others if leg.runs_beside(text)]
+        extra = [self._topic] if self._topic is not None else []
+        futures = [submit(leg) for leg in [*others, *extra] if leg.runs_beside(text)]
         degraded = False
         try:
             ranked = {first.name: _bounded(first, where, text, legs_deadline)}
