@@ -19,21 +19,31 @@ import numpy as np
 from wakemark.shared.extraction import subject
 from wakemark.shared.models import MemoryRecord
 
-# Candidate rules, the shipped one first, then without the session's other recent
-# records or with them from other cosines (``recent``), then with disjoint files keeping the lineage
-# apart (``follow_files_apart``), without its lineage version rule (``follow_numbers``),
-# then an earlier one (every title number apart, no carrying on),
-# then their parts and neighbours; then the older ones (no lineage,
-# no file veto). Cosine alone, then a lower cosine with evidence besides: one session,
-# title words (Jaccard), a code identifier both name, or the session's lineage
-# (``follow``, ``carry_on``); and the file veto (``files_apart``) from other cosines.
+# Candidate rules, the shipped one first, then without a follow-up's request naming
+# what the session's previous record names (``follow_named``) or with it from other
+# cosines, then without the session's other recent records or with them from other
+# cosines (``recent``), then with disjoint files keeping the lineage apart
+# (``follow_files_apart``), without its lineage version rule (``follow_numbers``), then
+# an earlier one (every title number apart, no carrying on), then their parts and
+# neighbours; then the older ones (no lineage, no file veto). Cosine alone, then a lower
+# cosine with evidence besides: one session, title words (Jaccard), a code identifier
+# both name, or the session's lineage (``follow``, ``carry_on``); and the file veto
+# (``files_apart``) from other cosines.
 _OFF = 1.01
 _PREVIOUS = subject.Rule(
-    numbers="all", carry_on=False, follow_numbers="same", follow_files_apart=0.95, recent=_OFF
+    numbers="all",
+    carry_on=False,
+    follow_numbers="same",
+    follow_files_apart=0.95,
+    recent=_OFF,
+    follow_named=_OFF,
 )
 _BEFORE = replace(_PREVIOUS, follow=_OFF, files_apart=0.0)
 GRID = [
     subject.RULE,
+    subject.Rule(follow_named=_OFF),
+    subject.Rule(follow_named=0.50),
+    subject.Rule(follow_named=0.60),
     subject.Rule(recent=_OFF),
     subject.Rule(recent=0.70),
     subject.Rule(recent=0.60),
@@ -173,6 +183,8 @@ def rule_text(rule: dict[str, Any]) -> str:
         text += f", or ≥ {rule['session']} in one session"
     if rule.get("follow", _OFF) <= 1:
         text += f", or ≥ {rule['follow']} with the session's previous record"
+    if rule.get("follow_named", _OFF) <= 1 and rule.get("follow", _OFF) <= 1:
+        text += f" (≥ {rule['follow_named']} when its title names an identifier that one names)"
     if rule.get("recent", _OFF) <= 1 and rule.get("follow", _OFF) <= 1:
         text += f", or ≥ {rule['recent']} with another recent record of the session"
     if rule.get("carry_on") and rule.get("follow", _OFF) <= 1:

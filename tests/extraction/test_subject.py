@@ -225,3 +225,31 @@ def test_a_follow_up_may_go_back_to_an_earlier_record_of_the_session_by_its_word
     assert subject.match(task4, [], previous=(example, low), recent=[(task3, 0.9)]) is None
     off = subject.Rule(recent=1.01)
     assert subject.match(more, [], off, previous=(example, low), recent=[(counts, 0.9)]) is None
+
+
+def test_a_follow_up_naming_what_the_previous_record_names_continues_it_from_lower() -> None:
+    # A real session's shape: typed throws converted across the package, then "I think
+    # CloudKitResponseProcessor should only throw CloudKitError", an error type the
+    # answer before had made public.
+    converted = _rec(
+        "update the mock TokenManager classes to use typed throws",
+        "Converted the protocols to typed throws; made CloudKitError public.",
+    )
+    narrower = _rec(
+        "I think CloudKitResponseProcessor should only throw CloudKitError",
+        "Its six methods now declare throws(CloudKitError); 161 tests pass.",
+    )
+    cosine = subject.RULE.follow_named
+    assert cosine < subject.RULE.follow
+    found = subject.match(narrower, [], previous=(converted, cosine))
+    assert found is not None and found.old is converted
+    assert subject.match(narrower, [], previous=(converted, cosine - 0.01)) is None
+    # The name must be the request's (the title's), and the previous record's.
+    unnamed = _rec("I think the response processor should throw one error type", narrower.summary)
+    assert subject.match(unnamed, [], previous=(converted, cosine)) is None
+    other = _rec("typed throws across the package", "Converted the protocols to typed throws.")
+    assert subject.match(narrower, [], previous=(other, cosine)) is None
+    # Lineage only: a record of another session naming it is no evidence, nor when off.
+    assert subject.match(narrower, [(converted, cosine)]) is None
+    off = subject.Rule(follow_named=1.01)
+    assert subject.match(narrower, [], off, previous=(converted, cosine)) is None

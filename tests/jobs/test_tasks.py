@@ -434,6 +434,14 @@ def test_a_turn_that_repeated_an_answer_leads_its_session_on(
     assert current == ({yes} if linked else {asked, yes})
 
 
+def _units(runtime, written: list[str]) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
+    """The unit vectors of ``written``, current records or versions of the last one's."""
+    versions = {v.record.record_id: v.record for v in runtime.storage.get_history(written[-1])}
+    records = [versions.get(i) or runtime.storage.get_memory_record(i) for i in written]
+    vectors = runtime.embedder.embed([r.embedding_text() for r in records])
+    return [np.asarray(v) / np.linalg.norm(v) for v in vectors]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("back", [True, False], ids=["goes-back", "new-request"])
 def test_a_follow_up_goes_back_to_an_earlier_record_of_its_session(
@@ -464,13 +472,43 @@ def test_a_follow_up_goes_back_to_an_earlier_record_of_its_session(
         _said(runtime, "s1", "Add the session date to the transcript file names",
               "Transcript files are now named YYYY-MM-DD-HHMM-slug.md so they sort in order.")
     )  # fmt: skip
-    written = [counts, example, new]
-    versions = {v.record.record_id: v.record for v in storage.get_history(new)}
-    records = [versions.get(i) or storage.get_memory_record(i) for i in written]
-    vectors = runtime.embedder.embed([r.embedding_text() for r in records])  # type: ignore[union-attr]
-    a, b, c = (np.asarray(v) / np.linalg.norm(v) for v in vectors)
+    a, b, c = _units(runtime, [counts, example, new])
     assert float(b @ c) < subject.RULE.follow  # not the session's previous record
     assert (subject.RULE.recent <= float(a @ c) < subject.RULE.session) is back
     current = {r.record_id for r in storage.list_memory_records(NS).items}
     assert current == ({example, new} if back else {counts, example, new})
     assert [v.record.record_id for v in storage.get_history(new)] == ([counts] if back else [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("named", [True, False], ids=["names-it", "names-another"])
+def test_a_follow_up_naming_what_the_answer_before_named_supersedes_it(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime, named: bool
+):
+    # A real session's shape: typed throws across the package, then a request naming an
+    # error type that answer made public. Too far apart by their words alone (below the
+    # lineage's cosine), the name decides; a type the answer did not name does not.
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    edit = _edit("Sources/MistKit/Authentication/TokenManager.swift", "s1")
+    [converted] = _said(
+        runtime, "s1",
+        "Look through the throws in MistKit and replace as many as we can with typed throws",
+        "The token managers and their mocks now throw TokenManagerError, the keychain and "
+        "in-memory stores TokenStorageError; CloudKitError is public now. 161 tests pass.",
+        edit,
+    )  # fmt: skip
+    name = "CloudKitError" if named else "ResponseError"
+    [narrower] = _said(
+        runtime, "s1", f"I think CloudKitResponseProcessor should only throw {name}",
+        "processGetCurrentUserResponse, processListZonesResponse and extractUserData "
+        f"declare throws({name}) now; the service wraps errors of the OpenAPI client in "
+        "httpErrorWithRawResponse.",
+        _edit("Sources/MistKit/Service/CloudKitResponseProcessor.swift", "s1"),
+    )  # fmt: skip
+    current = {r.record_id for r in runtime.storage.list_memory_records(NS).items}
+    assert current == ({narrower} if named else {converted, narrower})
+    assert [v.record.record_id for v in runtime.storage.get_history(narrower)] == (
+        [converted] if named else []
+    )
+    a, b = _units(runtime, [converted, narrower])
+    assert subject.RULE.follow_named <= float(a @ b) < subject.RULE.follow

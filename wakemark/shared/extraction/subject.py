@@ -4,11 +4,13 @@ The evidence, in one project (namespace): the cosine of the two records' embeddi
 (their title, summary and facts, ``MemoryRecord.embedding_text``), whether they come
 from one session, the session's lineage (a turn following up the one before it goes on
 with its subject: ``continues``), the numbers their titles name and the files they touch
-or cite (``Rule``). Shared files and code identifiers are no evidence for a merge: on
-real history most changes to one file are different subjects, and a lower cosine with a
-shared identifier folds such changes together without finding more of the labelled
-ones (``python -m bench consolidation``). Disjoint files are evidence against one, but
-not along the session's lineage.
+or cite (``Rule``). Shared files and code identifiers are no evidence for a merge on
+their own: on real history most changes to one file are different subjects, and a lower
+cosine with a shared identifier folds such changes together without finding more of the
+labelled ones (``python -m bench consolidation``). Along the session's lineage they are:
+a follow-up whose request names what the answer before it named ("CloudKitError" after
+an answer about it) asks about that answer. Disjoint files are evidence against a merge,
+but not along the session's lineage.
 
 A new record about the subject of a current one supersedes it (the old one is kept as a
 version, ``wakemark.shared.storage.ports.history``); one that says the same
@@ -41,11 +43,13 @@ class Rule:
     of their title words (Jaccard), or a code identifier both name (``identifiers``).
     A record of a turn that follows up the previous turn of its session continues the
     subject of the session's previous record when their cosine reaches ``follow``
-    (``continues``), else that of the nearest of the session's other recent records
-    (those of its ``LINEAGE`` turns before it) that reaches ``recent``: a request going
-    back to what the turns before the last one were about ("now we're back with the
-    original issue", the threshold after a side question). Two records whose files are
-    disjoint (both name some) are one subject only from ``files_apart`` on: a request
+    (``continues``), or ``follow_named`` when the new title (the request) names a code
+    identifier or file name that record names, else that of the nearest of the session's
+    other recent records (those of its ``LINEAGE`` turns before it) that reaches
+    ``recent``: a request going back to what the turns before the last one were about
+    ("now we're back with the original issue", the threshold after a side question).
+    Two records whose files are disjoint (both name some) are one subject only from
+    ``files_apart`` on: a request
     re-asked or retried touches the files it touched. Along the lineage that bound is
     ``follow_files_apart``: the next step of one request often moves on to other files
     (the tests' mocks after the sources, a new component after the old one). A bound
@@ -59,6 +63,7 @@ class Rule:
     identifiers: bool = False
     session: float = 0.85
     follow: float = 0.65
+    follow_named: float = 0.55
     recent: float = 0.65
     files_apart: float = 0.95
     follow_files_apart: float = 0.0
@@ -144,6 +149,11 @@ def _identifiers(record: MemoryRecord) -> set[str]:
     return set(IDENTIFIER.findall(" ".join([record.title, record.summary, *record.facts])))
 
 
+def _names_previous(new: MemoryRecord, previous: MemoryRecord) -> bool:
+    """The new title, mostly the request, names an identifier the previous record names."""
+    return bool(set(IDENTIFIER.findall(new.title)) & _identifiers(previous))
+
+
 def _evidence(new: MemoryRecord, old: MemoryRecord, rule: Rule) -> bool:
     a, b = _title_words(new), _title_words(old)
     if a and b and len(a & b) / len(a | b) >= rule.title_overlap:
@@ -199,13 +209,17 @@ def continues(
     """The lineage rule: ``new``, of a turn that follows up the one before it in its
     session (``capture.follows_up``), goes on with the subject of ``previous`` (the
     session's previous current record, ``HistoryTx.session_recent``): a retry, the
-    next step of one request, the answer to "still fails". ``carries_on``: the turn's
-    request names nothing of its own ("yes", "nope", "same error", a resumed session),
-    so the subject can only be the conversation's, whatever the cosine."""
+    next step of one request, the answer to "still fails", a question about a name the
+    answer gave (``follow_named``). ``carries_on``: the turn's request names nothing of
+    its own ("yes", "nope", "same error", a resumed session), so the subject can only be
+    the conversation's, whatever the cosine."""
     if carries_on and rule.carry_on:
         # Nor do other files say otherwise ("yes" to "shall I update the tests too?").
         return _mergeable(new, previous, 1.0, rule, lineage=True)
-    return cosine >= rule.follow and _mergeable(new, previous, cosine, rule, lineage=True)
+    named = cosine >= rule.follow_named and _names_previous(new, previous)
+    return (cosine >= rule.follow or named) and _mergeable(
+        new, previous, cosine, rule, lineage=True
+    )
 
 
 def is_repeat(new: MemoryRecord, old: MemoryRecord, cosine: float) -> bool:
