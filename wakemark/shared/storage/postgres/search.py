@@ -31,11 +31,13 @@ log = logging.getLogger(__name__)
 # The records the index held in the process ranked (a record moved out of the namespace
 # since drops out), and in the same statement (one snapshot) its check
 # (``lexicon.CHECK``): its two columns first, then the record's, a row per record (one
-# row of NULLs if none).
+# row of NULLs if none). The records are found by id alone (``namespace || ''`` is no
+# column an index holds): the planner takes a small project's rows for one or two, and
+# would otherwise read every one of them through the namespace's index.
 CHECKED_RECORDS = f"""
 SELECT c.*, r.* FROM ({lexicon.CHECK}) c LEFT JOIN LATERAL (
   SELECT {RECORD_COLUMNS} FROM memory_records
-   WHERE record_id = ANY(%(ids)s) AND namespace {NS}) r ON true
+   WHERE record_id = ANY(%(ids)s) AND (namespace || '') {NS}) r ON true
 """
 
 # Per query token: its document frequency, via the lexemes Postgres makes of it (a token
