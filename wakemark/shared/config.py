@@ -159,7 +159,7 @@ class Settings:
         DEFAULT_TEXT_INDEX_RECORDS,
         _int(0, 100_000_000),
         "Postgres: records up to which each API process holds the full-text index in memory"
-        " (about 0.4 KB a record); past it Postgres ranks the matches.",
+        " (about a third of a KB a record); past it Postgres ranks the matches.",
     )
     context_max_bytes: int = _setting(
         8192, _int(256, 9500), "Default byte budget of the session-start index."
