@@ -18,18 +18,21 @@ from __future__ import annotations
 import os
 import random
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from bench import _scale_data as data
 from bench._stats import percentiles
 from bench.scale import ADMIN_URL, URL, _query_texts
 from wakemark.shared.config import Settings
-from wakemark.shared.embedding import open_embedder
 from wakemark.shared.heap import release_free_memory
 from wakemark.shared.retrieval import gate
 from wakemark.shared.retrieval.lexical import search_lexical
-from wakemark.shared.storage import Storage, open_storage
+from wakemark.shared.runtime import Runtime
+from wakemark.shared.storage import Storage
+from wakemark.shared.storage.postgres import PostgresStorage
 
 QUERIES = 400  # per namespace kind; the first WARM of each path are not timed
 WARM = 20
@@ -75,15 +78,11 @@ def _compare(
 
 def run() -> dict[str, Any]:
     build = data.build(ADMIN_URL, URL, log=lambda m: print(m, file=sys.stderr))
-    settings = Settings.from_env()
-    embedder = open_embedder(settings)
-    embedder.warm()
-    # A process that never warms up never builds the index: Postgres ranks its matches.
-    plain = open_storage(Settings(database_url=URL))
+    plain = PostgresStorage(URL, lexicon=False)
     before = _rss_mb()
-    held = open_storage(Settings(database_url=URL, text_index_records=10 * data.TOTAL))
+    held = PostgresStorage(URL, text_index_records=10 * data.TOTAL)
     t = time.perf_counter()
-    snap = held.memory_index(wait_s=600)  # type: ignore[attr-defined]
+    snap = held.memory_index(wait_s=600)
     built_s = time.perf_counter() - t
     release_free_memory()
     if snap is None:
@@ -96,15 +95,21 @@ def run() -> dict[str, Any]:
     legs = {
         kind: _compare(held, plain, ns, _query_texts(rng, QUERIES)) for kind, ns in kinds.items()
     }
-    texts = _query_texts(rng, QUERIES)
-    embed = []
-    for text in texts:
-        t = time.perf_counter()
-        embedder.embed_query(text)
-        embed.append((time.perf_counter() - t) * 1000.0)
-    load.append(round(os.getloadavg()[0], 2))
     held.close()
     plain.close()
+    embed = []
+    with tempfile.TemporaryDirectory() as home:
+        model = Settings.from_env().onnx_model_path
+        runtime = Runtime.build(Settings(home=Path(home), model_path=model))
+        try:
+            runtime.embedder.warm()
+            for text in _query_texts(rng, QUERIES):
+                t = time.perf_counter()
+                runtime.embedder.embed_query(text)
+                embed.append((time.perf_counter() - t) * 1000.0)
+        finally:
+            runtime.close()
+    load.append(round(os.getloadavg()[0], 2))
     return {
         "build": build,
         "records": data.TOTAL,
