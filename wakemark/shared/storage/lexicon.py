@@ -237,6 +237,10 @@ class Batch:
     def nbytes(self) -> int:
         return sum(s.nbytes for s in self.segments)
 
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        return [seg.start for seg in self.segments]
+
     def _stop(self, i: int) -> int:
         """The slot after segment ``i``'s last."""
         return self.segments[i + 1].start if i + 1 < len(self.segments) else len(self.rowid)
@@ -249,10 +253,10 @@ class Batch:
         consecutive positions in one field)."""
         hi = len(self.rowid) if hi is None else hi
         slots, freqs, held = [], [], 0
-        for i in reversed(range(len(self.segments))):
+        starts = self._starts
+        within = range(max(bisect.bisect_right(starts, lo) - 1, 0), bisect.bisect_left(starts, hi))
+        for i in reversed(within):
             seg, stop = self.segments[i], self._stop(i)
-            if stop <= lo or seg.start >= hi:
-                continue
             doc, freq = _pairs_of(seg, stems).get(_key(stems))
             if len(doc) and (seg.start < lo or stop > hi):  # within the segment, both < 2**16
                 at = doc.dtype.type
