@@ -52,8 +52,8 @@ class Rule:
     ``files_apart`` on: a request re-asked or retried touches the files it touched.
     Along the lineage that bound is ``follow_files_apart``: the next step of one request
     often moves on to other files (the tests' mocks after the sources, a new component
-    after the old one). A bound
-    above 1 turns its evidence off (``files_apart``, ``follow_files_apart`` 0: no veto).
+    after the old one). A bound above 1 turns its evidence off (``files_apart``,
+    ``follow_files_apart`` 0: no veto).
     The shipped values are the grid row of ``python -m bench consolidation`` and
     ``python -m bench capture`` with the best recall at precision >= 0.95."""
 

@@ -231,7 +231,7 @@ class Batch:
     length: np.ndarray  # float64 tokens of all four columns
     segments: list[Segment]
     # Records holding each phrase of one or two stems counted so far (``count``).
-    counted: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+    counted: dict[tuple[int, ...], int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -277,14 +277,13 @@ class Batch:
 
     def count(self, stems: Sequence[int]) -> int:
         """The records holding a phrase of one or two stems, masked or not."""
-        key = _key(stems) if len(stems) == 1 else -1 - _key(stems)  # a bigram's key apart
-        held = self.counted.get(key)
+        held = self.counted.get(tuple(stems))
         if held is None:
-            spans = (_pairs_of(seg, stems).span(_key(stems)) for seg in self.segments)
-            held = sum(hi - lo for lo, hi in spans)
+            key = _key(stems)
+            held = sum(hi - lo for lo, hi in (_pairs_of(s, stems).span(key) for s in self.segments))
             if len(self.counted) >= STEM_CACHE:
                 self.counted.clear()
-            self.counted[key] = held
+            self.counted[tuple(stems)] = held
         return held
 
     def holders(self, stems: Sequence[int], slots: np.ndarray) -> int:
@@ -491,6 +490,8 @@ class Index:
         self._dead = (dead[dead < size], dead[dead >= size] - size)  # in the base, the delta
         base_ns = self.ns[:size]
         self._grouped = bool((base_ns[1:] >= base_ns[:-1]).all())  # read in namespace order
+        # Live records per namespace code: whether a prefix's match needs no scope token.
+        self._live_per_namespace = np.bincount(self.ns[alive], minlength=len(self.namespaces))
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def created_of(self, rowids: Sequence[int]) -> np.ndarray:
@@ -505,10 +506,6 @@ class Index:
         live = np.flatnonzero(self.alive)
         slot = live[np.argsort(self.rowid[live], kind="stable")]
         return self.rowid[slot], slot
-
-    @functools.cached_property
-    def _live_per_namespace(self) -> np.ndarray:
-        return np.bincount(self.ns[self.alive], minlength=len(self.namespaces))
 
     @property
     def nbytes(self) -> int:
@@ -531,16 +528,16 @@ class Index:
         stems: list[int] = ids  # type: ignore[assignment]
         size = len(self.base.rowid)
         hi = size if hi is None else hi
-        whole = lo == 0 and hi == size
+        everywhere = lo == 0 and hi == size
         if len(stems) > 2:
             docs, freq = self._recounted(conn, phrase, stems)
             held = len(docs)
-            if not whole:
+            if not everywhere:
                 keep = ((docs >= lo) & (docs < hi)) | (docs >= size)
                 docs, freq = docs[keep], freq[keep]
             return docs, freq, held
         docs, freq = self._frequency(stems, lo, hi)
-        return docs, freq, len(docs) if whole else self._count(stems)
+        return docs, freq, len(docs) if everywhere else self._count(stems)
 
     def _frequency(
         self, stems: list[int], lo: int = 0, hi: int | None = None

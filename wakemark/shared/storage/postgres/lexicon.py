@@ -100,12 +100,12 @@ class Ids:
 
     def slots(self, record_ids: Sequence[str]) -> list[int]:
         """Each id's slot number; -1 for an id not seen."""
-        if not record_ids:
-            return []
+        if not record_ids or not len(self._built):
+            return [self._more_slots.get(i, -1) for i in record_ids]
         wanted = np.array([i.encode() for i in record_ids], dtype=bytes)
         at = np.minimum(self._built.searchsorted(wanted, sorter=self._order), len(self._built) - 1)
-        slot = self._order[at] if len(self._built) else np.zeros(len(wanted), dtype=np.int64)
-        found = self._built[slot] == wanted if len(self._built) else np.zeros(len(wanted), bool)
+        slot = self._order[at]
+        found = self._built[slot] == wanted
         return [
             int(s) if hit else self._more_slots.get(i, -1)
             for i, s, hit in zip(record_ids, slot.tolist(), found.tolist(), strict=True)
