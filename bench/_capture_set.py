@@ -4,8 +4,8 @@ Reads session exports committed to public repositories (fetched as bare git dire
 under ``/work/.mirror``), replays each session the way the Claude Code hooks post it — a
 ``prompt`` per user message, a ``tool_use`` per tool call with its result, and the text of
 the turn's last assistant message as ``session_summary`` (none when the user interrupted
-the turn: Claude Code sends no Stop then) — and writes one JSON line per
-turn to ``~/.wakemark-data/capture/turns.jsonl`` (``WAKEMARK_CAPTURE_DIR`` overrides).
+the turn: Claude Code sends no Stop then) — and writes one JSON line per turn to
+``~/.wakemark-data/capture/turns.jsonl`` (``WAKEMARK_CAPTURE_DIR`` overrides).
 
 Labels (must-skip with a reason, or work with a title) live in ``bench/capture_labels.json``,
 keyed by turn id (``<repo>:<path>#<n>``); ``bench/capture.py`` scores the extractor on
@@ -188,7 +188,7 @@ def replay(source_id: str, text: str, form: str) -> list[Turn]:
             turns.append(Turn(f"{source_id}#{number}", payload, position=position))
             number += 1
         elif kind == "interrupt":
-            number += not after_skill and bool(turns)
+            number += not after_skill and bool(turns)  # where a user message opens a turn
             if turns:
                 turns[-1].interrupted = position
         elif not turns:
