@@ -3,8 +3,9 @@
 Reads session exports committed to public repositories (fetched as bare git directories
 under ``/work/.mirror``), replays each session the way the Claude Code hooks post it — a
 ``prompt`` per user message, a ``tool_use`` per tool call with its result, and the text of
-the turn's last assistant message as ``session_summary`` — and writes one JSON line per
-turn to ``~/.wakemark-data/capture/turns.jsonl`` (``WAKEMARK_CAPTURE_DIR`` overrides).
+the turn's last assistant message as ``session_summary`` (none when the user interrupted
+the turn: Claude Code sends no Stop then) — and writes one JSON line per turn to
+``~/.wakemark-data/capture/turns.jsonl`` (``WAKEMARK_CAPTURE_DIR`` overrides).
 
 Labels (must-skip with a reason, or work with a title) live in ``bench/capture_labels.json``,
 keyed by turn id (``<repo>:<path>#<n>``); ``bench/capture.py`` scores the extractor on
@@ -58,6 +59,9 @@ _HEADERS = {
     "prose": re.compile(r"^## (User|Assistant) \(\d\d:\d\d UTC\)\n", re.M),
 }
 _PROSE_TOOL = re.compile(r"^- \*\*Used (\w+)\*\*(?::| on)? ?(.*)$", re.M)
+# What Claude Code writes into the transcript when the user interrupts a turn: a user
+# message no hook posts (no UserPromptSubmit), and a tool result when a tool was running.
+_INTERRUPT = re.compile(r"\[Request interrupted by user[^\]]*\]")
 
 
 @dataclass
@@ -67,14 +71,18 @@ class Turn:
     tools: list[dict[str, Any]] = field(default_factory=list)
     texts: list[tuple[int, str]] = field(default_factory=list)  # (position, text)
     position: int = 0
+    interrupted: int = -1  # position of the user's last interrupt
 
     def answer(self) -> str:
         """What the Stop hook reports: the text of the last assistant message (the text
-        items after the last tool call, else the last text item)."""
-        if not self.texts:
+        items after the last tool call, else the last text item). Claude Code sends no
+        Stop for a turn the user interrupted (Esc, a tool use refused), so the text
+        before an interrupt is no answer; only what the agent said after it is."""
+        texts = [(p, t) for p, t in self.texts if p > self.interrupted]
+        if not texts:
             return ""
-        after = [t for p, t in self.texts if p > self.position]
-        return "\n\n".join(after) if after else self.texts[-1][1]
+        after = [t for p, t in texts if p > self.position]
+        return "\n\n".join(after) if after else texts[-1][1]
 
 
 def _git(repo: str, *args: str) -> str:
@@ -106,7 +114,9 @@ def _items(text: str, form: str) -> Iterator[tuple[str, Any]]:
             continue
         for block in blocks:
             kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text":
+            if kind == "text" and role == "User" and _INTERRUPT.match(block.get("text", "")):
+                yield ("interrupt", block["text"])
+            elif kind == "text":
                 yield (f"{role.lower()}_text", block.get("text", ""))
             elif kind == "tool_use":
                 yield ("tool_use", block)
@@ -115,6 +125,10 @@ def _items(text: str, form: str) -> Iterator[tuple[str, Any]]:
 
 
 def _prose(role: str, body: str) -> Iterator[tuple[str, Any]]:
+    interrupt = _INTERRUPT.match(body) if role == "User" else None
+    if interrupt:  # the tool uses listed after it are the agent's, going on
+        yield ("interrupt", interrupt.group())
+        role, body = "Assistant", body[interrupt.end() :]
     if role == "User":
         yield ("user_text", body.removeprefix("❯ "))
         return
@@ -122,7 +136,10 @@ def _prose(role: str, body: str) -> Iterator[tuple[str, Any]]:
     for chunk in re.split(r"(^- \*\*Used \w+\*\*.*$)", body, flags=re.M):
         tool = _PROSE_TOOL.match(chunk)
         if tool:
-            yield ("tool_use", {"name": tool.group(1), "input": {"description": tool.group(2)}})
+            # "Used Edit on `path`": the file the hook's tool_input names
+            path = re.fullmatch(r"`([^`]+)`", tool.group(2).strip())
+            given = {"file_path": path.group(1)} if path else {"description": tool.group(2)}
+            yield ("tool_use", {"name": tool.group(1), "input": given})
         elif chunk.strip():
             yield ("assistant_text", chunk.strip())
 
@@ -157,14 +174,23 @@ def _result_text(content: Any) -> str:
 
 
 def replay(source_id: str, text: str, form: str) -> list[Turn]:
+    """The session's turns. They are numbered by the user messages that open them and by
+    the interrupts, so a turn keeps its number (the labels' key) however the replay
+    treats the messages before it."""
     turns: list[Turn] = []
+    number = 0
     by_id: dict[str, dict[str, Any]] = {}
     after_skill = False  # a skill's expansion follows its tool result as a user message
     for position, (kind, payload) in enumerate(_items(text, form)):
         if kind == "user_text":
             if after_skill or not turns and not payload.strip():
                 continue
-            turns.append(Turn(f"{source_id}#{len(turns)}", payload, position=position))
+            turns.append(Turn(f"{source_id}#{number}", payload, position=position))
+            number += 1
+        elif kind == "interrupt":
+            number += not after_skill and bool(turns)  # where a user message opens a turn
+            if turns:
+                turns[-1].interrupted = position
         elif not turns:
             continue  # a sidechain export starts with the agent, before any prompt
         elif kind == "assistant_text":
@@ -180,7 +206,9 @@ def replay(source_id: str, text: str, form: str) -> list[Turn]:
             tool = by_id.get(str(payload.get("tool_use_id")), {})
             output = _result_text(payload.get("content"))[:20_000]
             if payload.get("is_error"):
-                tool.update(error=output, is_error=True)
+                tool.update(error=output, is_error=True)  # PostToolUseFailure
+                if _INTERRUPT.search(output):  # "Exit code 137\n[Request interrupted…"
+                    tool["is_interrupt"] = True
             else:
                 tool["tool_response"] = output
                 if tool.get("tool_name") == "Bash":

@@ -72,24 +72,47 @@ def test_a_turn_closed_by_the_next_prompt_is_skipped_unanswered(
     assert _records(runtime) == []
 
 
+# goodsch/brain_explore: the agent's work after the context ran out (the compaction
+# summary its prompt), stopped by the user before an answer, its commands saying nothing.
+RESUMED = "This session is being continued from a previous conversation that ran out of context."
+EXTRACT = {
+    "tool_name": "Bash",
+    "tool_input": {"command": "python scripts/extract_entities.py --file act.pdf"},
+    "tool_response": "Processing: act.pdf\n  Extracted: 372 sections",
+    "exit_code": 0,
+}
+
+
 @pytest.mark.parametrize(
-    "tools",
+    ("prompt", "tools"),
     [
-        [],  # the session ended on the question
-        [{"tool_name": "Bash", "tool_input": {"command": "echo marker-42"}, "exit_code": 0}],
-        [{"tool_name": "Read", "tool_input": {"file_path": "/home/dev/shop/invoice.py"}}],
-        [{"tool_name": "Edit", "tool_input": {"file_path": "/tmp/scratch.py", "new_string": "x"}}],
+        (ASKED, []),  # the session ended on the question
+        (
+            ASKED,
+            [{"tool_name": "Bash", "tool_input": {"command": "echo marker-42"}, "exit_code": 0}],
+        ),
+        (ASKED, [{"tool_name": "Read", "tool_input": {"file_path": "/home/dev/shop/invoice.py"}}]),
+        (
+            ASKED,
+            [
+                {
+                    "tool_name": "Edit",
+                    "tool_input": {"file_path": "/tmp/scratch.py", "new_string": "x"},
+                }
+            ],
+        ),
+        (RESUMED, [EXTRACT]),
     ],
-    ids=["prompt-only", "probe", "read-only", "edit-outside-project"],
+    ids=["prompt-only", "probe", "read-only", "edit-outside-project", "resumed-interrupted"],
 )
 def test_a_turn_closed_by_idle_without_answer_or_outcome_is_skipped(
-    backend_settings: Settings, make_runtime, tools: list[dict]
+    backend_settings: Settings, make_runtime, prompt: str, tools: list[dict]
 ):
     runtime = make_runtime(backend_settings)
     uses = [
         _event("tool_use", {"type": "json", "data": t}, "s", 1 + i) for i, t in enumerate(tools)
     ]
-    assert _put(runtime, _event("prompt", _text(ASKED), "s", 0), *uses) == []
+    assert _put(runtime, _event("prompt", _text(prompt), "s", 0), *uses) == []
     closed = runtime.storage.close_idle_turns(datetime.now(UTC) + timedelta(seconds=1))
     assert len(closed) == 1
     assert extract_turns(runtime.tasks, closed) == []

@@ -139,7 +139,11 @@ def turn_skip_reason(turn: Turn) -> str | None:
         return "meta"
     if not (uses and clean):  # a request and tool uses: work, whatever the tools were
         reason = skip_reason(prompt, answer, [parse_tool_use(e.body).name for e in uses])
-        if reason or not clean:
+        # An injected prompt without a request (a session resumed after its context ran
+        # out) and tool uses: work only with an answer or an outcome, as after a request
+        # (the user may interrupt it before either).
+        resumed = bool(uses and prompt.strip())
+        if reason or not (clean or resumed):
             return reason
     answered = any(a.strip() and not is_placeholder(a) for a in answers)
     if answered and not is_ack_answer(answer):
