@@ -57,9 +57,11 @@ def test_backfill_embeds_everything_and_rebuild_redoes_it(model_settings: Settin
     assert "embedding: 0/40" in done.stderr and "done: embedded 40 record(s)" in done.stderr
     assert runtime.storage.stats()["pending_embedding"] == 0
 
-    done = wakemark(["backfill", "--rebuild", "--namespace", NS], env)
+    assert wakemark(["backfill", "--rebuild", "--namespace", NS], env).returncode == 2
+    done = wakemark(["backfill", "--rebuild"], env)
     assert done.returncode == 0, done.stderr
-    assert "cleared 40 embedding(s)" in done.stderr and "embedded 40" in done.stderr
+    assert "done: embedded 40 record(s)" in done.stderr
+    assert "the records' vectors are now of model sha256:" in done.stderr
     assert runtime.storage.stats()["embedded"] == 40
 
 

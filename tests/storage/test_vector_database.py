@@ -152,6 +152,7 @@ class _Embedder:
     """The query's vector is given by the test; storage stays real."""
 
     state = "ready"
+    identity = "sha256:0123456789abcdef"
 
     def __init__(self, vector: np.ndarray) -> None:
         self.vector = vector
@@ -235,6 +236,7 @@ def test_a_selective_filter_still_gets_k_rows_from_the_hnsw_walk(pg_storage: Sto
         conn.execute("ANALYZE memory_records")
     query = _query(10)
     params = {"ns": NS + "%", "vector": query, "limit": 20, "type": "bugfix", "since": None}
+    params["model"] = "sha256:0123456789abcdef"  # as the vector leg asks
     assert "memory_records_embedding" in _plan(pg_storage, q.SEARCH_VECTOR_HNSW, params)
     hits = pg_storage.search_vector(SearchQuery(NS, 20, observation_type="bugfix"), query)
     exact = _exact(pg_storage, NS, query, 20, observation_type="bugfix")
