@@ -10,6 +10,7 @@ meanwhile and swaps them in, in one transaction, at the end (``rebuild_embedding
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -79,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
             "wakemark: --rebuild re-embeds every record (one model per database)", file=sys.stderr
         )
         return 2
+    if args.rebuild:
+        # Beside a running service, whose searches embed their queries too: they come first.
+        os.nice(10)
     runtime = migrated_runtime()
     if runtime.settings.embedder == "off":
         print("wakemark: WAKEMARK_EMBEDDER=off, nothing to embed", file=sys.stderr)

@@ -56,8 +56,8 @@ class VectorsTx(Protocol):
     def embedding_models(self) -> EmbeddingModels:
         """The models as this transaction sees them until it commits: a rebuild's swap
         waits for it, so a vector written here is of the model read here. Called before
-        the transaction's other writes (Postgres: the swap takes the same two locks in
-        that order)."""
+        the transaction's other writes: the swap holds the models while it rewrites every
+        record, so one that had written a record first would deadlock with it."""
 
 
 class Vectors(Protocol):

@@ -89,10 +89,6 @@ UPDATE embedding_model SET model = staged, staged = NULL WHERE id = 1 AND staged
 RETURNING 1
 """
 
-# Writers of records wait (readers do not): none adds a record without a staged vector, or
-# writes an old model's vector, between the check and the commit.
-LOCK_WRITERS = "LOCK TABLE memory_records IN SHARE ROW EXCLUSIVE MODE"
-
 ANY_UNSTAGED = "SELECT EXISTS (SELECT 1 FROM memory_records WHERE embedding_staged IS NULL)"
 
 # The stamp trigger (migration 0003) marks every row re-embedded: caches reload them.
@@ -215,11 +211,12 @@ class PostgresVectors(PostgresBase):
     def swap_staged(self, model: str) -> bool:
         try:
             with self._db.connection() as conn, conn.transaction():
-                # The models first, then the table: the order every writer of vectors
-                # takes them in (``embedding_models``, then its writes).
+                # The models' row first: every writer of vectors reads it FOR SHARE before
+                # its writes (``embedding_models``), so none writes an old model's vector
+                # from here on. Other writers go on: a record added meanwhile without a
+                # vector is left without one, for the new model's backfill.
                 if conn.execute(SWAP_MODEL, (model,)).fetchone() is None:
                     return False
-                conn.execute(LOCK_WRITERS)
                 if conn.execute(ANY_UNSTAGED).fetchone()[0]:  # type: ignore[index]
                     raise _NotYet
                 changed = {r[0] for r in conn.execute(SWAP_STAGED)}
