@@ -122,7 +122,7 @@ def _means(rows: list[tuple[float, float, float]]) -> dict[str, float]:
 
 def reembed_caches(name: str, base: str = BASELINE) -> list[str]:
     """The baseline's replayed databases, copied and re-embedded with ``name``'s model the
-    way a model change does (``backfill --rebuild``: clear the vectors, embed again), so
+    way a model change does (``backfill --rebuild``: stage new vectors, swap them in), so
     extraction runs once for all models. Returns the projects seeded."""
     from bench import _codemem
     from wakemark.shared.jobs import tasks
@@ -139,8 +139,7 @@ def reembed_caches(name: str, base: str = BASELINE) -> list[str]:
         shutil.copytree(source.parent, home, ignore=shutil.ignore_patterns("*-writer", "complete"))
         runtime = Runtime.build(_codemem.settings_for(home, model_path(name)))
         try:
-            runtime.storage.clear_embeddings()
-            tasks.backfill_embeddings(runtime.tasks)
+            tasks.rebuild_embeddings(runtime.tasks)
         finally:
             runtime.close()
         (home / "complete").write_text("re-embedded\n")

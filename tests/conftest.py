@@ -140,6 +140,40 @@ def onnx_model_path(tmp_path_factory: pytest.TempPathFactory, weights_wheel: Pat
     return per_run(tmp_path_factory, "model", build)
 
 
+@pytest.fixture(scope="session")
+def second_model_path(tmp_path_factory: pytest.TempPathFactory, onnx_model_path: Path) -> Path:
+    """Another model, for a model change: the exported MiniLM with its output dimensions
+    in a fixed other order. As good as the first, but a vector of one says nothing of
+    the other's (their cosines are noise)."""
+    import shutil
+
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from wakemark.shared.embedding import DIM, tokenizer_path
+
+    def build(folder: Path) -> Path:
+        path = folder / "permuted.onnx"
+        if path.is_file():
+            return path
+        model = onnx.load(str(onnx_model_path))
+        graph, raw = model.graph, "last_hidden_state_unpermuted"
+        for node in graph.node:
+            node.output[:] = [raw if n == "last_hidden_state" else n for n in node.output]
+            node.input[:] = [raw if n == "last_hidden_state" else n for n in node.input]
+        order = np.random.default_rng(7).permutation(DIM).astype(np.int64)
+        graph.initializer.append(numpy_helper.from_array(order, "permutation"))
+        gather = helper.make_node("Gather", [raw, "permutation"], ["last_hidden_state"], axis=2)
+        graph.node.append(gather)
+        shutil.copy(tokenizer_path(onnx_model_path), tokenizer_path(path))
+        onnx.save(model, str(folder / "partial.onnx"))
+        (folder / "partial.onnx").rename(path)
+        return path
+
+    return per_run(tmp_path_factory, "model2", build)
+
+
 # Fixtures that start a Redis server of the test's own.
 PRIVATE_REDIS = {"private_redis", "own_redis"}
 

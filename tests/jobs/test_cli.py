@@ -6,6 +6,7 @@ import io
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,10 +58,29 @@ def test_backfill_embeds_everything_and_rebuild_redoes_it(model_settings: Settin
     assert "embedding: 0/40" in done.stderr and "done: embedded 40 record(s)" in done.stderr
     assert runtime.storage.stats()["pending_embedding"] == 0
 
-    done = wakemark(["backfill", "--rebuild", "--namespace", NS], env)
+    assert wakemark(["backfill", "--rebuild", "--namespace", NS], env).returncode == 2
+    done = wakemark(["backfill", "--rebuild"], env)
     assert done.returncode == 0, done.stderr
-    assert "cleared 40 embedding(s)" in done.stderr and "embedded 40" in done.stderr
+    assert "done: embedded 40 record(s)" in done.stderr
+    assert "the records' vectors are now of model sha256:" in done.stderr
     assert runtime.storage.stats()["embedded"] == 40
+
+
+@pytest.mark.slow
+def test_a_model_change_needs_the_rebuild_which_swaps_the_models(
+    model_settings: Settings, second_model_path: Path, make_runtime
+):
+    runtime = make_runtime(model_settings)
+    put_records(runtime, 10)
+    old = wakemark_env(model_settings)
+    new = wakemark_env(model_settings.replace(model_path=second_model_path))
+    assert wakemark(["backfill"], old).returncode == 0
+    refused = wakemark(["backfill"], new)
+    assert refused.returncode == 1 and "backfill --rebuild" in refused.stderr
+    done = wakemark(["backfill", "--rebuild"], new)
+    assert done.returncode == 0 and "embedded 10 record(s)" in done.stderr, done.stderr
+    assert wakemark(["backfill"], old).returncode == 1  # the old model's turn to be refused
+    assert runtime.storage.stats()["embedded"] == 10
 
 
 @pytest.mark.slow

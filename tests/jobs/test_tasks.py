@@ -172,7 +172,8 @@ def test_unavailable_embedder_keeps_records_pending_then_backfill_completes(
     breaker.failure("force a fresh cool-down of 0 s")
     seen: list[tuple[int, int]] = []
     result = backfill_embeddings(runtime.tasks, batch=2, progress=lambda d, t: seen.append((d, t)))
-    assert result == {"embedded": 5, "failures": 0, "breaker": "closed"}
+    model = runtime.embedder.identity
+    assert result == {"embedded": 5, "failures": 0, "breaker": "closed", "model": model}
     assert seen[0] == (0, 5) and seen[-1] == (5, 5)
     assert runtime.storage.stats()["pending_embedding"] == 0
 
@@ -272,7 +273,9 @@ def test_vectors_for_records_deleted_meanwhile_are_dropped_not_fatal(
     for record in (gone, kept):
         runtime.storage.put_memory_record(record)
     runtime.storage.delete_memory_records([gone.record_id])  # after the job read it
-    assert _store_vectors(runtime.tasks, [gone, kept], np.ones((2, 384), dtype=np.float32)) == 1
+    runtime.storage.claim_model("sha256:0123456789abcdef")
+    vectors = np.ones((2, 384), dtype=np.float32)
+    assert _store_vectors(runtime.tasks, [gone, kept], vectors, "sha256:0123456789abcdef") == 1
     assert runtime.storage.has_embedding(kept.record_id)
 
 

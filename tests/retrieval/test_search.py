@@ -128,6 +128,8 @@ def test_filters_apply_to_both_legs(hybrid: Runtime) -> None:
 
 
 class _Failing(Embedder):
+    identity = "sha256:0123456789abcdef"
+
     @property
     def state(self) -> str:
         return "ready"

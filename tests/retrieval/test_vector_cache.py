@@ -64,7 +64,8 @@ class Harness:
             self.epoch += 1
 
     def clear(self) -> None:
-        self.storage.clear_embeddings(self.ns)
+        for rid in self.ids:  # an edit clears the record's vector
+            self.storage.edit_memory_record(rid, title="edited")
         self.epoch += 1
 
 
@@ -150,19 +151,42 @@ def test_patches_leave_earlier_sets_untouched(storage: Any) -> None:
     assert h.cache.stats()["loads"] == 1 and h.cache.stats()["refreshes"] == 3
 
 
-def test_a_rebuild_is_patched_in_too(storage: Any) -> None:
+def test_re_embedding_after_clearing_is_patched_in_too(storage: Any) -> None:
     h = Harness(storage)
     for seed in range(6):
         h.add(seed)
     h.cache.get(h.ns)
     h.clear()
     for i in range(3):
-        h.embed(i, 100 + i)  # backfill --rebuild, half-way through
+        h.embed(i, 100 + i)  # the embed jobs, half-way through
     assert _content(h.cache.get(h.ns)) == _full(h)
     for i in range(3, 6):
         h.embed(i, 100 + i)
     assert _content(h.cache.get(h.ns)) == _full(h)
     assert h.cache.loads == 1 and h.cache.refreshes == 2
+
+
+def test_a_rebuilds_swap_replaces_every_vector_and_the_model(storage: Any) -> None:
+    h = Harness(storage)
+    storage.claim_model("old")
+    for seed in range(6):
+        h.add(seed)
+    before = h.cache.get(h.ns)
+    assert before.model == "old"
+    storage.start_rebuild("new")
+    with storage.transaction() as tx:
+        for i, rid in enumerate(h.ids):
+            tx.put_staged(rid, _vector(100 + i))
+    h.epoch += 1
+    staged = h.cache.get(h.ns)  # staged vectors are not the records' yet
+    assert staged.model == "old" and _content(staged) == _content(before)
+    assert storage.swap_staged("new")
+    h.epoch += 1
+    after = h.cache.get(h.ns)
+    assert after.model == "new" and _content(after) == _full(h)
+    stored = storage.list_embeddings(h.ns)
+    by_id = dict(zip(stored.record_ids, stored.vectors, strict=True))
+    assert all(np.array_equal(by_id[rid], _vector(100 + i)) for i, rid in enumerate(h.ids))
 
 
 def test_a_slow_first_load_finishes_in_the_background(storage: Any) -> None:

@@ -65,7 +65,7 @@ def test_on_change_only_after_commit(backend_settings: Any) -> None:
             raise RuntimeError("rollback")
         assert len(calls) == 1
 
-        assert store.clear_embeddings(NS) == 1
+        store.edit_memory_record(rec.record_id, title="edited")  # clears its vector
         assert calls[-1] == ({NS}, False)
         store.put_embedding(rec.record_id, vec(3))
         assert store.delete_memory_records([new_record_id()]) == []

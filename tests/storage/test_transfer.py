@@ -101,6 +101,7 @@ def test_round_trip_to_the_other_backend_is_byte_identical(
     assert header == {
         "format": "wakemark-export", "version": 1, "model": "all-MiniLM-L6-v2",
         "dimensions": 384, "namespace": None, "events": True, "vectors": True,
+        "model_id": None,
     }  # fmt: skip
 
 
@@ -233,6 +234,23 @@ def test_an_export_of_one_namespace_holds_only_it(storage: Storage) -> None:
     rows = [json.loads(line) for line in lines_of(export(storage, NS2, events=True))[1:-1]]
     assert {r["namespace"] for r in rows} == {NS2}
     assert [r["type"] for r in rows] == ["record", "turn", "event"]
+
+
+def test_vectors_of_another_model_are_dropped_those_of_the_same_kept(
+    storage: Storage, tmp_path: Path
+) -> None:
+    storage.claim_model("sha256:00000000000000aa")
+    populate(storage)
+    data = export(storage, vectors=True)
+    assert json.loads(data.splitlines()[0])["model_id"] == "sha256:00000000000000aa"
+    other_model = _sqlite(tmp_path / "b")
+    other_model.claim_model("sha256:00000000000000bb")
+    report = import_lines(other_model, lines_of(data))
+    assert report.vectors_dropped == 2 and other_model.stats()["embedded"] == 0
+    fresh = _sqlite(tmp_path / "c")  # records no model: takes the export's
+    assert import_lines(fresh, lines_of(data)).vectors_dropped == 0
+    assert fresh.stats()["embedded"] == 2
+    assert fresh.embedding_models().model == "sha256:00000000000000aa"
 
 
 def _sqlite(tmp_path: Path) -> Storage:

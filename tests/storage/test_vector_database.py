@@ -152,6 +152,7 @@ class _Embedder:
     """The query's vector is given by the test; storage stays real."""
 
     state = "ready"
+    identity = "sha256:0123456789abcdef"
 
     def __init__(self, vector: np.ndarray) -> None:
         self.vector = vector
@@ -235,8 +236,25 @@ def test_a_selective_filter_still_gets_k_rows_from_the_hnsw_walk(pg_storage: Sto
         conn.execute("ANALYZE memory_records")
     query = _query(10)
     params = {"ns": NS + "%", "vector": query, "limit": 20, "type": "bugfix", "since": None}
+    params["model"] = "sha256:0123456789abcdef"  # as the vector leg asks
     assert "memory_records_embedding" in _plan(pg_storage, q.SEARCH_VECTOR_HNSW, params)
     hits = pg_storage.search_vector(SearchQuery(NS, 20, observation_type="bugfix"), query)
     exact = _exact(pg_storage, NS, query, 20, observation_type="bugfix")
     assert len(hits) == 20
     assert len({h.record_id for h in hits} & {c.record_id for c in exact}) >= 19
+
+
+@pytest.mark.postgres
+def test_the_database_answers_only_a_query_of_the_stored_model(pg_storage: Storage) -> None:
+    # A swap may commit between the vector leg's check of the model and its statement.
+    _fill(pg_storage, NS, 50, seed=11)
+    pg_storage.claim_model("sha256:00000000000000aa")
+    query, ids = _query(12), [c.record_id for c in _exact(pg_storage, NS, _query(12), 5)]
+    for exact in (False, True):
+        assert pg_storage.search_vector(SearchQuery(NS, 5), query, exact, "sha256:00000000000000aa")
+        assert (
+            pg_storage.search_vector(SearchQuery(NS, 5), query, exact, "sha256:00000000000000bb")
+            == []
+        )
+    assert len(pg_storage.vector_cosines(NS, query, ids, "sha256:00000000000000aa")) == 5
+    assert pg_storage.vector_cosines(NS, query, ids, "sha256:00000000000000bb") == {}

@@ -84,7 +84,11 @@ def dumps(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
-def header(namespace: str | None, events: bool, vectors: bool) -> dict[str, Any]:
+def header(
+    namespace: str | None, events: bool, vectors: bool, model_id: str | None = None
+) -> dict[str, Any]:
+    """``model_id``: the identity of the model that made the vectors (``EmbeddingModels``),
+    with ``vectors``."""
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -93,6 +97,7 @@ def header(namespace: str | None, events: bool, vectors: bool) -> dict[str, Any]
         "namespace": namespace,
         "events": events,
         "vectors": vectors,
+        **({"model_id": model_id} if vectors else {}),
     }
 
 
@@ -169,7 +174,8 @@ def export_lines(
     stats = storage.stats(namespace)
     total = stats["memories"] + (stats["events"] if events else 0)
     done = 0
-    yield dumps(header(namespace, events, vectors))
+    model_id = storage.embedding_models().model if vectors else None
+    yield dumps(header(namespace, events, vectors, model_id))
     n_records = n_turns = n_events = 0
     after: str | None = None
     while True:
@@ -337,6 +343,19 @@ def _check_header(obj: Any) -> bool:
     return obj.get("model") == MODEL and obj.get("dimensions") == EMBEDDING_DIM
 
 
+def _same_model(storage: Storage, header: dict[str, Any], dry_run: bool) -> bool:
+    """Whether the export's vectors are of the model of the database's vectors. One of
+    them from before models were recorded is taken as the other's (the names match); a
+    database that records none takes the export's."""
+    exported = header.get("model_id")
+    if not isinstance(exported, str):
+        return True
+    stored = storage.embedding_models().model
+    if stored is None and not dry_run:
+        stored = storage.claim_model(exported).model
+    return stored in (None, exported)
+
+
 def _error_text(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
@@ -411,7 +430,10 @@ def _import(
             raise ImportFormatError(number, f"not JSON ({exc.__class__.__name__})") from None
         try:
             if not headed:
-                keep_vectors, headed = _check_header(obj), True
+                keep_vectors, headed = (
+                    _check_header(obj) and _same_model(storage, obj, dry_run),
+                    True,
+                )
                 continue
             if ended is not None:
                 raise ValueError("line after the end trailer")

@@ -89,6 +89,8 @@ def _embedder(rt: Any, with_reason: bool) -> dict[str, Any]:
     except Exception as exc:
         return {"state": "error", "reason": exc.__class__.__name__}
     out = {"state": str(getattr(embedder, "state", "unknown"))}
+    if out["state"] == "ready":
+        out["model"] = str(embedder.identity)  # the vectors it makes (EmbeddingModels)
     reason = getattr(embedder, "reason", None)
     if reason and with_reason:  # the text may name the operator's paths
         out["reason"] = str(reason)[:200]

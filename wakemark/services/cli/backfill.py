@@ -1,12 +1,16 @@
-"""``wakemark backfill``: embed every record missing a vector, in the foreground.
+"""``wakemark backfill``: embed every record missing a vector, in the foreground;
+``--rebuild``: re-embed every record with the configured model (a model change).
 
 Each batch commits on its own, so Ctrl-C (finishing the batch in flight) or a crash
-loses nothing: the next run starts from the records still missing a vector.
+loses nothing: the next run starts from the records still missing a vector (or, for a
+rebuild, a staged one). A rebuild stages the new vectors beside the ones searched
+meanwhile and swaps them in, in one transaction, at the end (``rebuild_embeddings``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -58,15 +62,27 @@ class ProgressBar:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default=None, help="only records under this namespace")
     parser.add_argument(
-        "--rebuild", action="store_true", help="clear existing embeddings first (model change)"
+        "--rebuild",
+        action="store_true",
+        help="re-embed every record with the configured model (model change); searches "
+        "keep the old vectors until the new ones replace them all at once",
     )
     parser.add_argument("--batch", type=int, default=64, help="records per batch (default 64)")
 
 
 def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.migrate import migrated_runtime
-    from wakemark.shared.jobs import backfill_embeddings
+    from wakemark.shared.embedding import EmbedderUnavailable
+    from wakemark.shared.jobs import backfill_embeddings, rebuild_embeddings
 
+    if args.rebuild and args.namespace is not None:
+        print(
+            "wakemark: --rebuild re-embeds every record (one model per database)", file=sys.stderr
+        )
+        return 2
+    if args.rebuild:
+        # Beside a running service, whose searches embed their queries too: they come first.
+        os.nice(10)
     runtime = migrated_runtime()
     if runtime.settings.embedder == "off":
         print("wakemark: WAKEMARK_EMBEDDER=off, nothing to embed", file=sys.stderr)
@@ -74,25 +90,49 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: _interrupt(stop, previous))
     progress = ProgressBar()
+    batch = max(1, args.batch)
     try:
         if args.rebuild:
-            cleared = runtime.storage.clear_embeddings(args.namespace)
-            print(f"cleared {cleared} embedding(s)", file=sys.stderr)
-        result: dict[str, Any] = backfill_embeddings(
-            runtime.tasks,
-            batch=max(1, args.batch),
-            namespace=args.namespace,
-            progress=progress,
-            stop=stop,
-            wait_on_open=True,
-        )
+            result: dict[str, Any] = rebuild_embeddings(
+                runtime.tasks, batch=batch, progress=progress, stop=stop, wait_on_open=True
+            )
+        else:
+            result = backfill_embeddings(
+                runtime.tasks,
+                batch=batch,
+                namespace=args.namespace,
+                progress=progress,
+                stop=stop,
+                wait_on_open=True,
+            )
+        stored = runtime.storage.embedding_models().model
+    except EmbedderUnavailable as exc:
+        print(f"wakemark: {exc}", file=sys.stderr)
+        return 1
     finally:
         progress.finish()
         signal.signal(signal.SIGINT, previous)
         runtime.close()
+    if result["model"] is None:
+        print(
+            f"wakemark: the stored vectors are of model {stored}, not of the configured one:"
+            " run `wakemark backfill --rebuild` to re-embed every record with it",
+            file=sys.stderr,
+        )
+        return 1
     left = "interrupted" if stop.is_set() else "done"
     print(f"{left}: embedded {result['embedded']} record(s)", file=sys.stderr)
-    return 130 if stop.is_set() else 0
+    if args.rebuild and result["swapped"]:
+        print(
+            f"the records' vectors are now of model {result['model']}: restart the services"
+            " still configured with the old one (until then they search without vectors)",
+            file=sys.stderr,
+        )
+    elif args.rebuild:
+        print("not swapped yet: run `wakemark backfill --rebuild` again to go on", file=sys.stderr)
+    if stop.is_set():
+        return 130
+    return 1 if args.rebuild and not result["swapped"] else 0
 
 
 def _interrupt(stop: threading.Event, previous: Any) -> None:

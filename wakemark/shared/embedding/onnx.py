@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import logging
 import os
@@ -55,6 +56,17 @@ def _prefixes(model_path: Path) -> tuple[str, str]:
     return str(manifest.get("query_prefix", "")), str(manifest.get("passage_prefix", ""))
 
 
+def file_identity(model_path: Path) -> str:
+    """The model's identity: a hash of its file's bytes. Stored beside the vectors it
+    made, so that no process compares its query vectors with another model's (a
+    re-export, a quantised copy or another model under the same path)."""
+    digest = hashlib.sha256()
+    with open(model_path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()[:16]
+
+
 def _after_fork_in_child() -> None:
     for embedder in list(_instances):
         # A lock held by another parent thread at fork time stays held forever in the child.
@@ -97,6 +109,7 @@ class Embedder:
         self._query_prefix = ""
         self._passage_prefix = ""
         self._pid: int | None = None
+        self._identity = ""
         self._error: str | None = None
         self._error_key: tuple[int, int] | None = None  # (pid, model mtime) of the failure
         _instances.add(self)
@@ -174,17 +187,27 @@ class Embedder:
             # Don't busy-spin between requests: API and worker processes share 2 cores.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session, words = load_session(self.model_path, options)
+            # Hashed once a load, beside it (the file is in the page cache by now), so a
+            # process that never embeds never reads the file.
+            identity = file_identity(self.model_path)
         except Exception as exc:
             self._error = f"cannot load {self.model_path}: {exc.__class__.__name__}: {exc}"
             self._error_key = self._file_key()
             log.warning("embedder unavailable: %s", self._error)
             raise EmbedderUnavailable(self._error) from exc
         self._query_prefix, self._passage_prefix = _prefixes(self.model_path)
+        self._identity = identity  # before the session: another thread may see it loaded
         self._tokenizer, self._session, self._pid = tokenizer, session, os.getpid()
         self._words = words
         self._error = None
         release_free_memory()  # the parsed model file, freed once its weights are copied
         log.info("embedder loaded %s (pid %d)", self.model_path, self._pid)
+
+    @property
+    def identity(self) -> str:
+        """The loaded model's ``file_identity`` (loads it; raises EmbedderUnavailable)."""
+        self._ensure_loaded()
+        return self._identity
 
     # --- embedding -----------------------------------------------------------------------
     def embed(self, texts: Sequence[str]) -> np.ndarray:

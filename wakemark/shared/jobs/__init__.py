@@ -21,6 +21,7 @@ from wakemark.shared.jobs.tasks import (
     backfill_embeddings,
     embed_records,
     extract_turns,
+    rebuild_embeddings,
     sweep,
 )
 
@@ -70,6 +71,7 @@ __all__ = [
     "Dispatcher",
     "Job",
     "backfill_embeddings",
+    "rebuild_embeddings",
     "embed_records",
     "extract_turns",
     "open_dispatcher",

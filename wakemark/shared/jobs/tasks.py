@@ -55,15 +55,53 @@ def _embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray:
     return np.asarray(vectors, dtype=np.float32)
 
 
+class ModelChanged(RuntimeError):
+    """The records' vectors became another model's (a rebuild swapped) while a job held
+    vectors of the one before: they are not written; the job's work stays pending."""
+
+
+_mismatch_logged: set[tuple[str, str | None]] = set()
+
+
+def usable_model(ctx: Context) -> str | None:
+    """The embedder's identity when the records' vectors are of its model (a database
+    that records none yet takes it as theirs); None when they are another model's: its
+    vectors would not compare with them, so none are written until ``wakemark backfill
+    --rebuild`` swaps in the vectors of this one. Raises EmbedderUnavailable."""
+    mine = ctx.embedder.identity
+    stored = ctx.storage.embedding_models()
+    if stored.model is None:
+        stored = ctx.storage.claim_model(mine)
+    if stored.model == mine:
+        return mine
+    if (mine, stored.model) not in _mismatch_logged:
+        _mismatch_logged.add((mine, stored.model))
+        log.warning(
+            "the stored vectors are of model %s, the configured one is %s: no vectors are "
+            "written until `wakemark backfill --rebuild` re-embeds the records",
+            stored.model,
+            mine,
+        )
+    return None
+
+
 def _try_embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray | None:
-    """Vectors for the records, or None when the embedder is off or unavailable."""
+    """Vectors for the records, or None when the embedder is off or unavailable, or
+    the stored vectors are another model's (``usable_model``)."""
     if not records or ctx.settings.embedder == "off":
         return None
     try:
-        return _embed(ctx, records)
+        return None if usable_model(ctx) is None else _embed(ctx, records)
     except _embedder_unavailable() as exc:
         log.info("embedder unavailable, records stay pending: %s", exc)
         return None
+
+
+def _check_model(tx: Tx, model: str) -> None:
+    """First in a transaction that writes vectors of ``model``: it is the stored one, and
+    stays so until the transaction commits."""
+    if tx.embedding_models().model != model:
+        raise ModelChanged("the stored vectors changed model; the vectors are not written")
 
 
 # --- extraction ---------------------------------------------------------------------------
@@ -265,6 +303,9 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     anchors = _anchors(ctx, turns, plans)
     written: list[str] = []
     with storage.transaction() as tx:
+        if all_vectors is not None:
+            # Raised: the turns stay pending, extracted again (without vectors) later.
+            _check_model(tx, ctx.embedder.identity)
         on = ctx.settings.consolidate == "on"
         subjects = _Subjects(tx, plans, storage, turns) if on else None
         for turn_id, records, vectors in plans:
@@ -301,18 +342,37 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
 # --- embedding ----------------------------------------------------------------------------
 
 
-def _store_vectors(ctx: Context, records: Sequence[MemoryRecord], vectors: np.ndarray) -> int:
-    try:
+def _store_vectors(
+    ctx: Context,
+    records: Sequence[MemoryRecord],
+    vectors: np.ndarray,
+    model: str,
+    staged: bool = False,
+) -> int:
+    """The records' vectors, made by ``model`` (``staged``: the rebuild's)."""
+
+    def put(batch: Sequence[tuple[MemoryRecord, np.ndarray]]) -> None:
         with ctx.storage.transaction() as tx:
-            for record, vector in zip(records, vectors, strict=True):
-                tx.put_embedding(record.record_id, vector)
-        return len(records)
+            if not staged:
+                _check_model(tx, model)
+            elif tx.embedding_models().staged != model:
+                raise ModelChanged("another rebuild took over")
+            for record, vector in batch:
+                if staged:
+                    tx.put_staged(record.record_id, vector)
+                else:
+                    tx.put_embedding(record.record_id, vector)
+
+    pairs = list(zip(records, vectors, strict=True))
+    try:
+        put(pairs)
+        return len(pairs)
     except NotFoundError:
         # A record was deleted meanwhile: keep the others, one small transaction each.
         written = 0
-        for record, vector in zip(records, vectors, strict=True):
+        for pair in pairs:
             try:
-                ctx.storage.put_embedding(record.record_id, vector)
+                put([pair])
                 written += 1
             except NotFoundError:
                 pass
@@ -337,7 +397,10 @@ def embed_records(ctx: Context, record_ids: Sequence[str]) -> int:
     vectors = _try_embed(ctx, records)
     if vectors is None:
         return 0
-    return _store_vectors(ctx, records, vectors)
+    try:
+        return _store_vectors(ctx, records, vectors, ctx.embedder.identity)
+    except ModelChanged:
+        return 0  # pending: embedded once this process's model is the stored one again
 
 
 # --- backfill -----------------------------------------------------------------------------
@@ -358,14 +421,81 @@ def backfill_embeddings(
     (the next beat tick tries again after the cool-down); the CLI (``wait_on_open``)
     waits out the cool-down and retries until stopped. ``max_seconds`` ends the run
     between batches (a Celery task stops well inside its time limit; the next beat tick
-    continues where it left off).
+    continues where it left off). Nothing is embedded while the stored vectors are
+    another model's (``usable_model``: ``"model": None`` in the result).
     """
     if ctx.settings.embedder == "off":
         return {"embedded": 0, "failures": 0, "breaker": "disabled"}
+    try:
+        model = usable_model(ctx)
+    except _embedder_unavailable():
+        model = ""  # not known yet: the batches fail and the breaker decides
+    if model is None:
+        return {"embedded": 0, "failures": 0, "breaker": ctx.breaker.state, "model": None}
     storage = ctx.storage
+
+    def missing() -> list[MemoryRecord]:
+        return storage.records_missing_embedding(batch, namespace)
+
+    total = storage.stats(namespace)["pending_embedding"]
+    result = _batches(ctx, missing, False, total, progress, stop, wait_on_open, max_seconds)
+    return {**result, "model": model}
+
+
+def rebuild_embeddings(
+    ctx: Context,
+    batch: int = EMBED_BATCH,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+    wait_on_open: bool = False,
+) -> dict[str, Any]:
+    """Re-embed every record with the configured model (a model change) without taking
+    the vectors searched meanwhile away: the new vectors are staged beside them, batch
+    by batch (one transaction each: a rebuild stopped or crashed goes on from there when
+    run again), and replace them in one transaction once every record has one
+    (``swap_staged``). A pass over the records in id order, then passes from the start
+    again for the records written meanwhile, until the swap finds none missing.
+
+    ``"swapped"`` in the result: True once the new vectors are the records'."""
+    storage = ctx.storage
+    model = ctx.embedder.identity  # raises EmbedderUnavailable
+    total = storage.start_rebuild(model)
+    after = ""
+    swapped = False
+
+    def unstaged() -> list[MemoryRecord]:
+        nonlocal after, swapped
+        while True:
+            records = storage.records_missing_staged(batch, after)
+            if records:
+                after = records[-1].record_id
+                return records
+            if after:
+                after = ""  # another pass: records written while this one went on
+            elif storage.swap_staged(model):
+                swapped = True
+                return []
+            elif storage.embedding_models().staged != model:
+                raise ModelChanged("another rebuild took over")
+
+    result = _batches(ctx, unstaged, True, total, progress, stop, wait_on_open, None)
+    return {**result, "model": model, "swapped": swapped}
+
+
+def _batches(
+    ctx: Context,
+    records_of: Callable[[], list[MemoryRecord]],
+    staged: bool,
+    total: int,
+    progress: Progress | None,
+    stop: threading.Event | None,
+    wait_on_open: bool,
+    max_seconds: float | None,
+) -> dict[str, Any]:
+    """Embed and store ``records_of()`` until it returns none (see ``backfill_embeddings``
+    for the breaker, ``wait_on_open`` and ``max_seconds``)."""
     breaker = ctx.breaker
     stop = stop or threading.Event()
-    total = storage.stats(namespace)["pending_embedding"]
     done = failures = 0
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     if progress:
@@ -376,11 +506,15 @@ def backfill_embeddings(
                 break
             stop.wait(breaker.remaining_s())
             continue
-        records = storage.records_missing_embedding(batch, namespace)
-        if not records:
-            break
         try:
-            written = _store_vectors(ctx, records, _embed(ctx, records))
+            records = records_of()
+            if not records:
+                break
+            vectors = _embed(ctx, records)
+            written = _store_vectors(ctx, records, vectors, ctx.embedder.identity, staged)
+        except ModelChanged as exc:
+            log.warning("backfill stopped: %s", exc)
+            break
         except Exception as exc:  # embedder down, database hiccup: the breaker decides
             failures += 1
             breaker.failure(exc)
@@ -443,12 +577,20 @@ def sweep(ctx: Context, embeddings: bool = True) -> dict[str, int]:
     if lost:
         ctx.enqueue(EXTRACT, lost)
     missing: list[str] = []
-    if embeddings and ctx.settings.embedder != "off":
+    if embeddings and ctx.settings.embedder != "off" and _embeds_now(ctx):
         missing = [r.record_id for r in storage.records_missing_embedding(SWEEP_EMBED_LIMIT)]
         unqueued = _not_queued(ctx, QUEUE_EMBEDDING, missing) if missing else []
         if unqueued:
             ctx.enqueue(EMBED, unqueued)  # the dispatcher batches them
     return {"closed": len(closed), "extract": len(pending), "embed": len(missing)}
+
+
+def _embeds_now(ctx: Context) -> bool:
+    """Whether this process writes vectors now (else records missing one stay pending)."""
+    try:
+        return usable_model(ctx) is not None
+    except _embedder_unavailable():
+        return True  # the embed job finds out, and keeps them pending
 
 
 def _scheduled_backfill(ctx: Context, namespace: str | None = None) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from wakemark.shared.retrieval import gate
 from wakemark.shared.retrieval.fusion import Candidate
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.query import cjk_bigrams, has_cjk, topic_text
-from wakemark.shared.retrieval.vectors import MAX_ENTRIES, VectorCache
+from wakemark.shared.retrieval.vectors import MAX_ENTRIES, VectorCache, VectorSet
 from wakemark.shared.storage import Search, SearchQuery, StorageTimeoutError, Vectors
 
 if TYPE_CHECKING:
@@ -308,6 +308,7 @@ class VectorLeg(Leg):
         self._recent: dict[str, np.ndarray] = {}  # query -> vector, oldest first
         self._recent_lock = threading.Lock()
         self.database_searches = 0
+        self.other_model: str | None = None  # why the leg is left out, for ``/health``
 
     @classmethod
     def build(cls, parts: LegParts) -> VectorLeg:
@@ -324,6 +325,9 @@ class VectorLeg(Leg):
             raise Unavailable("embedder not loaded yet (warming up)")
         if state != "ready":
             raise Unavailable(f"embedder {state}")
+        # Read each search (one small row): a swap by another process shows at once, even
+        # where no shared epochs tell this process's cache of it.
+        mine = self._same_model(self._storage.embedding_models().model)
         self._epochs.searched(where.namespace)
         vectors = self._cache.get_within(where.namespace, self._wait)
         if vectors is None and not self._in_database:
@@ -333,19 +337,21 @@ class VectorLeg(Leg):
             # A refresh outlasting the wait (a delete, a backfill, a busy machine) leaves the
             # vectors as last read to answer: a record deleted since drops out at hydration,
             # one embedded since is missing until the refresh is in.
+            self._current(held, mine, where.namespace)
             vector = self._query_vector(query)
             partial = held.top(vector, where.limit, where.observation_type, where.since)
             raise Unavailable("vectors of the namespace still refreshing", partial)
         if vectors is None:
-            return self._search_database(where, query, end)
+            return self._search_database(where, query, end, mine)
         if not vectors.ids:
             raise NothingToSearch("no embedded records in the namespace")
+        self._current(vectors, mine, where.namespace)
         return vectors.top(
             self._query_vector(query), where.limit, where.observation_type, where.since
         )
 
     def _search_database(
-        self, where: SearchQuery, query: str, end: float | None
+        self, where: SearchQuery, query: str, end: float | None, model: str
     ) -> list[Candidate]:
         """``end``: ``time.monotonic()`` past which the database's statement is cancelled."""
         rows = self._cache.rows(where.namespace)
@@ -358,7 +364,8 @@ class VectorLeg(Leg):
         left = None if end is None else end - time.monotonic()
         try:
             bounded = replace(where, timeout_s=left)
-            hits = self._storage.search_vector(bounded, vector, exact=rows <= EXACT_MAX_ROWS)
+            exact = rows <= EXACT_MAX_ROWS
+            hits = self._storage.search_vector(bounded, vector, exact, model)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]
@@ -370,10 +377,41 @@ class VectorLeg(Leg):
         if vectors is None and not self._in_database:
             vectors = self._cache.held(namespace)  # refreshing: as ``search`` answered
         if vectors is None and self._in_database:
-            return self._storage.vector_cosines(namespace, self._query_vector(query), record_ids)
-        if vectors is None or not vectors.ids:
+            vector, mine = self._query_vector(query), self._embedder.identity
+            return self._storage.vector_cosines(namespace, vector, record_ids, mine)
+        if (
+            vectors is None
+            or not vectors.ids
+            or vectors.model not in (None, self._embedder.identity)
+        ):
             return {}
         return vectors.cosines(self._query_vector(query), record_ids)
+
+    def _current(self, vectors: VectorSet, mine: str, namespace: str) -> None:
+        """The cached vectors are of the stored model (None: read before it was recorded,
+        so of the one that recorded it); else a swap is not in this cache yet."""
+        if vectors.model not in (None, mine):
+            self._epochs.bump({namespace})  # the next search reads them again
+            raise Unavailable("vectors of the namespace reloading after a model change")
+
+    def _same_model(self, stored: str | None) -> str:
+        """The embedder's identity if the vectors searched are of its model, which a
+        database from before models were recorded takes as theirs; else the leg is left
+        out (a query vector of one model says nothing of another's vectors)."""
+        mine = self._embedder.identity
+        if stored is None:
+            stored = self._storage.claim_model(mine).model
+        if stored == mine:
+            self.other_model = None
+            return mine
+        reason = (
+            f"the stored vectors are of model {stored}, the configured one is {mine}: "
+            "restart with that model, or run `wakemark backfill --rebuild`"
+        )
+        if self.other_model != reason:
+            log.warning("vector leg left out: %s", reason)
+        self.other_model = reason
+        raise Unavailable(reason)
 
     def _query_vector(self, query: str) -> np.ndarray:
         # The gate asks again for the query ``search`` just embedded: reuse that vector.
@@ -431,6 +469,8 @@ class VectorLeg(Leg):
         return {**self._cache.stats(), "database_searches": self.database_searches}
 
     def metrics(self) -> dict[str, Any]:
+        if self.other_model is not None:
+            return {"vector_cache": self.cache_stats(), "vector_leg_off": self.other_model}
         return {"vector_cache": self.cache_stats()}
 
     def prometheus_lines(self) -> list[str]:

@@ -130,13 +130,15 @@ class VectorSet:
     types: np.ndarray  # (n,) int8 code of observation_type, -1 if unknown
     watermark: int = 0  # the storage snapshot this set is current as of
     buffer: Rows | None = None  # what ``rows`` is a prefix of, if it has spare rows
+    model: str | None = None  # the identity of the model that made the vectors
 
     @classmethod
     def build(cls, columns: EmbeddingMatrix) -> VectorSet:
         unit = _normalize(np.ascontiguousarray(columns.vectors, dtype=np.float32))
         created = np.asarray(columns.created_at, dtype=np.float64)
         types = _codes(columns.observation_types)
-        return cls(list(columns.record_ids), Rows.of(unit), created, types, columns.watermark)
+        ids = list(columns.record_ids)
+        return cls(ids, Rows.of(unit), created, types, columns.watermark, None, columns.model)
 
     @property
     def nbytes(self) -> int:
@@ -148,7 +150,13 @@ class VectorSet:
         """This set with ``delta``'s rows added or, for ids already here, replaced."""
         if not len(delta):
             return VectorSet(
-                self.ids, self.rows, self.created_ts, self.types, delta.watermark, self.buffer
+                self.ids,
+                self.rows,
+                self.created_ts,
+                self.types,
+                delta.watermark,
+                self.buffer,
+                self.model,
             )
         rows = Rows.of(_normalize(np.ascontiguousarray(delta.vectors, dtype=np.float32)))
         created = np.asarray(delta.created_at, dtype=np.float64)
@@ -176,7 +184,9 @@ class VectorSet:
         hit = old[~new]
         all_rows.put(hit, rows[~new])
         created_all[hit], types_all[hit] = created[~new], types[~new]
-        base = VectorSet(list(self.ids), all_rows, created_all, types_all, self.watermark)
+        base = VectorSet(
+            list(self.ids), all_rows, created_all, types_all, self.watermark, None, self.model
+        )
         added = [rid for rid, is_new in zip(delta.record_ids, new, strict=True) if is_new]
         return base._appended(added, rows[new], created[new], types[new], delta.watermark)
 
@@ -202,6 +212,7 @@ class VectorSet:
             np.concatenate([self.types, types]),
             watermark,
             buffer,
+            self.model,
         )
 
     @cached_property
@@ -225,9 +236,8 @@ class VectorSet:
         if keep.all():
             return self
         ids = [rid for rid, kept in zip(self.ids, keep, strict=True) if kept]
-        return VectorSet(
-            ids, self.rows[keep], self.created_ts[keep], self.types[keep], self.watermark
-        )
+        rows, created, types = self.rows[keep], self.created_ts[keep], self.types[keep]
+        return VectorSet(ids, rows, created, types, self.watermark, None, self.model)
 
     def top(
         self,
@@ -499,6 +509,9 @@ class VectorCache:
     def _refresh(self, namespace: str, stale: VectorSet) -> VectorSet:
         """``stale`` brought up to date from what changed since it."""
         delta = self._load(namespace, stale.watermark)
+        if delta.model != stale.model:  # a rebuild swapped the model: no row is kept
+            self.loads += 1
+            return VectorSet.build(self._load(namespace, None))
         # Every record embedded now was in ``stale`` (unchanged since) or is in the delta,
         # so the patched set holds them all; equal counts mean it holds nothing more.
         vset = stale.patched(delta)

@@ -42,7 +42,7 @@ from wakemark.shared.storage.ports.upkeep import (
     TurnRow,
     Upkeep,
 )
-from wakemark.shared.storage.ports.vectors import EmbeddingMatrix, Vectors
+from wakemark.shared.storage.ports.vectors import EmbeddingMatrix, EmbeddingModels, Vectors
 
 ChangeHook = Callable[[set[str]], None]
 """Called after a commit that wrote embeddings or deleted records, with the namespaces
@@ -60,6 +60,7 @@ __all__ = [
     "DuplicateRecordError",
     "EmbeddingDecodeError",
     "EmbeddingMatrix",
+    "EmbeddingModels",
     "Events",
     "History",
     "FileAnchor",

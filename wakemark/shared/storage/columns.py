@@ -32,6 +32,7 @@ def collect(
     timestamp: Callable[[Any], float],
     total: int,
     watermark: int,
+    model: str | None,
 ) -> EmbeddingMatrix:
     """Rows ``(record_id, created_at, observation_type, blob)`` in ``count`` or fewer.
 
@@ -55,7 +56,7 @@ def collect(
         n += k
     if n < count:  # never expected in one snapshot; keep the arrays exact anyway
         vectors, created = vectors[:n].copy(), created[:n].copy()
-    return EmbeddingMatrix(ids, created, types, vectors, total, watermark)
+    return EmbeddingMatrix(ids, created, types, vectors, total, watermark, model)
 
 
 def fetch_batches(cursor: Any) -> Iterable[Sequence[Any]]:

@@ -100,9 +100,10 @@ class Search(Protocol):
 
     @abc.abstractmethod
     def search_vector(
-        self, query: SearchQuery, vector: np.ndarray, exact: bool = False
+        self, query: SearchQuery, vector: np.ndarray, exact: bool = False, model: str | None = None
     ) -> list[VectorHit]:
         """The ``limit`` embedded records under the namespace nearest to ``vector`` by
         cosine, best first, after the filters (``Vectors.vector_index`` backends; the
         others raise NotImplementedError). ``exact``: a scan of the namespace's rows
-        instead of the approximate index."""
+        instead of the approximate index. ``model``: none unless the stored vectors are
+        of that model (``EmbeddingModels``)."""

@@ -27,9 +27,18 @@ class EmbeddingMatrix:
     vectors: np.ndarray  # (n, 384) float32, C-contiguous; the caller owns it (writable)
     total: int  # every embedded record under the namespace, even when this is a delta
     watermark: int  # opaque; pass as ``since`` to list only what changed after this
+    model: str | None = None  # the identity of the model that made them (``EmbeddingModels``)
 
     def __len__(self) -> int:
         return len(self.record_ids)
+
+
+@dataclass(frozen=True)
+class EmbeddingModels:
+    """Which model made the vectors: identities (``Embedder.identity``), or None."""
+
+    model: str | None  # the records' vectors (None: not known yet, ``claim_model``)
+    staged: str | None  # the staged vectors of a rebuild under way (None: none is)
 
 
 class VectorsTx(Protocol):
@@ -38,6 +47,17 @@ class VectorsTx(Protocol):
     @abc.abstractmethod
     def put_embedding(self, record_id: str, vector: np.ndarray) -> None:
         """Raises NotFoundError for an unknown record."""
+
+    @abc.abstractmethod
+    def put_staged(self, record_id: str, vector: np.ndarray) -> None:
+        """The record's vector by the rebuild's model; raises NotFoundError."""
+
+    @abc.abstractmethod
+    def embedding_models(self) -> EmbeddingModels:
+        """The models as this transaction sees them until it commits: a rebuild's swap
+        waits for it, so a vector written here is of the model read here. Called before
+        the transaction's other writes: the swap holds the models while it rewrites every
+        record, so one that had written a record first would deadlock with it."""
 
 
 class Vectors(Protocol):
@@ -73,10 +93,15 @@ class Vectors(Protocol):
 
     @abc.abstractmethod
     def vector_cosines(
-        self, namespace: str, vector: np.ndarray, record_ids: Sequence[str]
+        self,
+        namespace: str,
+        vector: np.ndarray,
+        record_ids: Sequence[str],
+        model: str | None = None,
     ) -> dict[str, float]:
         """The cosine of ``vector`` with each of ``record_ids`` embedded under the
-        namespace (``vector_index`` backends; the others raise NotImplementedError)."""
+        namespace (``vector_index`` backends; the others raise NotImplementedError);
+        ``model`` as ``Search.search_vector``'s."""
 
     @abc.abstractmethod
     def records_missing_embedding(
@@ -85,5 +110,25 @@ class Vectors(Protocol):
         """Oldest first."""
 
     @abc.abstractmethod
-    def clear_embeddings(self, namespace: str | None = None) -> int:
-        """Set embeddings to NULL (``wakemark backfill --rebuild``); returns the count."""
+    def embedding_models(self) -> EmbeddingModels: ...
+
+    @abc.abstractmethod
+    def claim_model(self, model: str) -> EmbeddingModels:
+        """Record ``model`` as the one that made the records' vectors if none is recorded
+        yet (a database from before models were recorded, or a new one); the models as
+        they are then."""
+
+    @abc.abstractmethod
+    def start_rebuild(self, model: str) -> int:
+        """Stage vectors of ``model`` (``wakemark backfill --rebuild``); staged vectors of
+        another model are dropped. Returns how many records lack a staged vector."""
+
+    @abc.abstractmethod
+    def records_missing_staged(self, limit: int, after: str = "") -> list[MemoryRecord]:
+        """Records without a staged vector whose id sorts after ``after``, in id order."""
+
+    @abc.abstractmethod
+    def swap_staged(self, model: str) -> bool:
+        """In one transaction, when every record has a vector staged by ``model``: the
+        staged vectors become the records' vectors and ``model`` their model. False (and
+        nothing changed) while a record lacks one or another rebuild took over."""

@@ -37,7 +37,8 @@ RETURNING record_id
 
 REPLACE_RECORD_TEXT = """
 UPDATE memory_records SET title = %(title)s, summary = %(summary)s, facts = %(facts)s,
-       concepts = %(concepts)s, files_touched = %(files_touched)s, embedding = NULL
+       concepts = %(concepts)s, files_touched = %(files_touched)s, embedding = NULL,
+       embedding_staged = NULL
  WHERE record_id = %(record_id)s
 RETURNING namespace
 """
@@ -89,7 +90,8 @@ UPDATE memory_records
        summary = coalesce(%(summary)s, summary),
        facts = coalesce(%(facts)s::text[], facts),
        edited_at = %(now)s,
-       embedding = NULL
+       embedding = NULL,
+       embedding_staged = NULL
  WHERE record_id = %(record_id)s
 RETURNING {RECORD_COLUMNS}
 """

@@ -147,9 +147,15 @@ def vector_settings(ef_search: int, sort: bool) -> dict[str, str]:
     return {"jit": "off", "hnsw.ef_search": str(ef_search), "enable_sort": "on" if sort else "off"}
 
 
+# With a model: nothing unless the stored vectors are still that model's (a rebuild's swap
+# may have committed since the caller checked).
+MODEL_IS = """(%(model)s::text IS NULL
+        OR EXISTS (SELECT 1 FROM embedding_model WHERE model = %(model)s))"""
+
 _VECTOR_FILTER = f"""namespace {NS} AND embedding IS NOT NULL
    AND (%(type)s::text IS NULL OR observation_type = %(type)s)
-   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)"""
+   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+   AND {MODEL_IS}"""
 
 # The HNSW graph, walked past ef_search candidates while the filter rejects them
 # (hnsw.iterative_scan, SET LOCAL with ef_search by the caller). relaxed_order may hand
@@ -319,9 +325,10 @@ class PostgresSearch(PostgresBase):
         return lexical.rank_fragments(found, query.limit)
 
     def search_vector(
-        self, query: SearchQuery, vector: np.ndarray, exact: bool = False
+        self, query: SearchQuery, vector: np.ndarray, exact: bool = False, model: str | None = None
     ) -> list[VectorHit]:
         params = {
+            "model": model,
             "ns": lexical.namespace_pattern(query.namespace),
             "vector": check_vector(vector),
             "limit": query.limit,

@@ -32,7 +32,7 @@ RECORD_EXISTS = "SELECT 1 FROM memory_records WHERE record_id = ?"
 REPLACE_RECORD_TEXT = """
 UPDATE memory_records SET title = :title, summary = :summary, facts = :facts,
     facts_text = :facts_text, concepts = :concepts, files_touched = :files_touched,
-    embedding = NULL
+    embedding = NULL, embedding_staged = NULL
 WHERE record_id = :record_id RETURNING namespace
 """
 
@@ -76,7 +76,8 @@ UPDATE memory_records SET
   facts = coalesce(:facts, facts),
   facts_text = coalesce(:facts_text, facts_text),
   edited_at = :now,
-  embedding = NULL
+  embedding = NULL,
+  embedding_staged = NULL
 WHERE record_id = :record_id RETURNING *
 """
 

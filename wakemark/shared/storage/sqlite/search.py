@@ -161,7 +161,7 @@ class SqliteSearch(SqliteBase):
         return lexical.rank_fragments(found, query.limit)
 
     def search_vector(
-        self, query: SearchQuery, vector: np.ndarray, exact: bool = False
+        self, query: SearchQuery, vector: np.ndarray, exact: bool = False, model: str | None = None
     ) -> list[VectorHit]:
         raise NotImplementedError(NO_VECTOR_INDEX)
 

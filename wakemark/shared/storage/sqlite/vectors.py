@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 import numpy as np
@@ -9,7 +10,7 @@ import numpy as np
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.storage import columns, lexical
 from wakemark.shared.storage.errors import NotFoundError
-from wakemark.shared.storage.ports.vectors import EmbeddingMatrix
+from wakemark.shared.storage.ports.vectors import EmbeddingMatrix, EmbeddingModels
 from wakemark.shared.storage.sqlite import codec
 from wakemark.shared.storage.sqlite.base import NS, SqliteBase, SqliteTxBase, snapshot
 
@@ -23,7 +24,8 @@ HAS_EMBEDDING = "SELECT embedding IS NOT NULL FROM memory_records WHERE record_i
 # :since is -1 for everything (rows embedded before migration 0003 are stamped 0).
 EMBEDDINGS_SNAPSHOT = f"""
 SELECT (SELECT value FROM embedding_seq WHERE id = 1) AS watermark, count(*) AS total,
-       count(*) FILTER (WHERE embedded_seq > :since) AS changed
+       count(*) FILTER (WHERE embedded_seq > :since) AS changed,
+       (SELECT model FROM embedding_model WHERE id = 1) AS model
 FROM memory_records WHERE {NS} AND embedding IS NOT NULL
 """
 
@@ -39,10 +41,30 @@ SELECT * FROM memory_records WHERE embedding IS NULL AND {NS}
 ORDER BY created_at, record_id LIMIT :limit
 """
 
-CLEAR_EMBEDDINGS = f"""
-UPDATE memory_records SET embedding = NULL WHERE embedding IS NOT NULL AND {NS}
+MODELS = "SELECT model, staged FROM embedding_model WHERE id = 1"
+
+CLAIM_MODEL = "UPDATE embedding_model SET model = ? WHERE id = 1 AND model IS NULL"
+
+SET_STAGED = "UPDATE memory_records SET embedding_staged = ? WHERE record_id = ? RETURNING 1"
+
+STAGE_MODEL = "UPDATE embedding_model SET staged = ? WHERE id = 1"
+
+DROP_STAGED = "UPDATE memory_records SET embedding_staged = NULL WHERE embedding_staged IS NOT NULL"
+
+COUNT_UNSTAGED = "SELECT count(*) FROM memory_records WHERE embedding_staged IS NULL"
+
+MISSING_STAGED = """
+SELECT * FROM memory_records WHERE record_id > ? AND embedding_staged IS NULL
+ORDER BY record_id LIMIT ?
+"""
+
+# The embedding_seq trigger stamps every row: caches reload the namespaces as re-embedded.
+SWAP_STAGED = """
+UPDATE memory_records SET embedding = embedding_staged, embedding_staged = NULL
 RETURNING namespace
 """
+
+SWAP_MODEL = "UPDATE embedding_model SET model = staged, staged = NULL WHERE id = 1"
 
 
 class SqliteVectorsTx(SqliteTxBase):
@@ -53,6 +75,19 @@ class SqliteVectorsTx(SqliteTxBase):
         if row is None:
             raise NotFoundError(f"no memory record {record_id}")
         self.changed.add(row["namespace"])
+
+    def put_staged(self, record_id: str, vector: np.ndarray) -> None:
+        row = self.conn.execute(SET_STAGED, (codec.encode_embedding(vector), record_id)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no memory record {record_id}")
+
+    def embedding_models(self) -> EmbeddingModels:
+        # A write transaction holds the database's one write lock: nothing swaps meanwhile.
+        return _models(self.conn.execute(MODELS).fetchone())
+
+
+def _models(row: sqlite3.Row) -> EmbeddingModels:
+    return EmbeddingModels(row["model"], row["staged"])
 
 
 class SqliteVectors(SqliteBase):
@@ -75,6 +110,7 @@ class SqliteVectors(SqliteBase):
                 codec.seconds,
                 total=head["total"],
                 watermark=head["watermark"],
+                model=head["model"],
             )
 
     def embedded_ids(self, namespace: str) -> list[str]:
@@ -85,7 +121,11 @@ class SqliteVectors(SqliteBase):
         raise NotImplementedError(NO_VECTOR_INDEX)
 
     def vector_cosines(
-        self, namespace: str, vector: np.ndarray, record_ids: Sequence[str]
+        self,
+        namespace: str,
+        vector: np.ndarray,
+        record_ids: Sequence[str],
+        model: str | None = None,
     ) -> dict[str, float]:
         raise NotImplementedError(NO_VECTOR_INDEX)
 
@@ -95,8 +135,31 @@ class SqliteVectors(SqliteBase):
         params = {**lexical.namespace_range(namespace), "limit": limit}
         return [codec.to_record(r) for r in self._read(MISSING_EMBEDDING, params)]
 
-    def clear_embeddings(self, namespace: str | None = None) -> int:
+    def embedding_models(self) -> EmbeddingModels:
+        return _models(self._read(MODELS)[0])
+
+    def claim_model(self, model: str) -> EmbeddingModels:
         with self._conns.write() as conn:
-            rows = conn.execute(CLEAR_EMBEDDINGS, lexical.namespace_range(namespace)).fetchall()
-        self._notify({r["namespace"] for r in rows})
-        return len(rows)
+            conn.execute(CLAIM_MODEL, (model,))
+            return _models(conn.execute(MODELS).fetchone())
+
+    def start_rebuild(self, model: str) -> int:
+        with self._conns.write() as conn:
+            if _models(conn.execute(MODELS).fetchone()).staged != model:
+                conn.execute(DROP_STAGED)
+                conn.execute(STAGE_MODEL, (model,))
+            return int(conn.execute(COUNT_UNSTAGED).fetchone()[0])
+
+    def records_missing_staged(self, limit: int, after: str = "") -> list[MemoryRecord]:
+        return [codec.to_record(r) for r in self._read(MISSING_STAGED, (after, limit))]
+
+    def swap_staged(self, model: str) -> bool:
+        with self._conns.write() as conn:
+            if _models(conn.execute(MODELS).fetchone()).staged != model:
+                return False
+            if conn.execute(MISSING_STAGED, ("", 1)).fetchone() is not None:
+                return False
+            changed = {r["namespace"] for r in conn.execute(SWAP_STAGED)}
+            conn.execute(SWAP_MODEL)
+        self._notify(changed)
+        return True
