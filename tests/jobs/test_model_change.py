@@ -134,8 +134,12 @@ def test_a_rebuild_keeps_the_vector_leg_until_it_swaps_every_vector_at_once(
     models = old.storage.embedding_models()
     assert models.model == new.embedder.identity and models.staged is None
 
-    # The new model's process searches the swapped vectors; the old one leaves its leg out.
+    # The new model's process searches the swapped vectors. The old one's cache holds the
+    # vectors it read, of its own model (stale, never mixed), until its epochs say they
+    # changed (another process's writes do, through Redis); then it leaves its leg out.
     assert _semantic(_leg(new), new)[0] in billing
+    assert _semantic(service, old)[0] in billing
+    old.epochs.bump({NS})
     with pytest.raises(Unavailable, match="stored vectors are of model"):
         _semantic(service, old)
     assert "vector_leg_off" in service.metrics()

@@ -325,9 +325,6 @@ class VectorLeg(Leg):
             raise Unavailable("embedder not loaded yet (warming up)")
         if state != "ready":
             raise Unavailable(f"embedder {state}")
-        # Read each search (one small row): a swap by another process shows at once, even
-        # where no shared epochs tell this process's cache of it.
-        mine = self._same_model(self._storage.embedding_models().model)
         self._epochs.searched(where.namespace)
         vectors = self._cache.get_within(where.namespace, self._wait)
         if vectors is None and not self._in_database:
@@ -337,15 +334,17 @@ class VectorLeg(Leg):
             # A refresh outlasting the wait (a delete, a backfill, a busy machine) leaves the
             # vectors as last read to answer: a record deleted since drops out at hydration,
             # one embedded since is missing until the refresh is in.
-            self._current(held, mine, where.namespace)
+            self._comparable(held, where.namespace)
             vector = self._query_vector(query)
             partial = held.top(vector, where.limit, where.observation_type, where.since)
             raise Unavailable("vectors of the namespace still refreshing", partial)
         if vectors is None:
+            # The statement itself finds nothing if the model changes after this check.
+            mine = self._same_model(self._storage.embedding_models().model)
             return self._search_database(where, query, end, mine)
         if not vectors.ids:
             raise NothingToSearch("no embedded records in the namespace")
-        self._current(vectors, mine, where.namespace)
+        self._comparable(vectors, where.namespace)
         return vectors.top(
             self._query_vector(query), where.limit, where.observation_type, where.since
         )
@@ -387,10 +386,16 @@ class VectorLeg(Leg):
             return {}
         return vectors.cosines(self._query_vector(query), record_ids)
 
-    def _current(self, vectors: VectorSet, mine: str, namespace: str) -> None:
-        """The cached vectors are of the stored model (None: read before it was recorded,
-        so of the one that recorded it); else a swap is not in this cache yet."""
-        if vectors.model not in (None, mine):
+    def _comparable(self, vectors: VectorSet, namespace: str) -> None:
+        """The cached vectors compare with this process's query vectors: they are of its
+        model, or were read before any was recorded and the stored one is its own. A
+        cache of the model before a swap still compares with a process of that model (it
+        is only stale), so a set of this process's model needs no read of the stored one."""
+        if vectors.model == self._embedder.identity:
+            self.other_model = None
+            return
+        self._same_model(self._storage.embedding_models().model)  # raises if another's
+        if vectors.model is not None:  # the stored model is this one; the cache is not yet
             self._epochs.bump({namespace})  # the next search reads them again
             raise Unavailable("vectors of the namespace reloading after a model change")
 
