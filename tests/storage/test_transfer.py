@@ -13,7 +13,14 @@ import pytest
 from tests.storage.conftest import event, record, vec
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.models import MemoryRecord
-from wakemark.shared.storage import CodeAnchors, FileAnchor, Storage, migrate, open_storage
+from wakemark.shared.storage import (
+    CodeAnchors,
+    FileAnchor,
+    ImportBatch,
+    Storage,
+    migrate,
+    open_storage,
+)
 from wakemark.shared.transfer import ImportFormatError, export_lines, import_lines
 
 NS = "/actor/a/project/a/"
@@ -251,6 +258,25 @@ def test_vectors_of_another_model_are_dropped_those_of_the_same_kept(
     assert import_lines(fresh, lines_of(data)).vectors_dropped == 0
     assert fresh.stats()["embedded"] == 2
     assert fresh.embedding_models().model == "sha256:00000000000000aa"
+
+
+def test_a_batch_writes_its_vectors_only_while_their_model_is_the_stored_one(
+    storage: Storage,
+) -> None:
+    """Checked in the batch's own transaction: a rebuild's swap committing after the
+    header was read leaves the records without vectors, for the backfill."""
+    storage.claim_model("sha256:00000000000000aa")
+    batches = {
+        "sha256:00000000000000bb": record("another model's"),
+        "sha256:00000000000000aa": record("the stored model's"),
+        None: record("a model not recorded"),
+    }
+    for i, (model, rec) in enumerate(batches.items()):
+        counts = storage.import_batch(ImportBatch(model=model, records=[(rec, vec(i))]))
+        assert counts.records == 1 and counts.vectors == (model != "sha256:00000000000000bb")
+    embedded = {r.title for r in storage.get_memory_records([r.record_id for r in batches.values()])
+                if storage.has_embedding(r.record_id)}  # fmt: skip
+    assert embedded == {"the stored model's", "a model not recorded"}
 
 
 def _sqlite(tmp_path: Path) -> Storage:

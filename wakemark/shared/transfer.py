@@ -394,6 +394,7 @@ def _import(
     progress: Callable[[int], None] | None,
 ) -> None:
     dry_run = report.dry_run
+    model_id: str | None = None  # the header's: the model that made the vectors
     batch = ImportBatch()
     read = 0
     keep_vectors = True
@@ -408,7 +409,7 @@ def _import(
         nonlocal batch
         if len(batch):
             report.add(storage.import_batch(batch, commit=not dry_run))
-            batch = ImportBatch()
+            batch = ImportBatch(model=model_id)
         if versions and not dry_run:  # after the records: each names its current one
             try:
                 with storage.transaction() as tx:
@@ -434,6 +435,9 @@ def _import(
                     _check_header(obj) and _same_model(storage, obj, dry_run),
                     True,
                 )
+                if isinstance(obj, dict) and isinstance(obj.get("model_id"), str):
+                    model_id = obj["model_id"]
+                    batch = ImportBatch(model=model_id)
                 continue
             if ended is not None:
                 raise ValueError("line after the end trailer")

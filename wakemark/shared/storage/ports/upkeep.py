@@ -30,13 +30,23 @@ class TurnRow:
     repeat_of: str | None = None  # the record a turn of repeats said again
 
 
+def kept_model(stored: str | None, model: str | None) -> bool:
+    """Whether vectors made by ``model`` (None: not recorded, taken as the stored one's)
+    go into a database whose vectors are ``stored``'s (None: it records none yet)."""
+    return model is None or stored in (None, model)
+
+
 @dataclass
 class ImportBatch:
     """Rows restored together (``Upkeep.import_batch``): records with their vectors
     (None: embedded later by the backfill), turns as they were, events in their turns;
     the code anchors of those records (written with a record the import adds, never over
-    the anchors of one already stored)."""
+    the anchors of one already stored). ``model``: the identity of the model that made
+    the vectors (None: not recorded); they are written only while it is the database's
+    (or it records none), checked in the batch's own transaction, so a rebuild's swap
+    committing meanwhile leaves the records to the backfill instead."""
 
+    model: str | None = None
     records: list[tuple[MemoryRecord, np.ndarray | None]] = field(default_factory=list)
     anchors: dict[str, CodeAnchors] = field(default_factory=dict)  # by record id
     turns: list[TurnRow] = field(default_factory=list)

@@ -14,7 +14,13 @@ from psycopg import sql
 from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
 from wakemark.shared.storage.fields import record_fields
-from wakemark.shared.storage.ports.upkeep import DiskUsage, ImportBatch, ImportCounts, TurnRow
+from wakemark.shared.storage.ports.upkeep import (
+    DiskUsage,
+    ImportBatch,
+    ImportCounts,
+    TurnRow,
+    kept_model,
+)
 from wakemark.shared.storage.postgres import anchors as anchors_sql
 from wakemark.shared.storage.postgres.base import (
     LOCK_RECORDS,
@@ -30,6 +36,7 @@ from wakemark.shared.storage.postgres.rows import (
     memory_record,
     stored_event,
 )
+from wakemark.shared.storage.postgres.vectors import MODELS_SHARED
 
 _TURN_EVENTS = "SELECT count(*) FROM events e WHERE e.turn_id = t.turn_id"
 
@@ -199,10 +206,16 @@ class PostgresUpkeep(PostgresBase):
         changed: set[str] = set()
         with self._db.connection() as conn, conn.transaction():
             records = vectors = 0
+            keep = True
+            if any(vector is not None for _, vector in batch.records):
+                # First, as every writer of vectors (the swap takes it, then the records'
+                # lock): held shared until commit, so no swap commits meanwhile.
+                (stored, _) = conn.execute(MODELS_SHARED).fetchone() or (None, None)
+                keep = kept_model(stored, batch.model)
             if batch.records:
                 conn.execute(LOCK_RECORDS)  # as PostgresTxBase: records are added
             for record, vector in batch.records:
-                embedding = None if vector is None else check_vector(vector)
+                embedding = None if vector is None or not keep else check_vector(vector)
                 params = {
                     **record_fields(record),
                     "edited_at": record.edited_at,

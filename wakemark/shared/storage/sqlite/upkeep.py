@@ -13,13 +13,19 @@ import numpy as np
 
 from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
-from wakemark.shared.storage.ports.upkeep import DiskUsage, ImportBatch, ImportCounts, TurnRow
+from wakemark.shared.storage.ports.upkeep import (
+    DiskUsage,
+    ImportBatch,
+    ImportCounts,
+    TurnRow,
+    kept_model,
+)
 from wakemark.shared.storage.sqlite import anchors as anchors_sql
 from wakemark.shared.storage.sqlite import codec
 from wakemark.shared.storage.sqlite.base import NS, T_NS, SqliteBase, snapshot
 from wakemark.shared.storage.sqlite.events import INSERT_EVENT, TURNS_EVENTS, count_added_events
 from wakemark.shared.storage.sqlite.records import INSERT_RECORD, RECORD_COLUMNS
-from wakemark.shared.storage.sqlite.vectors import SET_EMBEDDING
+from wakemark.shared.storage.sqlite.vectors import MODELS, SET_EMBEDDING
 
 # Keyset pages in id order: each page seeks the unique index past the last id, so an
 # export of a million rows costs the same per page from start to end. The unary + keeps
@@ -189,7 +195,10 @@ class SqliteUpkeep(SqliteBase):
         try:
             with self._conns.write() as conn:
                 records = vectors = 0
+                # One writer at a time: no swap commits before this transaction does.
+                keep = kept_model(conn.execute(MODELS).fetchone()["model"], batch.model)
                 for record, vector in batch.records:
+                    vector = vector if keep else None
                     if conn.execute(IMPORT_RECORD, codec.record_params(record)).rowcount:
                         records += 1
                         if record.record_id in batch.anchors:
