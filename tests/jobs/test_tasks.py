@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import shutil
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -176,6 +178,44 @@ def test_unavailable_embedder_keeps_records_pending_then_backfill_completes(
     assert result == {"embedded": 5, "failures": 0, "breaker": "closed", "model": model}
     assert seen[0] == (0, 5) and seen[-1] == (5, 5)
     assert runtime.storage.stats()["pending_embedding"] == 0
+
+
+@pytest.mark.slow
+def test_a_backfill_begun_with_the_embedder_down_goes_on_when_it_comes_back(
+    backend_settings: Settings, onnx_model_path: Path, tmp_path: Path, make_runtime
+):
+    """A new database records no model yet: the run's first vectors claim it (the run
+    could not while the model was missing)."""
+    missing = tmp_path / "model" / "all-MiniLM-L6-v2.onnx"
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=missing))
+    records = [MemoryRecord(namespace=NS, title=f"a record {i}") for i in range(4)]
+    for r in records:
+        runtime.storage.put_memory_record(r)
+    assert runtime.storage.embedding_models().model is None
+    runtime.breaker.cooldown_s = 0.2
+    results: list[dict[str, Any]] = []
+    stop = threading.Event()
+    run = threading.Thread(
+        target=lambda: results.append(
+            backfill_embeddings(runtime.tasks, batch=2, stop=stop, wait_on_open=True)
+        )
+    )
+    run.start()
+    try:
+        for _ in range(200):  # the run has failed on the missing model
+            if runtime.breaker.snapshot()["consecutive_failures"]:
+                break
+            time.sleep(0.05)
+        missing.parent.mkdir()
+        shutil.copy(onnx_model_path, missing)
+        shutil.copy(tokenizer_path(onnx_model_path), tokenizer_path(missing))
+        run.join(timeout=60)
+    finally:
+        stop.set()
+        run.join()
+    assert results and results[0]["embedded"] == 4
+    assert runtime.storage.stats()["pending_embedding"] == 0
+    assert runtime.storage.embedding_models().model == runtime.embedder.identity
 
 
 def test_sweep_closes_idle_turns_and_reenqueues_pending(backend_settings: Settings, make_runtime):

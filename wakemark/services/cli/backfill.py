@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
     if args.rebuild and result["swapped"]:
         print(
             f"the records' vectors are now of model {result['model']}: restart the services"
-            " still configured with the old one (until then they search without vectors)",
+            " still configured with the old one (until then they search only the old vectors"
+            " their caches still hold, or none)",
             file=sys.stderr,
         )
     elif args.rebuild:

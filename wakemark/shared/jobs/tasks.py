@@ -511,6 +511,10 @@ def _batches(
             if not records:
                 break
             vectors = _embed(ctx, records)
+            # A run that began with the embedder down could not claim a database that
+            # records no model yet; its first vectors do.
+            if not staged and usable_model(ctx) is None:
+                raise ModelChanged("the stored vectors are another model's")
             written = _store_vectors(ctx, records, vectors, ctx.embedder.identity, staged)
         except ModelChanged as exc:
             log.warning("backfill stopped: %s", exc)
