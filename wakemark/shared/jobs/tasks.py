@@ -435,6 +435,13 @@ def backfill_embeddings(
     storage = ctx.storage
 
     def missing() -> list[MemoryRecord]:
+        nonlocal model
+        if not model:
+            # Begun with the embedder down, so a database that records no model yet was
+            # not claimed: the first batch does (or the breaker counts the failure).
+            model = usable_model(ctx)
+            if model is None:
+                raise ModelChanged("the stored vectors are another model's")
         return storage.records_missing_embedding(batch, namespace)
 
     total = storage.stats(namespace)["pending_embedding"]
@@ -511,10 +518,6 @@ def _batches(
             if not records:
                 break
             vectors = _embed(ctx, records)
-            # A run that began with the embedder down could not claim a database that
-            # records no model yet; its first vectors do.
-            if not staged and usable_model(ctx) is None:
-                raise ModelChanged("the stored vectors are another model's")
             written = _store_vectors(ctx, records, vectors, ctx.embedder.identity, staged)
         except ModelChanged as exc:
             log.warning("backfill stopped: %s", exc)
