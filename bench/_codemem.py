@@ -151,8 +151,22 @@ def _fingerprint(project: str) -> str:
 
 
 def settings_for(home: Path, model: Path | None = None) -> Settings:
+    """A build's settings: of the environment only what shapes the built database (the
+    cache's fingerprint holds it), so one cached build serves every run."""
     env = Settings.from_env()
     return Settings(home=home, model_path=model or env.onnx_model_path, consolidate=env.consolidate)
+
+
+def run_settings(built: Settings, **overrides: Any) -> Settings:
+    """A run's settings over its build: the environment's too, so a retrieval setting
+    exported for the run (``WAKEMARK_TOPIC_QUERY=on``) applies as in the service."""
+    return Settings.from_env().replace(
+        home=built.home,
+        model_path=built.model_path,
+        database_url=built.database_url,
+        consolidate=built.consolidate,
+        **overrides,
+    )
 
 
 def build(project: str, settings: Settings) -> None:
@@ -207,7 +221,7 @@ def open_project(
         assert scratch is not None, "a Postgres run needs a scratch home"
         settings = settings_for(scratch / project, model).replace(database_url=database_url)
         build(project, settings)
-        settings = settings.replace(**overrides)
+        settings = run_settings(settings, **overrides)
     else:
         home = CACHE / f"{project}-{_fingerprint(project)}"
         if not (home / "complete").exists():
@@ -218,7 +232,7 @@ def open_project(
             copy = scratch / project
             shutil.copytree(home, copy, ignore=shutil.ignore_patterns("*-writer", "complete"))
             home = copy
-        settings = settings_for(home, model).replace(**overrides)
+        settings = run_settings(settings_for(home, model), **overrides)
         migrate(settings)  # a cache built before a later migration catches up
     runtime = Runtime.build(settings)
     gold = _gold_ids(runtime, project)

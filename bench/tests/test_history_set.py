@@ -309,3 +309,16 @@ def test_a_missing_mirror_is_named(
 def test_cleaning_and_citations(raw: str, text: str, numbers: tuple[int, ...]) -> None:
     assert hs.clean(raw) == text
     assert hs.cited(raw, "o/lib") == numbers
+
+
+def test_a_run_takes_the_environment_over_its_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WAKEMARK_TOPIC_QUERY", "on")
+    monkeypatch.setenv("WAKEMARK_HOME", str(tmp_path / "elsewhere"))
+    built = _codemem.settings_for(tmp_path / "lib", tmp_path / "model.onnx")
+    assert built.topic_query == "off"  # a build is the same whatever the run's settings
+    run = _codemem.run_settings(built, session_neighbours=0)
+    assert (run.topic_query, run.session_neighbours) == ("on", 0)
+    assert (run.home, run.model_path) == (tmp_path / "lib", tmp_path / "model.onnx")
+    assert (run.database_url, run.consolidate) == (built.database_url, built.consolidate)
