@@ -249,6 +249,35 @@ def test_local_install_marks_changed_and_leaves_out_gone_records(
     assert candidate.skipped == "gone: billing/address.py" and not candidate.injected
 
 
+def test_the_index_and_the_viewers_preview_check_the_code_as_the_hooks_do(
+    local_hooks: Hooks, repo: Path
+) -> None:
+    record = work_turn(local_hooks, repo)
+
+    def get(route: str, **args: str) -> Any:
+        res = local_hooks.client.get(
+            route,
+            query_string={"namespace": record.namespace, **args},
+            headers={"Authorization": f"Bearer {local_hooks.token}", "Host": "127.0.0.1:37800"},
+        )
+        assert res.status_code == 200, res.data
+        return json.loads(res.data)
+
+    edit(repo, "order.city", "order.town")
+    marked = f"{record.title} (changed since: billing/address.py)"
+    assert marked in get("/v1/context")["context"]
+    preview = get("/v1/context/preview", prompt=ASK)
+    assert marked in preview["index"]["context"] and marked in preview["prompt"]["context"]
+
+    git(repo, "rm", "-qf", "billing/address.py")
+    assert record.title not in get("/v1/context")["context"]
+    preview = get("/v1/context/preview", prompt=ASK)
+    assert record.title not in preview["index"]["context"] + preview["prompt"]["context"]
+    [candidate] = [c for c in preview["prompt"]["candidates"]
+                   if c["record"]["record_id"] == record.record_id]  # fmt: skip
+    assert candidate["reason"] == "gone: billing/address.py" and not candidate["injected"]
+
+
 def test_a_scoped_token_gets_no_check_and_the_audit_says_so(local_hooks: Hooks, repo: Path) -> None:
     record = work_turn(local_hooks, repo)
     git(repo, "rm", "-qf", "billing/address.py")
