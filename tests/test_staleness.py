@@ -307,17 +307,22 @@ def test_search_results_carry_each_records_state(local_hooks: Hooks, repo: Path)
 # --- wakemark verify --------------------------------------------------------------------------
 
 
+def cli_env(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> None:
+    """The environment a command run with ``main`` takes its settings from."""
+    monkeypatch.setenv("WAKEMARK_HOME", str(settings.home))
+    monkeypatch.setenv("WAKEMARK_EMBEDDER", "off")
+    monkeypatch.setenv("WAKEMARK_ACTOR", ACTOR)
+    if settings.database_url:
+        monkeypatch.setenv("WAKEMARK_DATABASE_URL", settings.database_url)
+
+
 def test_verify_counts_lists_the_gone_and_retires_them_only_with_yes(
     backend_settings: Settings,
     repo: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("WAKEMARK_HOME", str(backend_settings.home))
-    monkeypatch.setenv("WAKEMARK_EMBEDDER", "off")
-    monkeypatch.setenv("WAKEMARK_ACTOR", ACTOR)
-    if backend_settings.database_url:
-        monkeypatch.setenv("WAKEMARK_DATABASE_URL", backend_settings.database_url)
+    cli_env(monkeypatch, backend_settings)
     namespace = project.namespace_for(ACTOR, project.project_id(str(repo)))
     (repo / "billing" / "ship.py").write_text("def ship_to(order):\n    return order\n")
     records = {
@@ -353,6 +358,32 @@ def test_verify_counts_lists_the_gone_and_retires_them_only_with_yes(
         assert (entry.action, entry.targets, entry.who) == ("retire", (gone_id,), f"cli:{ACTOR}")
     assert main(["verify", "--project", str(repo)]) == 0
     assert capsys.readouterr().out == "1 current, 1 changed, 0 gone, 0 unchecked\n"
+
+
+def test_verify_says_why_a_project_outside_the_home_is_unchecked(
+    settings: Settings,
+    tmp_path: Path,
+    user_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cli_env(monkeypatch, settings)
+    prepare_home(settings)
+    migrate(settings)
+    outside = tmp_path / "srv" / "invoicer"  # beside the home, not in it
+    (outside / "billing").mkdir(parents=True)
+    (outside / "billing" / "address.py").write_text(ADDRESS)
+    (outside / "billing" / "tax.py").write_text("RATE = 0.2\n")
+    git(outside, "init", "-q")
+    record = cited(project.namespace_for(ACTOR, project.project_id(str(outside))))
+    with open_store(settings) as storage:
+        storage.put_memory_record(record)
+        with storage.transaction() as tx:
+            tx.put_anchors(capture(record, str(outside), readable=True))  # type: ignore[arg-type]
+    assert main(["verify", "--project", str(outside)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "0 current, 0 changed, 0 gone, 1 unchecked"
+    assert lines[1].startswith(f"  unchecked: {outside} is outside your home directory")
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from pathlib import Path
 
 from wakemark.shared.retrieval.staleness import Verdict
 
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.migrate import migrated_runtime
     from wakemark.shared import project
     from wakemark.shared.models import utcnow
-    from wakemark.shared.retrieval.staleness import CodeCheck
+    from wakemark.shared.retrieval.staleness import CodeCheck, in_home
     from wakemark.shared.storage import AuditEntry
 
     if args.yes and not args.retire:
@@ -56,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
                     gone[anchors.record_id] = verdict
             after = page[-1].record_id
         print(", ".join(f"{counts[s]} {s}" for s in ("current", "changed", "gone", "unchecked")))
+        if counts["unchecked"] and not in_home(Path(root).resolve()):
+            print(
+                f"  unchecked: {root} is outside your home directory, and wakemark reads no "
+                "file outside it (move the project under it to have its memories checked)"
+            )
         for record in storage.get_memory_records(list(gone)):
             print(f"  gone  {record.record_id}  {record.title}  ({gone[record.record_id].why()})")
         if not args.retire or not gone:

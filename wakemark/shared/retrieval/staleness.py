@@ -119,6 +119,12 @@ def local_install(settings: Any) -> bool:
     return settings.host in LOOPBACK
 
 
+def in_home(path: Path) -> bool:
+    """Whether a resolved path is inside the home of the user this process runs as: the
+    only files a check reads (``open_own``)."""
+    return path.is_relative_to(Path.home().resolve())
+
+
 def open_own(path: Any) -> BinaryIO | None:
     """``path`` opened for reading when it is a regular file, inside the home of the user
     this process runs as (a symlink pointing out is judged by its target) and owned by
@@ -126,9 +132,8 @@ def open_own(path: Any) -> BinaryIO | None:
     if not isinstance(path, str) or not os.path.isabs(path):
         return None
     try:
-        home = Path.home().resolve()
         target = Path(path).resolve()
-        if not target.is_relative_to(home):
+        if not in_home(target):
             return None
         # No following a link swapped in after resolving; no blocking on a FIFO.
         fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
