@@ -386,6 +386,19 @@ def test_verify_says_why_a_project_outside_the_home_is_unchecked(
     assert lines[1].startswith(f"  unchecked: {outside} is outside your home directory")
 
 
+def test_verify_names_a_project_directory_that_is_not_there(
+    settings: Settings, repo: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    cli_env(monkeypatch, settings)
+    missing = repo / "moved"  # inside a project: its root must not be checked instead
+    assert main(["verify", "--project", str(missing)]) == 2
+    assert capsys.readouterr().err == f"wakemark: --project {missing}: no such directory\n"
+    assert main(["verify", "--project", str(repo.parent)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"wakemark: no project at or above {repo.parent} (no .git or marker)\n"
+
+
 @contextmanager
 def open_store(settings: Settings) -> Iterator[Storage]:
     from wakemark.shared.storage import open_storage

@@ -11,6 +11,7 @@ arguments.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -36,9 +37,13 @@ def run(args: argparse.Namespace) -> int:
     if args.yes and not args.retire:
         print("wakemark: --yes goes with --retire", file=sys.stderr)
         return 2
-    root = project.find_root(args.project or project.agent_start_dir())
+    start = args.project or project.agent_start_dir()
+    if not os.path.isdir(start):  # moved or deleted: a directory above it is no answer
+        print(f"wakemark: --project {start}: no such directory", file=sys.stderr)
+        return 2
+    root = project.find_root(start)
     if root is None:
-        print("wakemark: no project there (no .git or marker found)", file=sys.stderr)
+        print(f"wakemark: no project at or above {start} (no .git or marker)", file=sys.stderr)
         return 2
     actor = project.actor()
     namespace = project.namespace_for(actor, project.project_id(root))
