@@ -505,6 +505,14 @@ def test_a_team_server_checks_the_hashes_the_forwarder_sends(
                 assert done.returncode == 0
                 return done.stdout.decode()
 
+            def index(session: str) -> str:
+                payload = load("claude-code", "SessionStart", repo)
+                payload.update(session_id=session)
+                start = json.dumps(payload).encode()
+                done = _hook(env, repo, "claude-code", "SessionStart", stdin=start)
+                assert done.returncode == 0
+                return done.stdout.decode()
+
             # First prompt: nothing to check yet; the reply asks for the cited files.
             assert record.title in ask("t1")
             [watched] = (tmp_path / "client" / "watch").iterdir()
@@ -517,7 +525,10 @@ def test_a_team_server_checks_the_hashes_the_forwarder_sends(
             # Third, after an edit: marked; after a delete: left out, and the audit says why.
             edit(repo, "order.city", "order.town")
             assert "(changed since: billing/address.py)" in ask("t3")
+            # The session-start index is checked from the same hashes.
+            assert f"{record.title} (changed since: billing/address.py)" in index("t3")
             git(repo, "rm", "-qf", "billing/tax.py")
+            assert record.title not in index("t4")
             assert record.title not in ask("t4")
             rt.retriever.flush_audit()
             [row] = rt.storage.list_retrievals(session_id="t4")

@@ -301,17 +301,22 @@ class Retriever:
             return set()
 
     def session_index(
-        self, namespace: str, max_bytes: int | None = None, read_files: bool = False
+        self,
+        namespace: str,
+        max_bytes: int | None = None,
+        read_files: bool = False,
+        reported: Mapping[str, str | None] | None = None,
     ) -> SessionIndex:
         """Pinned, then recent records, one line each, within ``max_bytes`` UTF-8 bytes;
-        with ``read_files``, gone records left out and changed ones marked."""
+        with ``read_files`` (else from the client's ``reported`` hashes), gone records left
+        out and changed ones marked."""
         budget = max_bytes if max_bytes is not None else self._settings.context_max_bytes
         try:
             if not is_namespace_prefix(namespace) or budget <= 0:
                 return SessionIndex()
             for leg in self._legs:
                 leg.prepare(namespace)
-            records = self._iter_records(namespace, read_files)
+            records = self._iter_records(namespace, read_files, reported)
             return SessionIndex(*format_index(records, budget))
         except Exception:
             log.exception("session index failed; returning no context")
@@ -503,13 +508,18 @@ class Retriever:
                 items.append(SearchHit(record, f.match_source, f.score))
         return items
 
-    def _iter_records(self, namespace: str, read_files: bool) -> Iterator[MemoryRecord]:
+    def _iter_records(
+        self, namespace: str, read_files: bool, reported: Mapping[str, str | None] | None
+    ) -> Iterator[MemoryRecord]:
         """Pinned first, then newest, one storage page at a time."""
         for page in self._storage.record_pages(namespace, INDEX_PAGE, pinned_first=True):
-            if not read_files:
+            if not read_files and reported is None:
                 yield from page
                 continue
-            verdicts = self.code_verdicts([r.record_id for r in page])
+            ids = [r.record_id for r in page]
+            # A report checks what it names; it is taken as a baseline only at a prompt.
+            verdicts = self.code_verdicts(ids) if read_files else self._code.verdicts(
+                ids, reported=reported)  # fmt: skip
             for record in page:
                 verdict = verdicts.get(record.record_id, UNCHECKED)
                 if verdict.state != "gone":

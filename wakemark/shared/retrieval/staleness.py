@@ -293,11 +293,12 @@ class CodeCheck:
         """The verdict of each record that has anchors; ``root`` (else the one at capture)
         is where the project is now; ``reported``: the client's own hashes of the files,
         by project-relative path, used instead of reading any (a team server), and the
-        anchors that took their hashes from it appended to ``baselines`` (to store)."""
+        anchors that took their hashes from it appended to ``baselines`` (to store; without
+        it, no report becomes a baseline)."""
         known = self._load(record_ids)
         budget = _Budget(read_budget)
         if reported is not None:
-            for rid, a in known.items():
+            for rid, a in known.items() if baselines is not None else ():
                 kept = None if a is None else self.baseline(a, reported)
                 if kept is not None:
                     known[rid] = kept
