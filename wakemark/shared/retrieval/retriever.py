@@ -246,12 +246,15 @@ class Retriever:
             log.exception("prompt retrieval failed; returning no context")
             return PromptContext(latency_ms=_ms(start))
 
-    def code_verdicts(self, record_ids: list[str]) -> dict[str, Verdict]:
+    def code_verdicts(
+        self, record_ids: list[str], reported: Mapping[str, str | None] | None = None
+    ) -> dict[str, Verdict]:
         """Each record's state against the project's files now (records without anchors
-        are left out), reading no more than a prompt may; a failed check is logged and
+        are left out), reading no more than a prompt may, or from the client's
+        ``reported`` hashes (never taken as a baseline here); a failed check is logged and
         leaves them all out."""
         try:
-            return self._code.verdicts(record_ids, read_budget=PROMPT_READ_BYTES)
+            return self._code.verdicts(record_ids, read_budget=PROMPT_READ_BYTES, reported=reported)
         except Exception:
             log.exception("code check failed; records left unchecked")
             return {}
@@ -516,10 +519,7 @@ class Retriever:
             if not read_files and reported is None:
                 yield from page
                 continue
-            ids = [r.record_id for r in page]
-            # A report checks what it names; it is taken as a baseline only at a prompt.
-            verdicts = self.code_verdicts(ids) if read_files else self._code.verdicts(
-                ids, reported=reported)  # fmt: skip
+            verdicts = self.code_verdicts([r.record_id for r in page], reported)
             for record in page:
                 verdict = verdicts.get(record.record_id, UNCHECKED)
                 if verdict.state != "gone":
