@@ -130,3 +130,33 @@ def test_server_down_exits_2_with_a_message(settings: Settings, tmp_path: Path) 
     assert done.returncode == 2
     assert "not running" in done.stderr and "wakemark serve" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_hit_whose_code_went_or_changed_says_so_here_and_to_the_agent(
+    served: Runtime, tmp_path: Path, user_home: Path
+) -> None:
+    from wakemark.services.mcp import tools
+    from wakemark.services.mcp.client import client_for
+    from wakemark.shared.retrieval.staleness import capture
+
+    root = user_home / "shop"
+    ns = _project(root)
+    (root / "cart.py").write_text("def round_total(x):\n    return x\n")
+    (root / "coupon.py").write_text("def expire_coupon(x):\n    return x\n")
+    for name in ("cart.py", "coupon.py"):
+        title = f"Discount rounding lives in {name}"
+        record = MemoryRecord(namespace=ns, title=title, summary="", files_touched=[name])
+        served.storage.put_memory_record(record)
+        with served.storage.transaction() as tx:
+            tx.put_anchors(capture(record, str(root), readable=True))  # type: ignore[arg-type]
+    (root / "cart.py").unlink()
+    (root / "coupon.py").write_text("def expire_coupon(x):\n    return None\n")
+
+    done = _search(served.settings, root, "discount", "rounding")
+    assert done.returncode == 0, done.stderr
+    assert "· gone: cart.py" in done.stdout and "· changed since: coupon.py" in done.stdout
+    scope = tools.Scope(ns, f"/actor/{ACTOR}/")
+    found = tools.search(client_for(served.settings), scope, {"query": "discount rounding"})
+    assert "; gone: cart.py)" in found.text and "; changed since: coupon.py)" in found.text
+    assert sorted(h["code"] for h in found.data["items"]) == ["changed since: coupon.py",
+                                                              "gone: cart.py"]  # fmt: skip

@@ -41,6 +41,21 @@ def _seed(home: Path) -> None:
     storage.close()
 
 
+def _supersede(home: Path) -> None:
+    """One more record, about the subject of the last one: that one becomes its history."""
+    from wakemark.shared.config import Settings
+    from wakemark.shared.models import MemoryRecord, utcnow
+    from wakemark.shared.storage import open_storage
+
+    storage = open_storage(Settings(home=home))
+    [old] = storage.list_memory_records(namespace=NS, limit=1).items
+    with storage.transaction() as tx:
+        new = MemoryRecord(namespace=NS, title="memory 2, again")
+        tx.put_memory_record(new)
+        assert tx.supersede(old.record_id, new.record_id, utcnow())
+    storage.close()
+
+
 def test_export_import_export_from_the_command_line(tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
     _seed(src / "home")
@@ -58,6 +73,16 @@ def test_export_import_export_from_the_command_line(tmp_path: Path) -> None:
     assert b"wrote 0 record(s)" in again.stderr
     second = _wakemark("export", "--all", "--events", "--vectors", env=_env(dst))
     assert second.stdout == first.read_bytes()
+
+
+def test_an_import_says_how_many_older_versions_came_with_the_records(tmp_path: Path) -> None:
+    _seed(tmp_path / "home")
+    _supersede(tmp_path / "home")
+    file = tmp_path / "history.jsonl"
+    file.write_bytes(_wakemark("export", "--all", env=_env(tmp_path)).stdout)
+    done = _wakemark("import", str(file), env=_env(tmp_path / "other"))
+    assert done.returncode == 0, done.stderr
+    assert b"read 3 record(s) with 1 older version(s), 0 turn(s)" in done.stderr, done.stderr
 
 
 def test_import_reports_the_bad_line_and_bad_flags(tmp_path: Path) -> None:

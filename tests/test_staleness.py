@@ -249,6 +249,35 @@ def test_local_install_marks_changed_and_leaves_out_gone_records(
     assert candidate.skipped == "gone: billing/address.py" and not candidate.injected
 
 
+def test_the_index_and_the_viewers_preview_check_the_code_as_the_hooks_do(
+    local_hooks: Hooks, repo: Path
+) -> None:
+    record = work_turn(local_hooks, repo)
+
+    def get(route: str, **args: str) -> Any:
+        res = local_hooks.client.get(
+            route,
+            query_string={"namespace": record.namespace, **args},
+            headers={"Authorization": f"Bearer {local_hooks.token}", "Host": "127.0.0.1:37800"},
+        )
+        assert res.status_code == 200, res.data
+        return json.loads(res.data)
+
+    edit(repo, "order.city", "order.town")
+    marked = f"{record.title} (changed since: billing/address.py)"
+    assert marked in get("/v1/context")["context"]
+    preview = get("/v1/context/preview", prompt=ASK)
+    assert marked in preview["index"]["context"] and marked in preview["prompt"]["context"]
+
+    git(repo, "rm", "-qf", "billing/address.py")
+    assert record.title not in get("/v1/context")["context"]
+    preview = get("/v1/context/preview", prompt=ASK)
+    assert record.title not in preview["index"]["context"] + preview["prompt"]["context"]
+    [candidate] = [c for c in preview["prompt"]["candidates"]
+                   if c["record"]["record_id"] == record.record_id]  # fmt: skip
+    assert candidate["reason"] == "gone: billing/address.py" and not candidate["injected"]
+
+
 def test_a_scoped_token_gets_no_check_and_the_audit_says_so(local_hooks: Hooks, repo: Path) -> None:
     record = work_turn(local_hooks, repo)
     git(repo, "rm", "-qf", "billing/address.py")
@@ -278,17 +307,22 @@ def test_search_results_carry_each_records_state(local_hooks: Hooks, repo: Path)
 # --- wakemark verify --------------------------------------------------------------------------
 
 
+def cli_env(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> None:
+    """The environment a command run with ``main`` takes its settings from."""
+    monkeypatch.setenv("WAKEMARK_HOME", str(settings.home))
+    monkeypatch.setenv("WAKEMARK_EMBEDDER", "off")
+    monkeypatch.setenv("WAKEMARK_ACTOR", ACTOR)
+    if settings.database_url:
+        monkeypatch.setenv("WAKEMARK_DATABASE_URL", settings.database_url)
+
+
 def test_verify_counts_lists_the_gone_and_retires_them_only_with_yes(
     backend_settings: Settings,
     repo: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("WAKEMARK_HOME", str(backend_settings.home))
-    monkeypatch.setenv("WAKEMARK_EMBEDDER", "off")
-    monkeypatch.setenv("WAKEMARK_ACTOR", ACTOR)
-    if backend_settings.database_url:
-        monkeypatch.setenv("WAKEMARK_DATABASE_URL", backend_settings.database_url)
+    cli_env(monkeypatch, backend_settings)
     namespace = project.namespace_for(ACTOR, project.project_id(str(repo)))
     (repo / "billing" / "ship.py").write_text("def ship_to(order):\n    return order\n")
     records = {
@@ -324,6 +358,45 @@ def test_verify_counts_lists_the_gone_and_retires_them_only_with_yes(
         assert (entry.action, entry.targets, entry.who) == ("retire", (gone_id,), f"cli:{ACTOR}")
     assert main(["verify", "--project", str(repo)]) == 0
     assert capsys.readouterr().out == "1 current, 1 changed, 0 gone, 0 unchecked\n"
+
+
+def test_verify_says_why_a_project_outside_the_home_is_unchecked(
+    settings: Settings,
+    tmp_path: Path,
+    user_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cli_env(monkeypatch, settings)
+    prepare_home(settings)
+    migrate(settings)
+    outside = tmp_path / "srv" / "invoicer"  # beside the home, not in it
+    (outside / "billing").mkdir(parents=True)
+    (outside / "billing" / "address.py").write_text(ADDRESS)
+    (outside / "billing" / "tax.py").write_text("RATE = 0.2\n")
+    git(outside, "init", "-q")
+    record = cited(project.namespace_for(ACTOR, project.project_id(str(outside))))
+    with open_store(settings) as storage:
+        storage.put_memory_record(record)
+        with storage.transaction() as tx:
+            tx.put_anchors(capture(record, str(outside), readable=True))  # type: ignore[arg-type]
+    assert main(["verify", "--project", str(outside)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "0 current, 0 changed, 0 gone, 1 unchecked"
+    assert lines[1].startswith(f"  unchecked: {outside} is outside your home directory")
+
+
+def test_verify_names_a_project_directory_that_is_not_there(
+    settings: Settings, repo: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    cli_env(monkeypatch, settings)
+    missing = repo / "moved"  # inside a project: its root must not be checked instead
+    assert main(["verify", "--project", str(missing)]) == 2
+    assert capsys.readouterr().err == f"wakemark: --project {missing}: no such directory\n"
+    assert main(["verify", "--project", str(repo.parent)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"wakemark: no project at or above {repo.parent} (no .git or marker)\n"
 
 
 @contextmanager
@@ -432,6 +505,14 @@ def test_a_team_server_checks_the_hashes_the_forwarder_sends(
                 assert done.returncode == 0
                 return done.stdout.decode()
 
+            def index(session: str) -> str:
+                payload = load("claude-code", "SessionStart", repo)
+                payload.update(session_id=session)
+                start = json.dumps(payload).encode()
+                done = _hook(env, repo, "claude-code", "SessionStart", stdin=start)
+                assert done.returncode == 0
+                return done.stdout.decode()
+
             # First prompt: nothing to check yet; the reply asks for the cited files.
             assert record.title in ask("t1")
             [watched] = (tmp_path / "client" / "watch").iterdir()
@@ -444,7 +525,10 @@ def test_a_team_server_checks_the_hashes_the_forwarder_sends(
             # Third, after an edit: marked; after a delete: left out, and the audit says why.
             edit(repo, "order.city", "order.town")
             assert "(changed since: billing/address.py)" in ask("t3")
+            # The session-start index is checked from the same hashes.
+            assert f"{record.title} (changed since: billing/address.py)" in index("t3")
             git(repo, "rm", "-qf", "billing/tax.py")
+            assert record.title not in index("t4")
             assert record.title not in ask("t4")
             rt.retriever.flush_audit()
             [row] = rt.storage.list_retrievals(session_id="t4")

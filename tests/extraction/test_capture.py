@@ -237,6 +237,20 @@ def test_a_real_interrupted_build_joins_its_re_ask(settings: Settings) -> None:
     assert "testSignatureGeneration()" in record.summary
 
 
+def test_a_retry_is_typed_by_the_request_it_retries(settings: Settings) -> None:
+    question, retry = _session(
+        (0, ("prompt", text("what does country_line return when the country is missing?"))),
+        (
+            5,
+            ("prompt", text("try again")),
+            ("session_summary", text("`country_line` returns an empty string when the address "
+                                     "has no `country` key.")),
+        ),
+    )  # fmt: skip
+    [record] = extract_turn(retry, settings, [question]).records
+    assert record.observation_type == "discovery"  # a question answered, as asked
+
+
 def test_a_real_bug_report_the_context_ran_out_on_joins_the_fix(settings: Settings) -> None:
     report, fix = _session(
         (0, ("prompt", text("Sound is working. But the level didn't restart or anything."))),

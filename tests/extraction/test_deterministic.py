@@ -142,6 +142,8 @@ def test_types_by_rule() -> None:
     assert kind("we will keep SQLite as the default backend", edit) == "decision"
     assert kind("bump the version to 0.3", edit) == "change"
     assert kind("how is the token generated?", {**edit, "tool_name": "Read"}) == "discovery"
+    assert kind("what's the token made of", {**edit, "tool_name": "Read"}) == "discovery"
+    assert kind("where's the retry configured", {**edit, "tool_name": "Read"}) == "discovery"
     failing = {"tool_name": "Bash", "tool_input": {"command": "pytest"}, "exit_code": 1}
     passing = {"tool_name": "Bash", "tool_input": {"command": "pytest"}, "exit_code": 0}
     assert kind("update the cart", failing, edit, passing) == "bugfix"

@@ -170,6 +170,26 @@ def test_index_lines_have_no_doubled_punctuation() -> None:
     assert line("format_address falls back") == "- format_address falls back: The crash…"
 
 
+def test_an_index_line_does_not_say_its_title_twice() -> None:
+    def line(title: str, summary: str) -> str:
+        record = MemoryRecord(namespace=NS, title=title, summary=summary)
+        return format_index([record], 999)[0].splitlines()[1]
+
+    said = "`country_line` returns an empty string when the address has no `country` key:"
+    rest = 'it reads `addr.get("country", "")` and upper-cases it.'
+    assert line(said, f"{said} {rest}") == f"- {said[:-1]}: {rest}"
+    assert line("The cache is per process.", "The cache is per process.") == (
+        "- The cache is per process."
+    )
+    marked = "The cache is per process. (changed since: cache.py)"
+    assert line(marked, "The cache is per process. It is never shared.") == (
+        f"- {marked}: It is never shared."
+    )
+    assert line("Fix login", "Fix login cookies.") == "- Fix login: Fix login cookies."
+    cut, whole = "Moved the epoch bump into the…", "Moved the epoch bump into the transaction."
+    assert line(cut, whole) == f"- {cut} {whole}"  # a cut title is no sentence of its own
+
+
 def test_metrics_are_counts_and_percentiles() -> None:
     m = SearchMetrics(window=4)
     for ms in (1, 2, 3, 100, 5):

@@ -364,6 +364,29 @@ def test_bad_anchors_are_refused_with_their_line(storage: Storage, tmp_path: Pat
     assert target.get_anchors([rec.record_id]) == {rec.record_id: _anchors(rec)}
 
 
+def test_a_versions_bad_anchors_are_refused_as_a_records_are(
+    storage: Storage, tmp_path: Path
+) -> None:
+    old, new = record("cookie fix", files_touched=["auth.py"]), record("cookie", minutes=1)
+    storage.put_memory_record(old)
+    with storage.transaction() as tx:
+        tx.put_anchors(_anchors(old))
+    with storage.transaction() as tx:
+        tx.put_memory_record(new)
+        assert tx.supersede(old.record_id, new.record_id, T0)
+    lines = lines_of(export(storage))
+    assert json.loads(lines[2])["type"] == "version"
+    target = _sqlite(tmp_path)
+    for files in ([["/etc/passwd", None, None, None, None]], [["../outside.py"]], "nope"):
+        line = json.loads(lines[2])
+        line["anchors"]["files"] = files
+        with pytest.raises(ImportFormatError, match="line 3: anchors.files"):
+            import_lines(target, [*lines[:2], json.dumps(line).encode(), lines[3]])
+    assert target.get_version(old.record_id) is None
+    import_lines(target, lines)
+    assert target.get_version(old.record_id) is not None
+
+
 @pytest.mark.postgres
 def test_the_history_chain_crosses_backends_and_splits_after_import(
     storage: Storage, other: Storage

@@ -456,6 +456,12 @@ def test_each_record_shows_its_code_state_in_the_list_and_its_page(
     page.click(f"tr[data-record='{made['coupon.py'].record_id}'] a")
     page.wait_for_selector("#record-code [data-code]")
     assert page.inner_text("#record-code") == "Code: changed since: src/coupon.py"
+    # A search hit says the same (the server sends its state with it).
+    page.get_by_role("link", name="Search").click()
+    page.fill("#q", "about")
+    page.get_by_role("button", name="Search").click()
+    hit = page.locator(f"#results tr[data-record='{made['tax.py'].record_id}']")
+    assert hit.locator("[data-code]").inner_text() == "gone: src/tax.py"
 
 
 def test_a_record_shows_its_history_and_a_wrong_merge_is_split(
@@ -476,6 +482,11 @@ def test_a_record_shows_its_history_and_a_wrong_merge_is_split(
     assert card.locator("del").all_inner_texts()[:1] == ["twice"]  # title: twice → once
     assert "once" in " ".join(card.locator("ins").all_inner_texts())
     shot(page, "viewer-history", tmp_path, full_page=True)
+    # An old id (the audit links the records a prompt got) opens its subject's record.
+    page.goto(f"{server.base}/ui#/record/{old.record_id}")
+    page.locator("h1", has_text="coupon applied once").wait_for()
+    assert page.evaluate("location.hash") == f"#/record/{new.record_id}"
+    card.wait_for()
     card.get_by_role("button", name="Split (wrong merge)").click()
     page.locator("#confirm").wait_for()
     page.click("#confirm-ok")

@@ -517,10 +517,5 @@ def _version(obj: dict[str, Any], mapping: list[tuple[str, str]]) -> Version:
     line = _VersionLine.model_validate(obj)
     body = {**line.record, "namespace": _remap(line.record.get("namespace"), mapping)}
     record = MemoryRecord.model_validate(body)
-    anchors = None
-    if line.anchors is not None:
-        try:
-            anchors = from_body(record.record_id, record.namespace, line.anchors)
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"anchors: {exc}") from None
+    anchors = None if line.anchors is None else _anchors(line.anchors, record)
     return Version(record, line.current_id, line.superseded_by, line.superseded_at, anchors)

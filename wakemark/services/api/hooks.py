@@ -114,18 +114,12 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     if handler.wants_context(mapped):
         if mapped.intent == PROMPT and mapped.events:
             prompt = current.as_stored(mapped.events[0], results[0])
-            reported = None
-            if not current.reads_client_files():
-                raw = request.headers.get(staleness.HASHES_HEADER)  # UTF-8 read as Latin-1
-                reported = staleness.parse_reported(
-                    None if raw is None else raw.encode("latin-1").decode("utf-8", "replace")
-                )
-            found = current.retrieve_for(prompt, reported=reported)
+            found = current.retrieve_for(prompt, reported=_reported())
             context, watch = found.context, found.watch
             _keep_baselines(found.baselines)
         elif mapped.intent == SESSION_START and namespace:
             index = current.runtime().retriever.session_index(
-                namespace, read_files=current.reads_client_files()
+                namespace, read_files=current.reads_client_files(), reported=_reported()
             )
             context = index.context
     body = handler.reply(mapped, context)
@@ -166,6 +160,17 @@ def _with_edited(events: list[Event]) -> list[Event]:
         else e
         for e in events
     ]
+
+
+def _reported() -> dict[str, str | None] | None:
+    """The hashes a client whose files this server does not read sent of them (None for
+    a client whose files it reads, or that sent none)."""
+    if current.reads_client_files():
+        return None
+    raw = request.headers.get(staleness.HASHES_HEADER)  # UTF-8 read as Latin-1
+    return staleness.parse_reported(
+        None if raw is None else raw.encode("latin-1").decode("utf-8", "replace")
+    )
 
 
 def _keep_baselines(baselines: list[CodeAnchors]) -> None:

@@ -120,7 +120,9 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/context",
         "the session-start index (pinned, then recent) within a byte budget (default "
-        f"`WAKEMARK_CONTEXT_MAX_BYTES`, at most {s.MAX_CONTEXT_BYTES}) → `{{context, used_bytes}}`",
+        f"`WAKEMARK_CONTEXT_MAX_BYTES`, at most {s.MAX_CONTEXT_BYTES}) → "
+        "`{context, used_bytes}`; for the server's own user, checked against the code as the "
+        "hooks' is",
         {200: s.ContextResult}, query=s.ContextQuery,
     ),
     Route(

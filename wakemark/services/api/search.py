@@ -63,7 +63,8 @@ def _code_json(verdict: Verdict) -> dict[str, Any]:
 def context() -> Response:
     args = query(ContextQuery)
     max_bytes = args.max_bytes or runtime().settings.context_max_bytes
-    return jsonify(runtime().retriever.session_index(args.namespace, max_bytes).to_json())
+    index = runtime().retriever.session_index(args.namespace, max_bytes, reads_client_files())
+    return jsonify(index.to_json())
 
 
 def _prometheus_lines() -> Iterable[str]:

@@ -230,7 +230,8 @@ def context_preview() -> Response:
     args = query(ContextPreviewQuery)
     namespace, prompt = args.namespace, args.prompt
     rt = current.runtime()
-    index = rt.retriever.session_index(namespace)
+    read_files = current.reads_client_files()  # as the hooks check this client's code
+    index = rt.retriever.session_index(namespace, read_files=read_files)
     body: dict[str, Any] = {
         "index": {
             "context": index.context,
@@ -241,7 +242,7 @@ def context_preview() -> Response:
     }
     if prompt:
         event = _prompt_event(namespace, prompt)
-        block = rt.retriever.for_prompt(namespace, event, audit=False)
+        block = rt.retriever.for_prompt(namespace, event, audit=False, read_files=read_files)
         injected = block.records
         why = {c["record_id"]: c for c in block.candidates or []}
         # The same search the gate weighed, with each hit's record and the gate's verdict.

@@ -249,8 +249,9 @@ def _size(stream: Any) -> int:
 def _summary(report: Any, when: str) -> str:
     lines, w = report.lines, report.written
     verb = "would write" if report.dry_run else "wrote"
+    history = f" with {report.versions} older version(s)" if report.versions else ""
     text = (
-        f"{when}: read {lines['record']} record(s), {lines['turn']} turn(s),"
+        f"{when}: read {lines['record']} record(s){history}, {lines['turn']} turn(s),"
         f" {lines['event']} event(s); {verb} {w.records} record(s) ({w.vectors} with a"
         f" vector), {w.turns} turn(s), {w.events} event(s); the rest already existed"
     )

@@ -86,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _hit(n: int, item: dict[str, Any]) -> str:
+    from wakemark.services.mcp.client import code_label
+
     record = item.get("record") or {}
     head = [str(record.get("created_at") or "")[:10], str(record.get("observation_type") or "")]
     if record.get("pinned"):
@@ -95,6 +97,7 @@ def _hit(n: int, item: dict[str, Any]) -> str:
             head.append(f"{key} {item[key]:.3g}")
     if item.get("match_source"):
         head.append(str(item["match_source"]))
+    head.append(code_label(item.get("code")))  # its code changed or went since capture
     lines = [f"{n:>2}. {record.get('title', '')}", f"    {' · '.join(h for h in head if h)}"]
     summary = " ".join(str(record.get("summary") or "").split())
     if summary:

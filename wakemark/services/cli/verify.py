@@ -11,8 +11,10 @@ arguments.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
+from pathlib import Path
 
 from wakemark.shared.retrieval.staleness import Verdict
 
@@ -29,15 +31,19 @@ def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.migrate import migrated_runtime
     from wakemark.shared import project
     from wakemark.shared.models import utcnow
-    from wakemark.shared.retrieval.staleness import CodeCheck
+    from wakemark.shared.retrieval.staleness import CodeCheck, in_home
     from wakemark.shared.storage import AuditEntry
 
     if args.yes and not args.retire:
         print("wakemark: --yes goes with --retire", file=sys.stderr)
         return 2
-    root = project.find_root(args.project or project.agent_start_dir())
+    start = args.project or project.agent_start_dir()
+    if not os.path.isdir(start):  # moved or deleted: a directory above it is no answer
+        print(f"wakemark: --project {start}: no such directory", file=sys.stderr)
+        return 2
+    root = project.find_root(start)
     if root is None:
-        print("wakemark: no project there (no .git or marker found)", file=sys.stderr)
+        print(f"wakemark: no project at or above {start} (no .git or marker)", file=sys.stderr)
         return 2
     actor = project.actor()
     namespace = project.namespace_for(actor, project.project_id(root))
@@ -56,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
                     gone[anchors.record_id] = verdict
             after = page[-1].record_id
         print(", ".join(f"{counts[s]} {s}" for s in ("current", "changed", "gone", "unchecked")))
+        if counts["unchecked"] and not in_home(Path(root).resolve()):
+            print(
+                f"  unchecked: {root} is outside your home directory, and wakemark reads no "
+                "file outside it (move the project under it to have its memories checked)"
+            )
         for record in storage.get_memory_records(list(gone)):
             print(f"  gone  {record.record_id}  {record.title}  ({gone[record.record_id].why()})")
         if not args.retire or not gone:

@@ -35,12 +35,14 @@ DEFAULT_PORT = 37800
 FAILSAFE = {"cursor": '{"continue": true}', "gemini-cli": "{}"}
 IGNORED_HEADER = b"x-wakemark-ignored"  # services/api/hooks.py IGNORED_HEADER, lower-cased
 # A server that does not read this machine's files asks (WATCH) which of them to hash,
-# and gets their SHA-256 with the next prompt (HASHES): shared/retrieval/staleness.py.
+# and gets their SHA-256 with the next prompt or session start (HASHES):
+# shared/retrieval/staleness.py.
 WATCH_HEADER = b"x-wakemark-watch"
 HASHES_HEADER = "X-Wakemark-Hashes"
 MAX_WATCHED = 32  # staleness.MAX_REPORTED
 MAX_HASHED_BYTES = 1 << 20  # per file: a larger one is not reported (not code)
 MAX_HASHES_HEADER = 7000  # under a proxy's usual 8 KB limit for one header line
+_CHECKED = (b"prompt", b"beforeagent", b"sessionstart", b"agentspawn")  # hooks given context
 # A tool use that wrote files: each one's SHA-256 just after the edit, so a server that
 # does not read this machine's files anchors the turn's record to the file as the turn
 # left it (shared/retrieval/staleness.py, EDITED_HEADER).
@@ -325,10 +327,10 @@ def _post(
         f"Authorization: Bearer {_token()}",
         f"X-Wakemark-Project: {_header_value(root)}",
     ]
-    # Only a prompt is checked against the files; a tool use need not pay for hashing.
-    # The hook's name is in ``event`` or near the payload's start, as the agents send it.
+    # Only a prompt and a session's index are checked against the files; a tool use need
+    # not pay for hashing. The hook's name is in ``event`` or near the payload's start.
     named = (event.encode() + payload[:4096]).lower()
-    hashes = _hashes(root) if b"prompt" in named or b"beforeagent" in named else ""
+    hashes = _hashes(root) if any(h in named for h in _CHECKED) else ""
     if hashes:
         headers.append(f"{HASHES_HEADER}: {_header_value(hashes)}")
     edited = _edited(root, payload, named) if any(h in named for h in _AFTER_TOOL) else ""

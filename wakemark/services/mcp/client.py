@@ -118,6 +118,16 @@ def record_path(record_id: str) -> str:
     return "/v1/memories/" + quote(record_id, safe="")
 
 
+def code_label(code: dict[str, Any] | None) -> str:
+    """What a search hit's ``code`` (the API's JSON of a verdict) tells a reader, as the
+    viewer's badge says it: "changed since: …" or "gone: …"; "" when there is nothing to
+    warn of (current, unchecked, or no anchors)."""
+    if not code or code.get("state") not in ("changed", "gone"):
+        return ""
+    what = [*code.get("paths", []), *code.get("identifiers", [])]
+    return f"{'changed since' if code['state'] == 'changed' else 'gone'}: {', '.join(what)}"
+
+
 def _param(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wakemark.services.mcp.client import ApiClient, ApiError, record_path
+from wakemark.services.mcp.client import ApiClient, ApiError, code_label, record_path
 
 SUMMARY_LINE = 160
 
@@ -59,6 +59,7 @@ def search(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
             **_compact(item["record"]),
             "match_source": item["match_source"],
             "relevance": item.get("relevance"),
+            "code": code_label(item.get("code")),  # "changed since: …", "gone: …" or ""
         }
         for item in result["items"]
     ]
@@ -67,7 +68,11 @@ def search(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
         text = f"No memories match {args['query']!r} in {where}."
     else:
         lines = [f"{len(hits)} memories for {args['query']!r} in {where}:"]
-        lines += [f"- {_line(h)} ({h['match_source']}, relevance {h['relevance']})" for h in hits]
+        lines += [
+            f"- {_line(h)} ({h['match_source']}, relevance {h['relevance']}"
+            + (f"; {h['code']})" if h["code"] else ")")
+            for h in hits
+        ]
         lines.append("Use get_records(ids) for details, timeline(record_id) for context.")
         text = "\n".join(lines)
     data = {"namespace": namespace, "items": hits, "degraded": bool(result.get("degraded"))}

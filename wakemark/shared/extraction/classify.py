@@ -34,7 +34,9 @@ def classify(prompt: str, answer_head: str, *, edits: bool, fail_then_pass: bool
     if fail_then_pass:
         return "bugfix"
     words = _WORDS.findall(prompt.lower())
-    if not edits and words and (words[0] in _QUESTION or prompt.rstrip().endswith("?")):
+    # "what's", "where's": the question word before its contraction
+    asks = bool(words) and (words[0].split("'")[0] in _QUESTION or prompt.rstrip().endswith("?"))
+    if not edits and asks:
         return "discovery"
     found = _by_words(prompt.lower()) or _by_words(answer_head.lower(), bugfix=edits)
     return found or "change"

@@ -111,6 +111,8 @@ def extract_deterministic(
     if not answer or is_ack_answer(answer):  # "Done." says less than what was done
         answer = "; ".join(f for f in facts.items if not f.startswith(("ran `", EARLIER)))
     asking = request_line(prompt)
+    # "try again" after an unanswered request: that request says what the turn is.
+    typed = context[-1] if context and (not asking or says_little(asking)) else prompt
     if asking and says_little(asking):  # "yes", "option a": what was done says more
         asking = first_sentence(answer_title(answer)) or asking
     title = summary_of(asked) or tidy_title(first_sentence(asking, MAX_TITLE)) or command_of(asked)
@@ -124,7 +126,7 @@ def extract_deterministic(
         kind = "discovery"  # a prompt and nothing else: what was asked is the memory
     else:
         head = clip(collapse(answer), ANSWER_HEAD)  # "Here's what was wrong and what I fixed:"
-        kind = classify(prompt, head, edits=edits, fail_then_pass=fail_then_pass)
+        kind = classify(typed, head, edits=edits, fail_then_pass=fail_then_pass)
     return MemoryRecord(
         namespace=turn.namespace,
         title=title,

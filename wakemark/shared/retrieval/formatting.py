@@ -26,7 +26,7 @@ def format_context(records: Sequence[MemoryRecord]) -> str:
 
 
 def index_line(record: MemoryRecord) -> str:
-    summary = _one_line(record.summary)
+    summary = _after_title(_one_line(record.summary), _one_line(record.title))
     if len(summary) > INDEX_SUMMARY_CHARS:
         summary = summary[: INDEX_SUMMARY_CHARS - 1].rstrip() + "…"
     title = _one_line(record.title).rstrip(" :;,") or _one_line(record.title)
@@ -38,6 +38,18 @@ def index_line(record: MemoryRecord) -> str:
         if title.endswith((".", "!", "?", "…"))
         else f"- {title}: {summary}\n"
     )
+
+
+def _after_title(summary: str, title: str) -> str:
+    """The summary without its opening when that only says the title again (a title
+    taken from the answer's first sentence); a title cut short ("…") is no such opening."""
+    said = title.split(" (changed since: ")[0].rstrip(" :;,.!?")  # ``Verdict.marker``
+    rest = summary[len(said) :]
+    # The whole first sentence, not words that only begin the summary ("Fix login cookies").
+    ends = rest == "" or rest[0] in ".:;,!?"
+    if not said or title.endswith("…") or not summary.startswith(said) or not ends:
+        return summary
+    return rest.lstrip(" :;,.!?")
 
 
 def format_index(records: Iterable[MemoryRecord], max_bytes: int) -> tuple[str, int]:

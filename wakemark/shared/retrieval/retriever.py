@@ -246,12 +246,15 @@ class Retriever:
             log.exception("prompt retrieval failed; returning no context")
             return PromptContext(latency_ms=_ms(start))
 
-    def code_verdicts(self, record_ids: list[str]) -> dict[str, Verdict]:
+    def code_verdicts(
+        self, record_ids: list[str], reported: Mapping[str, str | None] | None = None
+    ) -> dict[str, Verdict]:
         """Each record's state against the project's files now (records without anchors
-        are left out), reading no more than a prompt may; a failed check is logged and
+        are left out), reading no more than a prompt may, or from the client's
+        ``reported`` hashes (never taken as a baseline here); a failed check is logged and
         leaves them all out."""
         try:
-            return self._code.verdicts(record_ids, read_budget=PROMPT_READ_BYTES)
+            return self._code.verdicts(record_ids, read_budget=PROMPT_READ_BYTES, reported=reported)
         except Exception:
             log.exception("code check failed; records left unchecked")
             return {}
@@ -301,17 +304,22 @@ class Retriever:
             return set()
 
     def session_index(
-        self, namespace: str, max_bytes: int | None = None, read_files: bool = False
+        self,
+        namespace: str,
+        max_bytes: int | None = None,
+        read_files: bool = False,
+        reported: Mapping[str, str | None] | None = None,
     ) -> SessionIndex:
         """Pinned, then recent records, one line each, within ``max_bytes`` UTF-8 bytes;
-        with ``read_files``, gone records left out and changed ones marked."""
+        with ``read_files`` (else from the client's ``reported`` hashes), gone records left
+        out and changed ones marked."""
         budget = max_bytes if max_bytes is not None else self._settings.context_max_bytes
         try:
             if not is_namespace_prefix(namespace) or budget <= 0:
                 return SessionIndex()
             for leg in self._legs:
                 leg.prepare(namespace)
-            records = self._iter_records(namespace, read_files)
+            records = self._iter_records(namespace, read_files, reported)
             return SessionIndex(*format_index(records, budget))
         except Exception:
             log.exception("session index failed; returning no context")
@@ -503,13 +511,15 @@ class Retriever:
                 items.append(SearchHit(record, f.match_source, f.score))
         return items
 
-    def _iter_records(self, namespace: str, read_files: bool) -> Iterator[MemoryRecord]:
+    def _iter_records(
+        self, namespace: str, read_files: bool, reported: Mapping[str, str | None] | None
+    ) -> Iterator[MemoryRecord]:
         """Pinned first, then newest, one storage page at a time."""
         for page in self._storage.record_pages(namespace, INDEX_PAGE, pinned_first=True):
-            if not read_files:
+            if not read_files and reported is None:
                 yield from page
                 continue
-            verdicts = self.code_verdicts([r.record_id for r in page])
+            verdicts = self.code_verdicts([r.record_id for r in page], reported)
             for record in page:
                 verdict = verdicts.get(record.record_id, UNCHECKED)
                 if verdict.state != "gone":

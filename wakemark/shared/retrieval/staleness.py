@@ -119,6 +119,12 @@ def local_install(settings: Any) -> bool:
     return settings.host in LOOPBACK
 
 
+def in_home(path: Path) -> bool:
+    """Whether a resolved path is inside the home of the user this process runs as: the
+    only files a check reads (``open_own``)."""
+    return path.is_relative_to(Path.home().resolve())
+
+
 def open_own(path: Any) -> BinaryIO | None:
     """``path`` opened for reading when it is a regular file, inside the home of the user
     this process runs as (a symlink pointing out is judged by its target) and owned by
@@ -126,9 +132,8 @@ def open_own(path: Any) -> BinaryIO | None:
     if not isinstance(path, str) or not os.path.isabs(path):
         return None
     try:
-        home = Path.home().resolve()
         target = Path(path).resolve()
-        if not target.is_relative_to(home):
+        if not in_home(target):
             return None
         # No following a link swapped in after resolving; no blocking on a FIFO.
         fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -288,11 +293,12 @@ class CodeCheck:
         """The verdict of each record that has anchors; ``root`` (else the one at capture)
         is where the project is now; ``reported``: the client's own hashes of the files,
         by project-relative path, used instead of reading any (a team server), and the
-        anchors that took their hashes from it appended to ``baselines`` (to store)."""
+        anchors that took their hashes from it appended to ``baselines`` (to store; without
+        it, no report becomes a baseline)."""
         known = self._load(record_ids)
         budget = _Budget(read_budget)
         if reported is not None:
-            for rid, a in known.items():
+            for rid, a in known.items() if baselines is not None else ():
                 kept = None if a is None else self.baseline(a, reported)
                 if kept is not None:
                     known[rid] = kept

@@ -52,7 +52,14 @@ function editForm(record, onSaved, message) {
 
 export async function recordPage(view, [recordId]) {
   const id = encodeURIComponent(recordId || "");
-  const [record, source, history] = await Promise.all([get(`/v1/memories/${id}`), get(`/v1/memories/${id}/source`), get(`/v1/memories/${id}/history`)]);
+  const record = await get(`/v1/memories/${id}`);
+  if (record.current_id && record.current_id !== record.record_id) {
+    // A superseded version (linked from the audit, say): its subject's current record,
+    // whose history lists it.
+    location.replace(`#/record/${encodeURIComponent(record.current_id)}`);
+    return;
+  }
+  const [source, history] = await Promise.all([get(`/v1/memories/${id}/source`), get(`/v1/memories/${id}/history`)]);
   const code = await codeStates(record.namespace, [record.record_id]);
   const message = h("div");
   const reload = () => recordPage(view, [recordId]).catch((err) => message.replaceChildren(errorBox(err)));

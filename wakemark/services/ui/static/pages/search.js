@@ -1,6 +1,6 @@
 import { get } from "../api.js";
 import { errorBox, h, link, t, table, when } from "../dom.js";
-import { requireProject } from "./common.js";
+import { codeBadge, requireProject } from "./common.js";
 
 export const OBSERVATION_TYPES = ["decision", "bugfix", "feature", "refactor", "discovery", "change", "note", "session_summary"];
 const AGES = [["", "any age"], ["1", "last day"], ["7", "last week"], ["30", "last 30 days"], ["365", "last year"]];
@@ -21,6 +21,7 @@ export async function searchPage(view) {
       const hasRelevance = result.items.some((hit) => hit.relevance !== undefined);
       const rows = result.items.map((hit) => h("tr", { "data-record": hit.record.record_id },
         h("td", null, link(`/record/${encodeURIComponent(hit.record.record_id)}`, t(hit.record.title)),
+          hit.code ? [" ", codeBadge(hit.code)] : null,
           h("div", { class: "muted" }, t((hit.record.summary || "").slice(0, 200)))),
         h("td", null, h("span", { class: "badge" }, t(hit.match_source))),
         h("td", { class: "num" }, hit.score.toFixed(4)),
