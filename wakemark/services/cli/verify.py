@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.migrate import migrated_runtime
     from wakemark.shared import project
+    from wakemark.shared.config import Settings, prepare_home
     from wakemark.shared.models import utcnow
     from wakemark.shared.retrieval.staleness import CodeCheck, in_home
     from wakemark.shared.storage import AuditEntry
@@ -44,6 +45,17 @@ def run(args: argparse.Namespace) -> int:
     root = project.find_root(start)
     if root is None:
         print(f"wakemark: no project at or above {start} (no .git or marker)", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    if settings.backend == "sqlite":
+        prepare_home(settings)  # the default home adopts the former name's
+    if settings.backend == "sqlite" and not settings.sqlite_path.exists():
+        # An empty database made here would report every project as having no memories.
+        print(
+            f"wakemark: no memories on this machine ({settings.sqlite_path} does not exist);"
+            " a team server's client sets WAKEMARK_DATABASE_URL to the server's database",
+            file=sys.stderr,
+        )
         return 2
     actor = project.actor()
     namespace = project.namespace_for(actor, project.project_id(root))
