@@ -270,6 +270,9 @@ class PostgresVectors(PostgresBase):
             if conn.execute(ANY_UNSTAGED).fetchone()[0]:  # type: ignore[index]
                 return False
             _build_staged_indexes(conn)
+            # The renamed column keeps the staged one's statistics: from now, not from
+            # before the staging (most rows without a vector), for the searches' plans.
+            conn.execute("ANALYZE memory_records")
         for attempt in range(1, SWAP_ATTEMPTS + 1):
             try:
                 changed = self._swap(model)
@@ -316,6 +319,11 @@ def _swap_columns(conn: psycopg.Connection, model: str) -> set[str]:
     if conn.execute(SWAP_MODEL, (model,)).fetchone() is None:
         raise _NotYet
     conn.execute("LOCK TABLE memory_records IN ACCESS EXCLUSIVE MODE")
+    # Through the staged twin of the partial index of unembedded records (empty), not
+    # the table: statistics from before the staging say most rows lack a staged vector,
+    # which makes a scan that stops at the first one look cheap, and it would read every
+    # row with the table locked.
+    conn.execute("SET LOCAL enable_seqscan = off")
     if conn.execute(ANY_UNSTAGED).fetchone()[0]:  # type: ignore[index]
         raise _NotYet
     dependents = conn.execute(DEPENDENTS).fetchall()
