@@ -326,6 +326,8 @@ def _swap_columns(conn: psycopg.Connection, model: str) -> set[str]:
     conn.execute("SET LOCAL enable_seqscan = off")
     if conn.execute(ANY_UNSTAGED).fetchone()[0]:  # type: ignore[index]
         raise _NotYet
+    # Off, a scan's cost makes the next statements look dear enough to compile (JIT).
+    conn.execute("SET LOCAL enable_seqscan = on")
     dependents = conn.execute(DEPENDENTS).fetchall()
     if not all(valid for is_index, _, _, valid in dependents if is_index):
         raise _NotYet  # a staged index was dropped meanwhile: built again first
