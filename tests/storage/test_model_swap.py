@@ -181,6 +181,18 @@ def test_a_second_model_change_swaps_again(store: PostgresStorage, sql: psycopg.
     assert sql.execute(DROPPED + " AND attisdropped").fetchone() == (dropped + 2,)
 
 
+def test_a_rebuild_of_another_model_drops_the_staged_indexes_left_behind(
+    store: PostgresStorage, sql: psycopg.Connection
+) -> None:
+    STAGED = "SELECT count(*) FROM pg_class WHERE relname LIKE 'memory_records%_staged'"
+    _indexes_built(store)
+    assert sql.execute(STAGED).fetchone() == (3,)
+    assert store.start_rebuild(NEW) == 0  # the same rebuild goes on: they are kept
+    assert sql.execute(STAGED).fetchone() == (3,)
+    assert store.start_rebuild("sha256:third") == 6
+    assert sql.execute(STAGED).fetchone() == (0,)
+
+
 def test_a_record_staged_after_the_index_build_is_found_through_the_index(
     store: PostgresStorage, sql: psycopg.Connection
 ) -> None:

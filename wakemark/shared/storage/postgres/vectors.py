@@ -249,12 +249,20 @@ class PostgresVectors(PostgresBase):
         return EmbeddingModels(*row) if row else self.embedding_models()
 
     def start_rebuild(self, model: str) -> int:
-        with self._db.connection() as conn, conn.transaction():
-            staged = conn.execute(MODELS + " FOR UPDATE").fetchone()[1]  # type: ignore[index]
-            if staged != model:
-                conn.execute(DROP_STAGED)
-                conn.execute(STAGE_MODEL, (model,))
-            return int(conn.execute(COUNT_UNSTAGED).fetchone()[0])  # type: ignore[index]
+        with self._db.connection() as conn:
+            if conn.execute(MODELS).fetchone()[1] != model:  # type: ignore[index]
+                # The staged indexes of another model's rebuild (one that did not swap)
+                # would take each vector staged from now as an insert: built again, over
+                # them all at once, before the swap.
+                for is_index, name, _, valid in conn.execute(DEPENDENTS).fetchall():
+                    if is_index and valid is not None:
+                        conn.execute(f"DROP INDEX CONCURRENTLY {name}_staged")
+            with conn.transaction():
+                staged = conn.execute(MODELS + " FOR UPDATE").fetchone()[1]  # type: ignore[index]
+                if staged != model:
+                    conn.execute(DROP_STAGED)
+                    conn.execute(STAGE_MODEL, (model,))
+                return int(conn.execute(COUNT_UNSTAGED).fetchone()[0])  # type: ignore[index]
 
     def records_missing_staged(self, limit: int, after: str = "") -> list[MemoryRecord]:
         with self._db.connection() as conn:
