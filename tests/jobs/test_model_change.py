@@ -195,3 +195,28 @@ def test_the_swap_waits_for_every_record_and_for_its_own_rebuild(old: Runtime) -
     assert [r.record_id for r in storage.records_missing_staged(5)] == sorted(
         r.record_id for r in records
     )
+
+
+def test_the_services_learn_of_the_swap_through_redis(
+    backend_settings: Settings,
+    onnx_model_path: Path,
+    second_model_path: Path,
+    redis_url: str,
+    make_runtime,
+) -> None:
+    """No process is told but through the epochs the swap bumps in Redis: the service's
+    cache, holding the old model's vectors, is read again and found another model's."""
+    shared = backend_settings.replace(
+        embedder="onnx", model_path=onnx_model_path, redis_url=redis_url
+    )
+    old = make_runtime(shared)
+    new = make_runtime(shared.replace(model_path=second_model_path))
+    records = _records(12)
+    _write(old, records)
+    billing = {r.record_id for r in records if r.title.startswith(TOPICS[0])}
+    service = _leg(old)
+    assert _semantic(service, old)[0] in billing
+    assert rebuild_embeddings(new.tasks)["swapped"]
+    with pytest.raises(Unavailable, match="stored vectors are of model"):
+        _semantic(service, old)
+    assert _semantic(_leg(new), new)[0] in billing

@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from wakemark.services.cli.migrate import migrated_runtime
     from wakemark.shared.embedding import EmbedderUnavailable
     from wakemark.shared.jobs import backfill_embeddings, rebuild_embeddings
+    from wakemark.shared.storage.errors import SwapBlockedError
 
     if args.rebuild and args.namespace is not None:
         print(
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 wait_on_open=True,
             )
         stored = runtime.storage.embedding_models().model
-    except EmbedderUnavailable as exc:
+    except (EmbedderUnavailable, SwapBlockedError) as exc:
         print(f"wakemark: {exc}", file=sys.stderr)
         return 1
     finally:

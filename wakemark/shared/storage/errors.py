@@ -27,6 +27,11 @@ class MissingExtensionError(StorageError):
     """Postgres lacks an extension this role may not create; the message names the SQL."""
 
 
+class SwapBlockedError(StorageError):
+    """A rebuild's swap found the records' table held by another transaction every time
+    it tried; the message names the holders."""
+
+
 class TransientStorageError(StorageError):
     """A connection-level failure worth retrying (database down, restarting)."""
 

@@ -55,9 +55,10 @@ class VectorsTx(Protocol):
     @abc.abstractmethod
     def embedding_models(self) -> EmbeddingModels:
         """The models as this transaction sees them until it commits: a rebuild's swap
-        waits for it, so a vector written here is of the model read here. Called before
-        the transaction's other writes: the swap holds the models while it rewrites every
-        record, so one that had written a record first would deadlock with it."""
+        waits for it, so a vector written here is of the model read here. Called first
+        in the transaction: the swap holds the models while it takes the records (every
+        row on SQLite, the table on Postgres), so a transaction that had read or written
+        a record first would deadlock with it."""
 
 
 class Vectors(Protocol):
@@ -131,4 +132,7 @@ class Vectors(Protocol):
     def swap_staged(self, model: str) -> bool:
         """In one transaction, when every record has a vector staged by ``model``: the
         staged vectors become the records' vectors and ``model`` their model. False (and
-        nothing changed) while a record lacks one or another rebuild took over."""
+        nothing changed) while a record lacks one or another rebuild took over. Postgres
+        first builds the staged vectors' indexes, then renames the columns (no row is
+        written); it raises SwapBlockedError when other transactions kept it from
+        locking the table each time it tried."""
