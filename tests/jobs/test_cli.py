@@ -68,8 +68,9 @@ def test_backfill_embeds_everything_and_rebuild_redoes_it(model_settings: Settin
 
 @pytest.mark.slow
 def test_a_model_change_needs_the_rebuild_which_swaps_the_models(
-    model_settings: Settings, second_model_path: Path, make_runtime
+    backend_settings: Settings, onnx_model_path: Path, second_model_path: Path, make_runtime
 ):
+    model_settings = backend_settings.replace(embedder="onnx", model_path=onnx_model_path)
     runtime = make_runtime(model_settings)
     put_records(runtime, 10)
     old = wakemark_env(model_settings)
@@ -79,6 +80,10 @@ def test_a_model_change_needs_the_rebuild_which_swaps_the_models(
     assert refused.returncode == 1 and "backfill --rebuild" in refused.stderr
     done = wakemark(["backfill", "--rebuild"], new)
     assert done.returncode == 0 and "embedded 10 record(s)" in done.stderr, done.stderr
+    if model_settings.database_url:  # the swap's steps after the bar, as they go
+        assert "wakemark: model swap: building index memory_records_embedding_staged" in (
+            done.stderr
+        )
     assert wakemark(["backfill"], old).returncode == 1  # the old model's turn to be refused
     assert runtime.storage.stats()["embedded"] == 10
 

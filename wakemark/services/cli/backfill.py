@@ -10,6 +10,7 @@ meanwhile and swaps them in, in one transaction, at the end (``rebuild_embedding
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rebuild:
         # Beside a running service, whose searches embed their queries too: they come first.
         os.nice(10)
+        _show_swap_steps()
     runtime = migrated_runtime()
     if runtime.settings.embedder == "off":
         print("wakemark: WAKEMARK_EMBEDDER=off, nothing to embed", file=sys.stderr)
@@ -135,6 +137,18 @@ def run(args: argparse.Namespace) -> int:
     if stop.is_set():
         return 130
     return 1 if args.rebuild and not result["swapped"] else 0
+
+
+def _show_swap_steps() -> None:
+    """The swap's steps on Postgres (its indexes built, its waits for locks) on stderr:
+    they come after the bar is full and take minutes at a million records."""
+    handler = logging.StreamHandler(sys.stderr)
+    # On a terminal the bar's line is still open (``\r``): a step starts a line of its own.
+    start = "\n" if sys.stderr.isatty() else ""
+    handler.setFormatter(logging.Formatter(start + "wakemark: %(message)s"))
+    steps = logging.getLogger("wakemark.shared.storage.postgres.vectors")
+    steps.setLevel(logging.INFO)
+    steps.addHandler(handler)
 
 
 def _interrupt(stop: threading.Event, previous: Any) -> None:
