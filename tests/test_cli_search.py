@@ -160,3 +160,8 @@ def test_a_hit_whose_code_went_or_changed_says_so_here_and_to_the_agent(
     assert "; gone: cart.py)" in found.text and "; changed since: coupon.py)" in found.text
     assert sorted(h["code"] for h in found.data["items"]) == ["changed since: coupon.py",
                                                               "gone: cart.py"]  # fmt: skip
+    ids = [h["id"] for h in found.data["items"]]
+    full = tools.get_records(client_for(served.settings), scope, {"ids": ids})
+    assert "Code: gone: cart.py" in full.text and "Code: changed since: coupon.py" in full.text
+    assert sorted(r["code"] for r in full.data["records"]) == ["changed since: coupon.py",
+                                                               "gone: cart.py"]  # fmt: skip

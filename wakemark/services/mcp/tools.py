@@ -113,10 +113,25 @@ def get_records(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
             records.append({**record, "history": history["items"]})
         else:
             missing.append(record_id)
+    codes = _code_states(api, scope, [r["record_id"] for r in records])
+    records = [{**r, "code": code_label(codes.get(r["record_id"]))} for r in records]
     blocks = [_full(r) for r in records]
     if missing:
         blocks.append("Not found (deleted or never existed): " + ", ".join(missing))
     return Output("\n\n".join(blocks), {"records": records, "not_found": missing})
+
+
+def _code_states(api: ApiClient, scope: Scope, ids: list[str]) -> dict[str, Any]:
+    """The records' code states as the search's hits carry them (``/v1/memories/code``):
+    none from a server that does not read this client's files, or when the check fails
+    (the records are worth having without it)."""
+    if not ids:
+        return {}
+    try:
+        found = api.get("/v1/memories/code", ids=",".join(ids), namespace=scope.actor_prefix)
+    except ApiError:
+        return {}
+    return dict(found.get("items") or {})
 
 
 def remember(api: ApiClient, scope: Scope, args: dict[str, Any]) -> Output:
@@ -237,6 +252,8 @@ def _full(record: dict[str, Any]) -> str:
         lines.append("Concepts: " + ", ".join(record["concepts"]))
     if record.get("files_touched"):
         lines.append("Files: " + ", ".join(record["files_touched"]))
+    if record.get("code"):
+        lines.append(f"Code: {record['code']}")  # it changed or went since capture
     sources = record.get("source_event_ids") or []
     lines.append(
         f"Provenance: {record['strategy']} extraction ({record['quality']}), "
