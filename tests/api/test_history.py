@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 from wakemark.services.mcp.client import ApiError
 from wakemark.services.mcp.tools import Scope, get_records
@@ -84,6 +85,9 @@ def test_mcp_get_records_returns_the_chain(api: Api, runtime: Runtime) -> None:
             if res.status_code != 200:
                 raise ApiError(res.status_code, "error", "failed")
             return res.json
+
+        def get(self, path: str, **params: str) -> object:
+            return self.request("GET", f"{path}?{urlencode(params)}")
 
     scope = Scope(NS, "/actor/alice/")
     out = get_records(Client(), scope, {"ids": [old, new]})  # type: ignore[arg-type]
