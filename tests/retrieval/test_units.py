@@ -181,13 +181,31 @@ def test_an_index_line_does_not_say_its_title_twice() -> None:
     assert line("The cache is per process.", "The cache is per process.") == (
         "- The cache is per process."
     )
-    marked = "The cache is per process. (changed since: cache.py)"
+    marked = "The cache is per process (changed since: cache.py)"
     assert line(marked, "The cache is per process. It is never shared.") == (
         f"- {marked}: It is never shared."
     )
     assert line("Fix login", "Fix login cookies.") == "- Fix login: Fix login cookies."
     cut, whole = "Moved the epoch bump into the…", "Moved the epoch bump into the transaction."
     assert line(cut, whole) == f"- {cut} {whole}"  # a cut title is no sentence of its own
+
+
+def test_a_changed_records_title_ends_with_its_marker() -> None:
+    from wakemark.shared.retrieval.hits import SearchHit
+    from wakemark.shared.retrieval.retriever import _marked
+    from wakemark.shared.retrieval.staleness import Verdict
+
+    def title(of: str) -> str:
+        hit = SearchHit(MemoryRecord(namespace=NS, title=of, summary="It is never shared."), "", 1)
+        return _marked(hit, Verdict("changed", ("cache.py",))).record.title
+
+    assert (
+        title("The cache is per process.") == "The cache is per process (changed since: cache.py)"
+    )
+    assert title("Why is the cache per process?") == (
+        "Why is the cache per process? (changed since: cache.py)"
+    )
+    assert title("...") == "... (changed since: cache.py)"
 
 
 def test_metrics_are_counts_and_percentiles() -> None:

@@ -542,7 +542,9 @@ def _marked(hit: SearchHit, verdict: Verdict) -> SearchHit:
     """The hit with its record's title marked when its code changed since capture."""
     if verdict.state != "changed":
         return hit
-    title = f"{hit.record.title} {verdict.marker()}"
+    # "Fix the cache (changed since: …)", not "Fix the cache. (changed since: …)": the
+    # marker ends the title.
+    title = f"{hit.record.title.rstrip(' .:;,') or hit.record.title} {verdict.marker()}"
     return replace(hit, record=hit.record.model_copy(update={"title": title}))
 
 
