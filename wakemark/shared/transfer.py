@@ -49,6 +49,7 @@ from wakemark.shared.storage import (
 )
 from wakemark.shared.storage.anchors_codec import from_body, to_body
 from wakemark.shared.storage.fields import event_fields, record_fields
+from wakemark.shared.storage.ports.upkeep import kept_model
 
 FORMAT = "wakemark-export"
 VERSION = 1
@@ -353,7 +354,7 @@ def _same_model(storage: Storage, header: dict[str, Any], dry_run: bool) -> bool
     stored = storage.embedding_models().model
     if stored is None and not dry_run:
         stored = storage.claim_model(exported).model
-    return stored in (None, exported)
+    return kept_model(stored, exported)
 
 
 def _error_text(exc: Exception) -> str:

@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
                 stop=stop,
                 wait_on_open=True,
             )
-        stored = runtime.storage.embedding_models().model
+        # Read before the runtime closes, for the message below; only when it is needed.
+        stored = runtime.storage.embedding_models().model if result["model"] is None else None
     except (EmbedderUnavailable, SwapBlockedError) as exc:
         print(f"wakemark: {exc}", file=sys.stderr)
         return 1

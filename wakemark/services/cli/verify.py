@@ -49,14 +49,15 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if settings.backend == "sqlite":
         prepare_home(settings)  # the default home adopts the former name's
-    if settings.backend == "sqlite" and not settings.sqlite_path.exists():
-        # An empty database made here would report every project as having no memories.
-        print(
-            f"wakemark: no memories on this machine ({settings.sqlite_path} does not exist);"
-            " a team server's client sets WAKEMARK_DATABASE_URL to the server's database",
-            file=sys.stderr,
-        )
-        return 2
+        if not settings.sqlite_path.exists():
+            # An empty database made here would report every project as having no memories.
+            print(
+                f"wakemark: no memories on this machine ({settings.sqlite_path} does not"
+                " exist); a team server's client sets WAKEMARK_DATABASE_URL to the server's"
+                " database",
+                file=sys.stderr,
+            )
+            return 2
     actor = project.actor()
     namespace = project.namespace_for(actor, project.project_id(root))
     runtime = migrated_runtime()
