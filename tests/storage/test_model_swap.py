@@ -48,19 +48,25 @@ def store(pg_url: str, changes: list[set[str]]) -> Iterator[PostgresStorage]:
     (seeds 100..105)."""
     migrate_postgres(pg_url)
     storage = PostgresStorage(pg_url, on_change=changes.append)
+    _stage(storage, 6)
+    changes.clear()
+    yield storage
+    storage.close()
+
+
+def _stage(storage: PostgresStorage, n: int) -> None:
+    """``n`` records with the old model's vectors (seeds 0..n-1), each staged by the new
+    one (seeds 100..)."""
     storage.claim_model(OLD)
-    records = [MemoryRecord(namespace=NS, title=f"note {i}") for i in range(6)]
+    records = [MemoryRecord(namespace=NS, title=f"note {i}") for i in range(n)]
     with storage.transaction() as tx:
         for i, record in enumerate(records):
             tx.put_memory_record(record)
             tx.put_embedding(record.record_id, _vector(i))
-    assert storage.start_rebuild(NEW) == 6
+    assert storage.start_rebuild(NEW) == n
     with storage.transaction() as tx:
         for i, record in enumerate(records):
             tx.put_staged(record.record_id, _vector(100 + i))
-    changes.clear()
-    yield storage
-    storage.close()
 
 
 @pytest.fixture
@@ -358,3 +364,21 @@ def test_statements_prepared_before_the_swap_run_after_it(
         assert run_all() == before
         found = conn.execute(pg_search.SEARCH_VECTOR_EXACT, search).fetchone()
         assert found is not None and found[2] == pytest.approx(1.0)  # the new vectors
+
+
+def test_an_index_build_short_of_memory_says_so(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past ``maintenance_work_mem`` pgvector builds the graph on disk, several times
+    slower, and says so only to the building session: the rebuild passes it on, with
+    how to give it more. 1 MB holds the graph of a few hundred of these records."""
+    migrate_postgres(pg_url)
+    storage = PostgresStorage(pg_url + quote(" -cmaintenance_work_mem=1MB"))
+    try:
+        _stage(storage, 1200)
+        with caplog.at_level(logging.WARNING, logger=pg_vectors.__name__):
+            assert storage.swap_staged(NEW)
+    finally:
+        storage.close()
+    said = [r.getMessage() for r in caplog.records if "maintenance_work_mem" in r.getMessage()]
+    assert said and "PGOPTIONS='-c maintenance_work_mem=" in said[0]

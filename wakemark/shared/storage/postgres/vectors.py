@@ -357,11 +357,31 @@ def _build_staged_indexes(conn: psycopg.Connection) -> None:
     writers go on (CONCURRENTLY; the records staged meanwhile enter it as they are
     written). One left valid by an interrupted run is kept; an invalid one (a build
     interrupted) is dropped and built again."""
-    for is_index, name, ddl, valid in conn.execute(DEPENDENTS).fetchall():
-        if not is_index or valid:
-            continue
-        if valid is False:
-            conn.execute(f"DROP INDEX CONCURRENTLY {name}_staged")
-        log.info("model swap: building index %s_staged", name)
-        table_and_keys = re.sub(r"\bembedding\b", "embedding_staged", ddl.split(" ON ", 1)[1])
-        conn.execute(f"CREATE INDEX CONCURRENTLY {name}_staged ON {table_and_keys}")
+    heard = conn.execute("SHOW client_min_messages").fetchone()[0]  # type: ignore[index]
+    conn.execute("SET client_min_messages = notice")  # the pool's connections hear none
+    conn.add_notice_handler(_say_notice)
+    try:
+        for is_index, name, ddl, valid in conn.execute(DEPENDENTS).fetchall():
+            if not is_index or valid:
+                continue
+            if valid is False:
+                conn.execute(f"DROP INDEX CONCURRENTLY {name}_staged")
+            log.info("model swap: building index %s_staged", name)
+            table_and_keys = re.sub(r"\bembedding\b", "embedding_staged", ddl.split(" ON ", 1)[1])
+            conn.execute(f"CREATE INDEX CONCURRENTLY {name}_staged ON {table_and_keys}")
+    finally:
+        conn.execute(f"SET client_min_messages = {heard}")
+        conn.remove_notice_handler(_say_notice)
+
+
+def _say_notice(notice: psycopg.errors.Diagnostic) -> None:
+    """pgvector tells the building session when the graph outgrows its
+    ``maintenance_work_mem`` and the build goes on several times slower: the operator's
+    cue, which the server's log does not carry at its default level."""
+    if "maintenance_work_mem" not in (notice.message_primary or ""):
+        return
+    log.warning(
+        "model swap: %s; this build goes on more slowly. Next time give the rebuild more"
+        " memory, e.g. PGOPTIONS='-c maintenance_work_mem=1GB' wakemark backfill --rebuild",
+        notice.message_primary,
+    )
