@@ -140,11 +140,16 @@ def summarize(queries: list[Query], ranked: list[list[str]]) -> dict[str, Any]:
 
 
 def warm(retriever: Retriever, namespace: str, embedder_on: bool) -> None:
-    """Until the namespace's vectors are loaded: a score must not see cold searches."""
+    """Until the namespace's vectors answer from the process's cache: a score must not see
+    cold searches, nor (Postgres) searches pgvector answers while the cache loads, which
+    rank a little differently. A namespace the cache leaves to the database ends it too."""
     deadline = time.monotonic() + 120
     while embedder_on and time.monotonic() < deadline:
+        before = retriever.metrics()["vector_cache"]
         if not retriever.search(namespace, "warm up the vector cache", 1).degraded:
-            return
+            after = retriever.metrics()["vector_cache"]
+            if after["database_searches"] == before["database_searches"] or after["in_database"]:
+                return
         time.sleep(0.5)
 
 
