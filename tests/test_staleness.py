@@ -399,18 +399,6 @@ def test_verify_names_a_project_directory_that_is_not_there(
     assert err == f"wakemark: no project at or above {repo.parent} (no .git or marker)\n"
 
 
-def test_verify_makes_no_empty_database_to_report_nothing_from(
-    settings: Settings, repo: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
-    cli_env(monkeypatch, settings)  # a team server's client: its memories are not here
-    assert main(["verify", "--project", str(repo)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"wakemark: no memories on this machine ({settings.sqlite_path} ")
-    assert "WAKEMARK_DATABASE_URL" in err
-    assert not settings.sqlite_path.exists()
-
-
 @contextmanager
 def open_store(settings: Settings) -> Iterator[Storage]:
     from wakemark.shared.storage import open_storage

@@ -283,6 +283,21 @@ def _code_state(w: World, bob: Api) -> list[Any]:
     return [other, wide]
 
 
+def _anchors(w: World, bob: Api) -> list[Any]:
+    # An actor prefix is no project: bob names his own.
+    return _refused_then_served(bob, "/v1/memories/anchors", {"namespace": ALICE},
+                                {"namespace": BOB})  # fmt: skip
+
+
+def _retire(w: World, bob: Api) -> list[Any]:
+    other = bob.post("/v1/memories/retire", json={"namespace": ALICE, "ids": [w.records[ALICE]]})
+    mine = bob.post("/v1/memories/retire", json={"namespace": BOB, "ids": [w.records[ALICE]]})
+    assert (other.status_code, other.json["error"]) == (403, "forbidden_scope")
+    assert mine.status_code == 404  # as if it did not exist
+    assert w.storage.get_memory_record(w.records[ALICE]) is not None
+    return [other, mine]
+
+
 def _bulk_delete(w: World, bob: Api) -> list[Any]:
     by_filter = bob.post("/v1/memories/delete", json={"namespace": ALICE, "dry_run": True})
     by_ids = bob.post("/v1/memories/delete", json={"ids": [w.records[ALICE]]})
@@ -316,6 +331,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/v1/memories/<record:record_id>/history"): _by_id("memories", "/history"),
     ("POST", "/v1/memories/<record:record_id>/split"): _split_memory,
     ("GET", "/v1/memories/code"): _code_state,
+    ("GET", "/v1/memories/anchors"): _anchors,
+    ("POST", "/v1/memories/retire"): _retire,
     ("GET", "/v1/context/preview"): _context_preview,
     ("GET", "/ui"): _ui,
     ("GET", "/ui/"): _ui,

@@ -237,3 +237,20 @@ def test_arbitrary_bodies_never_raise(items: list) -> None:
     assert len(record.concepts) <= 12
     assert record.source_event_ids == [i for i in ids if i in record.source_event_ids]
     assert record.source_event_ids
+
+
+def test_files_touched_stay_inside_the_project() -> None:
+    def edit(path: str) -> tuple[str, dict]:
+        return ("tool_use", data({"tool_name": "Edit", "tool_input": {"file_path": path}}))
+
+    record = extract_deterministic(make_turn(
+        ("prompt", text("fix the crash on empty carts")),
+        edit("src/../../outside.py"),  # relative, climbing out
+        edit(f"{PROJECT}/src/../../other/x.py"),  # under the root as written, out of it
+        edit(f"{PROJECT}/src/../lib/./a.py"),
+        edit("./src/b.py"),
+        ("session_summary", text("Fixed the crash in lib/a.py and src/b.py.")),
+    ))  # fmt: skip
+    assert record is not None
+    assert record.files_touched == ["lib/a.py", "src/b.py"]
+    assert not [f for f in record.facts if ".." in f]

@@ -21,7 +21,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.extraction import extract, llm_usage
 from wakemark.shared.extraction.deterministic import extract_deterministic
 
-from .turns import fixture_turn
+from .turns import PROJECT, fixture_turn
 
 GOOD = {
     "title": "Coupon applied twice in Cart.total",
@@ -65,6 +65,9 @@ class ChatHandler(BaseHTTPRequestHandler):
             content = json.dumps({**GOOD, "record_id": "mr_x"})
         elif mode == "too_many_facts":
             content = json.dumps({**GOOD, "facts": [f"f{i}" for i in range(31)]})
+        elif mode == "climbing_paths":
+            paths = ["src/../../etc/passwd", "src/./shop/cart.py", f"{PROJECT}/src/../../x.py"]
+            content = json.dumps({**GOOD, "files_touched": paths})
         elif mode == "not_object":
             content = json.dumps([GOOD])
         reply: dict[str, Any] = {
@@ -243,3 +246,11 @@ def test_budget_is_shared_by_processes(tmp_path: Path) -> None:
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
     usage = llm_usage(Settings(home=home, llm_daily_tokens=10**6))
     assert (usage["calls"], usage["tokens_used"]) == (800, 5600)  # no update was lost
+
+
+def test_the_models_paths_stay_inside_the_project(
+    llm_settings: Settings, server: ChatServer
+) -> None:
+    server.mode = "climbing_paths"
+    [record] = extract(fixture_turn("bugfix"), llm_settings)
+    assert record.strategy == "llm" and record.files_touched == ["src/shop/cart.py"]

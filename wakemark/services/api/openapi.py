@@ -26,6 +26,7 @@ from wakemark.services import agents
 from wakemark.services.api import schemas as s
 from wakemark.services.api.ingest import EventBatch
 from wakemark.services.api.resources import NewMemory, RecordPatch
+from wakemark.services.api.search import Retire
 from wakemark.services.api.viewer import BulkDelete
 from wakemark.shared import __version__
 from wakemark.shared.models import (
@@ -116,6 +117,23 @@ ROUTES: tuple[Route, ...] = (
         "identifiers}}}`; records citing no file, or outside `namespace`, are left out; "
         "`checked` is false (and `items` empty) unless the client is the server's own user",
         {200: s.CodeStates}, query=s.CodeStateQuery,
+    ),
+    Route(
+        "GET", "/v1/memories/anchors",
+        "a page of the project's current records with their code anchors, for a client "
+        "that checks them against its own files (`wakemark verify` on a team server's "
+        "client) → `{items: [{record_id, title, files: [{path, sha256, blob}], "
+        "identifiers}], next}`; `namespace` one project; `limit` 1–500 (500); the next "
+        "page is `after=<next>`; records citing no project file are not listed",
+        {200: s.AnchorPage}, query=s.AnchorsQuery,
+    ),
+    Route(
+        "POST", "/v1/memories/retire",
+        f"`{{namespace, ids}}` (1–{s.MAX_RETIRE_IDS} ids): deletes records a client found "
+        "gone from its files (`wakemark verify --retire --yes`), all or none: 404 "
+        "`not_found` unless each is a current record of that project; one audit entry "
+        "`retire` → `{retired}`",
+        {200: s.Retired}, body=Retire, not_found=True,
     ),
     Route(
         "GET", "/v1/context",
@@ -312,12 +330,19 @@ _ERRORS = {
     401: "missing or wrong bearer token",
     403: "`Host` is not loopback, or a cross-origin state-changing request",
     404: "no such record, event or agent",
+    405: "the record id names another route (`/v1/memories/code`) that takes no such method",
     413: f"a request over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB",
     415: "a body that is not `application/json` (UTF-8)",
     422: "a body that fails validation (nothing is stored)",
     503: "the database is unreachable; `Retry-After: 1`",
     507: "SQLite: the disk is full, nothing was written; `Retry-After: 5`",
 }
+
+
+def _siblings() -> list[str]:
+    """The names of the routes beside ``/v1/memories/<record_id>``."""
+    rules = {route.rule for route in ROUTES}
+    return sorted(r.rsplit("/", 1)[1] for r in rules if re.fullmatch(r"/v1/memories/\w+", r))
 
 
 def _error_statuses(route: Route) -> list[int]:
@@ -328,13 +353,15 @@ def _error_statuses(route: Route) -> list[int]:
         statuses.append(400)
     if "<" in route.rule or route.not_found:
         statuses.append(404)
+    if "<record:" in route.rule:  # a sibling route answers for its own name
+        statuses += [400, 405]
     if route.body is not None:
         statuses += [413, 415, 422]
     if route.rule.startswith("/v1/"):
         statuses.append(503)
         if route.method != "GET":
             statuses.append(507)
-    return sorted(statuses)
+    return sorted(set(statuses))
 
 
 class _Components:
@@ -366,6 +393,9 @@ def _parameters(route: Route, components: _Components) -> list[dict[str, Any]]:
         schema: dict[str, Any] = {"type": "string", "maxLength": 64}
         if name == "agent":
             schema = {"type": "string", "enum": list(agents.names())}
+        elif "<record:" in route.rule:
+            # A sibling route's name (``/v1/memories/anchors``) is no record id.
+            schema = {**schema, "not": {"enum": _siblings()}}
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     if route.query is not None:
         schema = route.query.model_json_schema(ref_template=_REF)

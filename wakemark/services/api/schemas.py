@@ -115,6 +115,21 @@ class CodeStateQuery(Query):
     )
 
 
+MAX_ANCHORS_PAGE = 500  # records a page of ``GET /v1/memories/anchors`` holds
+MAX_RETIRE_IDS = 1000  # ids one ``POST /v1/memories/retire`` takes
+ProjectNamespace = Annotated[
+    str, Field(max_length=NAMESPACE_MAX, pattern=r"^/actor/[^/\x00]+/project/[^/\x00]+/$")
+]
+
+
+class AnchorsQuery(Query):
+    namespace: ProjectNamespace = Field(description="the project `/actor/<actor>/project/<id>/`")
+    limit: QueryInt = Field(MAX_ANCHORS_PAGE, ge=1, le=MAX_ANCHORS_PAGE, description="page size")
+    after: Annotated[str, Field(pattern=RECORD_ID_PATTERN)] | None = Field(
+        None, description="the previous page's `next`"
+    )
+
+
 class SearchQuery(Query):
     namespace: NamespaceOrPrefix = Field(description=_NS_DOC)
     q: str = Field(
@@ -307,6 +322,28 @@ class CodeStates(BaseModel):
     checked: bool = Field(description="false: this server does not read the client's files")
     note: str
     items: dict[str, CodeState] = Field(description="by record id; records citing files")
+
+
+class FileAnchorJson(BaseModel):
+    path: str = Field(description="relative to the project root")
+    sha256: str | None = Field(description="the content's hash at capture; null: not known")
+    blob: str | None = Field(description="the git blob id at capture, when known")
+
+
+class RecordAnchors(BaseModel):
+    record_id: str
+    title: str
+    files: list[FileAnchorJson]
+    identifiers: list[str] = Field(description="names a cited file defined at capture")
+
+
+class AnchorPage(BaseModel):
+    items: list[RecordAnchors]
+    next: str | None = Field(description="`after` for the next page; null: the last page")
+
+
+class Retired(BaseModel):
+    retired: list[str] = Field(description="the ids deleted (one gone meanwhile is left out)")
 
 
 class SearchResult(BaseModel):

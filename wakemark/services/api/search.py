@@ -1,4 +1,6 @@
-"""``GET /v1/search`` (hybrid search) and ``GET /v1/context`` (session-start index)."""
+"""``GET /v1/search`` (hybrid search), ``GET /v1/context`` (session-start index) and the
+records' code states: checked here for a local client, or by a team client itself from
+the anchors it reads (``wakemark verify``)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,23 @@ from collections.abc import Iterable
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify
+from pydantic import BaseModel, ConfigDict, Field
 
-from wakemark.services.api import metrics
+from wakemark.services.api import metrics, security
 from wakemark.services.api.current import reads_client_files, runtime
-from wakemark.services.api.params import query
+from wakemark.services.api.errors import ApiError
+from wakemark.services.api.params import json_object, query
 from wakemark.services.api.resources import version_json
-from wakemark.services.api.schemas import CodeStateQuery, ContextQuery, SearchQuery
+from wakemark.services.api.schemas import (
+    MAX_RETIRE_IDS,
+    AnchorsQuery,
+    CodeStateQuery,
+    ContextQuery,
+    SearchQuery,
+)
+from wakemark.shared.models import Namespace, RecordId
 from wakemark.shared.retrieval.staleness import NOT_READ, Verdict
+from wakemark.shared.storage import CodeAnchors
 
 bp = Blueprint("search", __name__)
 
@@ -52,6 +64,62 @@ def code_state() -> Response:
     verdicts = runtime().retriever.code_verdicts(mine)
     items = {rid: _code_json(v) for rid, v in verdicts.items()}
     return jsonify({"checked": True, "note": "", "items": items})
+
+
+@bp.get("/v1/memories/anchors")
+def anchors() -> Response:
+    """A page of the project's current records with what each cites in the code, for a
+    client that checks them against its own files (``wakemark verify`` on a team
+    server's client): paths, the hashes and blob ids taken at capture, identifiers."""
+    args = query(AnchorsQuery)
+    storage = runtime().storage
+    page = storage.list_anchors(args.namespace, args.limit, args.after)
+    # list_anchors takes a prefix: this very project's records only, with their titles.
+    titles = {r.record_id: r.title for r in storage.get_memory_records([a.record_id for a in page])
+              if r.namespace == args.namespace}  # fmt: skip
+    items = [_anchors_json(a, titles[a.record_id]) for a in page if a.record_id in titles]
+    last = page[-1].record_id if len(page) == args.limit else None
+    return jsonify(items=items, next=last)
+
+
+def _anchors_json(anchors: CodeAnchors, title: str) -> dict[str, Any]:
+    files = [{"path": f.path, "sha256": f.sha256, "blob": f.blob} for f in anchors.files]
+    return {"record_id": anchors.record_id, "title": title, "files": files,
+            "identifiers": list(anchors.identifiers)}  # fmt: skip
+
+
+class Retire(BaseModel):
+    """``POST /v1/memories/retire``: records a client found gone from its files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: Namespace
+    ids: list[RecordId] = Field(min_length=1, max_length=MAX_RETIRE_IDS)
+
+
+@bp.post("/v1/memories/retire")
+def retire() -> Response:
+    """Delete the listed records, all or none: each must be a current record of
+    ``namespace`` (else 404 naming the first few, as for ids that do not exist). The
+    server cannot see the client's files: that they are gone is the client's word, as a
+    delete by id is."""
+    req = Retire.model_validate(json_object())
+    security.require_scope(req.namespace)
+    ids = list(dict.fromkeys(req.ids))
+    storage = runtime().storage
+    mine = {r.record_id for r in storage.get_memory_records(ids) if r.namespace == req.namespace}
+    missing = [i for i in ids if i not in mine]
+    if missing:
+        raise ApiError(
+            404, f"not current memories of {req.namespace}: {', '.join(missing[:5])}"
+            + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        )  # fmt: skip
+    with storage.transaction() as tx:
+        # One superseded or deleted since the check above is simply not deleted now.
+        deleted = tx.delete_memory_records(ids)
+        if deleted:
+            security.audit(tx, "retire", req.namespace, deleted)
+    return jsonify(retired=deleted)
 
 
 def _code_json(verdict: Verdict) -> dict[str, Any]:

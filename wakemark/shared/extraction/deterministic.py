@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -50,12 +51,17 @@ class _Facts:
         return True
 
 
-def relative_path(path: str, roots: list[str]) -> str:
+def relative_path(path: str, roots: list[str]) -> str | None:
+    """``path`` relative to the first root holding it (else as given), with ``.`` and
+    ``..`` resolved; None when it climbs out of the project (``src/../../x``, also
+    written under the root) or is the root itself: a record lists no path outside it."""
     for root in roots:
         root = root.rstrip("/")
         if root and path.startswith(root + "/"):
-            return path[len(root) + 1 :]
-    return path.removeprefix("./")
+            path = path[len(root) + 1 :]
+            break
+    path = posixpath.normpath(path)  # "" is "."
+    return None if path in (".", "..") or path.startswith("../") else path
 
 
 EARLIER = "earlier request: "
@@ -163,7 +169,10 @@ def _tool_facts(
     contributed = False
     paths = [*roots, use.cwd] if use.cwd else roots
     for verb, raw in use.files:
-        path = relative_path(raw, paths)[:1000]
+        path = relative_path(raw, paths)
+        if path is None:
+            continue
+        path = path[:1000]
         files.setdefault(path, None)
         contributed = True
         if verb != "read":
