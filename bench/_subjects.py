@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -77,6 +77,7 @@ def fold(
     previous: dict[str, list[list[str]]] | None = None,
     carried: Collection[str] = (),
     links: bool = True,
+    match: Callable[..., subject.Match | None] = subject.match,
 ) -> tuple[list[int], list[tuple[int, int]]]:
     """Each record's subject (the index of its first record) and the merges (new, old),
     feeding ``records`` (time order, one namespace or several) to ``subject.match``;
@@ -86,7 +87,9 @@ def fold(
     repeats stands for the record its newest one repeated; their current records, as
     ``HistoryTx.session_recent`` gives them: the first the session's previous record);
     ``carried``: the records of turns that carry on (``capture.carries_on``); ``links``:
-    False, a turn of repeats stands for nothing (as before the turns kept the link)."""
+    False, a turn of repeats stands for nothing (as before the turns kept the link);
+    ``match``: the decision, ``subject.match`` or a candidate with its signature
+    (``bench/fit_subject.py``)."""
     units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     lineage = list(range(len(records)))
     current: list[int] = []
@@ -108,7 +111,7 @@ def fold(
             written += kept or [repeated[k] for k in ks[:1] if links]
         recent = list(dict.fromkeys(head[lineage[k]] for k in written))
         lead = None if not recent else (records[recent[0]], float(units[recent[0]] @ units[i]))
-        found = subject.match(
+        found = match(
             record,
             near,
             rule,
@@ -141,9 +144,10 @@ def score(
     previous: dict[str, list[list[str]]] | None = None,
     carried: Collection[str] = (),
     links: bool = True,
+    match: Callable[..., subject.Match | None] = subject.match,
 ) -> dict[str, Any]:
     """``rule`` scored on ``label`` (each record's labelled subject, None: unlabelled)."""
-    lineage, merges = fold(records, vectors, rule, sessions, previous, carried, links)
+    lineage, merges = fold(records, vectors, rule, sessions, previous, carried, links, match)
     tp = fp = 0
     for i, j in merges:
         if label[i] is not None and label[j] is not None:

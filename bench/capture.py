@@ -197,20 +197,19 @@ def _score(labels: dict[str, Any], got: dict[str, dict[str, Any]]) -> dict[str, 
     }
 
 
-def _subjects(
+def subject_inputs(
     rows: list[dict[str, Any]], got: dict[str, dict[str, Any]], labels: dict[str, Any]
 ) -> dict[str, Any]:
-    """The subject rule on the records of all replayed turns, each repository a project,
-    in replay order: duplicate current records of the labelled subjects (re-asks and
-    retries as they occur in the sessions), for each rule of the grid."""
-    from bench import _subjects
+    """What ``_subjects.fold`` takes for the records of all replayed turns, each
+    repository a project, in replay order: records, vectors, sessions, lineage (previous)
+    and carried; their labelled subjects (label) and repositories (repo); and the
+    carried records that carry on only as a report or a request to commit."""
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder
-    from wakemark.shared.extraction import subject
     from wakemark.shared.extraction.subject import LINEAGE
     from wakemark.shared.models import MemoryRecord
 
-    records, label, sessions = [], [], {}
+    records, label, repo, sessions = [], [], [], {}
     previous: dict[str, list[list[str]]] = {}
     carried: set[str] = set()
     reported: set[str] = set()  # carried on only as a report on the last change
@@ -224,6 +223,7 @@ def _subjects(
             namespace = f"/actor/bench/project/{row['repo'].replace('/', '-')}/"
             records.append(MemoryRecord.model_validate({**data, "namespace": namespace}))
             label.append(labels.get(row["id"], {}).get("subject"))
+            repo.append(row["repo"])
             sessions[records[-1].record_id] = session
             ids.append(records[-1].record_id)
             if got[row["id"]].get("follows_up"):
@@ -238,6 +238,32 @@ def _subjects(
         before.append(ids)
     embedder = Embedder(Settings.from_env().onnx_model_path)
     vectors = np.asarray(embedder.embed([r.embedding_text() for r in records]), dtype=np.float32)
+    return {
+        "records": records,
+        "vectors": vectors,
+        "label": label,
+        "repo": repo,
+        "sessions": sessions,
+        "previous": previous,
+        "carried": carried,
+        "reported": reported,
+        "committed": committed,
+    }
+
+
+def _subjects(
+    rows: list[dict[str, Any]], got: dict[str, dict[str, Any]], labels: dict[str, Any]
+) -> dict[str, Any]:
+    """The subject rule on the records of all replayed turns (``subject_inputs``):
+    duplicate current records of the labelled subjects (re-asks and retries as they occur
+    in the sessions), for each rule of the grid."""
+    from bench import _subjects
+    from wakemark.shared.extraction import subject
+
+    got_in = subject_inputs(rows, got, labels)
+    records, vectors, label = got_in["records"], got_in["vectors"], got_in["label"]
+    sessions, previous, carried = got_in["sessions"], got_in["previous"], got_in["carried"]
+    reported, committed = got_in["reported"], got_in["committed"]
     return {
         "records": len(records),
         "grid": [

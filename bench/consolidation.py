@@ -82,6 +82,19 @@ def _commit(record: MemoryRecord, by_event: dict[str, str]) -> str:
 
 def _labelled(project: str, runtime: Runtime) -> dict[str, Any]:
     """The grid scored on the records of a run with consolidation off."""
+    got = subject_inputs(project, runtime)
+    args = got["records"], got["vectors"], got["label"]
+    return {
+        "turns": got["turns"],
+        "records_off": len(got["records"]),
+        "grid": [_subjects.score(*args, rule, got["sessions"]) for rule in _subjects.GRID],
+    }
+
+
+def subject_inputs(project: str, runtime: Runtime) -> dict[str, Any]:
+    """What ``_subjects.fold`` takes for the records of a run with consolidation off, in
+    time order (a commit is a session of one turn: no lineage), with each record's
+    labelled subject (label) and the project's turns."""
     storage = runtime.storage
     ns = _codemem.namespace(project)
     records = [r for page in storage.record_pages(ns) for r in page]
@@ -98,10 +111,10 @@ def _labelled(project: str, runtime: Runtime) -> dict[str, Any]:
     sessions = {r.record_id: c for r, c in zip(records, commit, strict=True)}  # a turn each
     return {
         "turns": len(rows),
-        "records_off": len(records),
-        "grid": [
-            _subjects.score(records, vectors, label, rule, sessions) for rule in _subjects.GRID
-        ],
+        "records": records,
+        "vectors": vectors,
+        "label": label,
+        "sessions": sessions,
     }
 
 

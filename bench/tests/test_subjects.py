@@ -37,3 +37,20 @@ def test_one_session_lowers_the_bar_only_within_it() -> None:
     together = {r.record_id: "s1" for r in records}
     assert _subjects.fold(records, vectors, rule, apart)[1] == []
     assert _subjects.fold(records, vectors, rule, together)[1] == [(1, 0)]
+
+
+def test_a_learned_decision_replaces_the_rule_in_the_fold() -> None:
+    from bench import fit_subject
+
+    # Pairs whose evidence is the cosine alone: one subject from 0.8 on.
+    cosines = np.linspace(0.0, 1.0, 41)
+    x = np.zeros((len(cosines), len(fit_subject.FEATURES)))
+    x[:, fit_subject.FEATURES.index("cos")] = cosines
+    model = fit_subject.fit(x, (cosines >= 0.8).astype(float))
+    vectors = np.array([[1.0, 0.0], [0.85, 0.527], [0.2, 0.98]])  # cosines 0.85, 0.2
+    records = _records(["font cache fix", "font cache again", "upload retry"])
+    assert _subjects.fold(records, vectors, subject.RULE, {})[1] == []  # the rule: < 0.90
+    match = fit_subject.learned_match({NS: model}, 0.5, on_top=False)
+    assert _subjects.fold(records, vectors, subject.RULE, {}, match=match)[1] == [(1, 0)]
+    never = fit_subject.learned_match({NS: model}, 1.01, on_top=False)
+    assert _subjects.fold(records, vectors, subject.RULE, {}, match=never)[1] == []
