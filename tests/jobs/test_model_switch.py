@@ -85,10 +85,14 @@ class Service:
 
 
 @pytest.fixture
-def shared(backend_settings: Settings, onnx_model_path: Path, redis_url: str) -> Settings:
-    return backend_settings.replace(
-        embedder="onnx", model_path=onnx_model_path, redis_url=redis_url
-    )
+def local(backend_settings: Settings, onnx_model_path: Path) -> Settings:
+    return backend_settings.replace(embedder="onnx", model_path=onnx_model_path)
+
+
+@pytest.fixture
+def shared(local: Settings, redis_url: str) -> Settings:
+    """The service's epochs shared with the rebuild's process, as a team server's are."""
+    return local.replace(redis_url=redis_url)
 
 
 def _started(make_runtime: Callable[[Settings], Runtime], settings: Settings) -> Runtime:
@@ -101,6 +105,7 @@ def _billing(records: list[MemoryRecord]) -> set[str]:
     return {r.record_id for r in records if r.title.startswith(TOPICS[0])}
 
 
+@pytest.mark.redis
 def test_a_running_service_switches_to_the_stored_model_once_the_swap_commits(
     shared: Settings,
     second_model_path: Path,
@@ -178,6 +183,7 @@ def _rebuilt_from(
     return service, moved, new.embedder.identity, _billing(records)
 
 
+@pytest.mark.redis
 def test_a_file_that_is_not_the_stored_model_is_never_loaded(
     shared: Settings,
     onnx_model_path: Path,
@@ -198,6 +204,7 @@ def test_a_file_that_is_not_the_stored_model_is_never_loaded(
     assert service.health()["search"]["vector_leg_off"].startswith("the stored vectors are of")
 
 
+@pytest.mark.redis
 def test_a_missing_file_keeps_the_vector_leg_off_until_the_configured_file_holds_it(
     shared: Settings,
     onnx_model_path: Path,
@@ -221,3 +228,28 @@ def test_a_missing_file_keeps_the_vector_leg_off_until_the_configured_file_holds
     _until(lambda: service.switch_ended() and old.embedder.identity == new_id)
     assert old.embedder.model().path == mine
     assert billing & set(service.semantic())
+
+
+def test_a_service_without_shared_epochs_switches_at_its_next_vector_write(
+    local: Settings,
+    second_model_path: Path,
+    make_runtime: Callable[[Settings], Runtime],
+) -> None:
+    """A local server (no Redis) is not told of the swap: it searches the old vectors it
+    holds (stale, never mixed) until it embeds a record, which starts the switch."""
+    old = _started(make_runtime, local)
+    new = _started(make_runtime, local.replace(model_path=second_model_path))
+    records = _records(6)
+    _write(old, records)
+    service = Service(old)
+    assert service.semantic()
+    assert rebuild_embeddings(new.tasks)["swapped"]
+    assert service.semantic() and old.embedder.switch_state is None
+
+    late = MemoryRecord(namespace=NS, title="Invoices were paid twice by one customer")
+    old.storage.put_memory_record(late)
+    assert embed_records(old.tasks, [late.record_id]) == 0  # starts the switch
+    _until(lambda: old.embedder.identity == new.embedder.identity)
+    assert embed_records(old.tasks, [late.record_id]) == 1
+    _until(lambda: bool(_billing(records) & set(service.semantic())))
+    assert service.leg._recent.keys() >= {(new.embedder.identity, QUERY)}
