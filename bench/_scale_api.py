@@ -14,23 +14,30 @@ Run by ``bench/scale.py`` as ``gunicorn ... bench._scale_api:app``.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 
 from bench import _scale_data as data
 from wakemark.services.api import create_app
-from wakemark.shared.embedding import Embedder
+from wakemark.shared.embedding import Embedder, Model
 from wakemark.shared.runtime import Runtime
 
 BIG = data.spaces()[0]
 PROJECTION = data.projection()
 
 
-class LatentEmbedder(Embedder):
+@dataclass(frozen=True, eq=False)
+class LatentModel(Model):
     def embed_query(self, text: str) -> np.ndarray:
         super().embed_query(text)  # the model's work, as for a real query
         seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
         return data.vectors(BIG, 1, np.random.default_rng(seed), PROJECTION)[0]
+
+
+class LatentEmbedder(Embedder):
+    def model(self) -> Model:
+        return LatentModel(**vars(super().model()))
 
 
 runtime = Runtime.build()

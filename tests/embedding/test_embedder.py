@@ -72,7 +72,7 @@ def embedder(onnx_model_path: Path) -> Embedder:
 def test_vectors_match_sentence_transformers(embedder: Embedder, reference: Any) -> None:
     texts = reference["texts"]
     assert len(texts) >= 200 and LONG in texts and "" in texts
-    tokenizer = embedder._ensure_loaded()[1]
+    tokenizer = embedder.model().tokenizer
     lengths = [len(tokenizer.encode(t).ids) for t in texts]
     assert lengths.count(MAX_TOKENS) >= 5  # several texts really truncated at the window
     got = embedder.embed(texts)
@@ -209,11 +209,12 @@ def test_nothing_heavy_is_imported_before_first_use(tmp_path: Path) -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_batches_cover_every_text_within_budget(tmp_path: Path) -> None:
+def test_batches_cover_every_text_within_budget() -> None:
     from wakemark.shared.embedding.onnx import BATCH_TOKENS
+    from wakemark.shared.embedding.onnx import batches as batches_of
 
     lengths = [3, 256, 40, 256, 7, 120, 256, 256, 256, 256, 256, 256, 256, 9] * 5
-    batches = Embedder(tmp_path / "m.onnx", batch_size=8)._batches(lengths)
+    batches = batches_of(lengths, 8)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     for batch in batches:
         width = max(lengths[i] for i in batch)

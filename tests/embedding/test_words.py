@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from tests.embedding.test_embedder import TEXTS
-from wakemark.shared.embedding import DIM, Embedder
+from wakemark.shared.embedding import DIM, Embedder, Model
 from wakemark.shared.embedding.export import build_model
 from wakemark.shared.embedding.words import TABLE, load_session, split_model
 
@@ -122,13 +122,13 @@ def test_the_embedder_embeds_bit_for_bit_from_the_table_in_the_file(
         shutil.copy(onnx_model_path.parent / name, tmp_path / name)
     model = tmp_path / onnx_model_path.name
     embedder = Embedder(model)
-    embedder.warm()
-    assert embedder._words is not None and embedder._words.rows == 30522
+    loaded = embedder.model()
+    assert loaded.words is not None and loaded.words.rows == 30522
     whole = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    encodings = embedder._tokenizer.encode_batch(TEXTS)
+    encodings = loaded.tokenizer.encode_batch(TEXTS)
     for batch in [[e] for e in encodings] + [encodings]:
-        got = Embedder._run(embedder._session, embedder._words, batch)
-        assert got.tobytes() == Embedder._run(whole, None, batch).tobytes()
+        got = Model.run(loaded.session, loaded.words, batch)
+        assert got.tobytes() == Model.run(whole, None, batch).tobytes()
     # A new export replacing the file changes nothing this session reads.
     before = embedder.embed(TEXTS)
     replacement = tmp_path / "new.onnx"

@@ -128,11 +128,17 @@ def test_filters_apply_to_both_legs(hybrid: Runtime) -> None:
 
 
 class _Failing(Embedder):
+    """A model loaded, whose query embedding fails."""
+
     identity = "sha256:0123456789abcdef"
+    path = Path("/nonexistent")
 
     @property
     def state(self) -> str:
         return "ready"
+
+    def model(self) -> Any:
+        return self
 
     def embed_query(self, text: str) -> np.ndarray:
         raise EmbedderUnavailable("model file vanished")

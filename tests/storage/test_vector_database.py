@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -153,12 +154,16 @@ class _Embedder:
 
     state = "ready"
     identity = "sha256:0123456789abcdef"
+    path = Path("model.onnx")
 
     def __init__(self, vector: np.ndarray) -> None:
         self.vector = vector
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.vector
+
+    def model(self) -> _Embedder:
+        return self
 
 
 def _leg(storage: Storage, settings: Settings, query: np.ndarray, cache_mb: int) -> VectorLeg:

@@ -94,6 +94,9 @@ def _embedder(rt: Any, with_reason: bool) -> dict[str, Any]:
     reason = getattr(embedder, "reason", None)
     if reason and with_reason:  # the text may name the operator's paths
         out["reason"] = str(reason)[:200]
+    switch = getattr(embedder, "switch_state", None)  # loading the stored model, or why not
+    if switch and with_reason:
+        out["switch"] = str(switch)[:400]
     return out
 
 

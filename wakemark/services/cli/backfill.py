@@ -66,7 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rebuild",
         action="store_true",
         help="re-embed every record with the configured model (model change); searches "
-        "keep the old vectors until the new ones replace them all at once",
+        "keep the old vectors until the new ones replace them all at once, then running "
+        "services switch to the new model by themselves if they can read its file at the "
+        "same path",
     )
     parser.add_argument("--batch", type=int, default=64, help="records per batch (default 64)")
 
@@ -128,9 +130,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{left}: embedded {result['embedded']} record(s)", file=sys.stderr)
     if args.rebuild and result["swapped"]:
         print(
-            f"the records' vectors are now of model {result['model']}: restart the services"
-            " still configured with the old one (until then they search only the old vectors"
-            " their caches still hold, or none)",
+            f"the records' vectors are now of model {result['model']}: running services load"
+            " it from the same file path (or their own, if it now holds it) by themselves;"
+            " one that cannot says why in /health (embedder.switch) and searches full-text"
+            " only until restarted with this model",
             file=sys.stderr,
         )
     elif args.rebuild:

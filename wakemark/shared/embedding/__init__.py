@@ -10,6 +10,7 @@ from wakemark.shared.embedding.onnx import (
     MAX_TOKENS,
     Embedder,
     EmbedderUnavailable,
+    Model,
     tokenizer_path,
 )
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DIM",
     "MAX_TOKENS",
+    "Model",
     "Embedder",
     "EmbedderUnavailable",
     "ExportError",

@@ -10,6 +10,7 @@ import os
 import threading
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,9 @@ def _after_fork_in_child() -> None:
     for embedder in list(_instances):
         # A lock held by another parent thread at fork time stays held forever in the child.
         embedder._lock = threading.Lock()
-        if embedder._session is not None:
-            _abandon(embedder._session)
+        embedder._switch_key = embedder.switch_state = None  # its thread is the parent's
+        if embedder._model is not None:
+            _abandon(embedder._model.session)
 
 
 def _abandon(session: Any) -> None:
@@ -80,6 +82,85 @@ def _abandon(session: Any) -> None:
     threads that do not exist in the child and hangs forever (seen with onnxruntime 1.32).
     Its memory is the parent's copy-on-write pages, so keeping it costs next to nothing."""
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(session))
+
+
+def _file_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """One loaded model. A caller that compares or stores vectors takes one (``Embedder.
+    model``) and uses it throughout, so its vectors are all of ``identity`` even when the
+    process switches models meanwhile (``Embedder.switch``)."""
+
+    path: Path
+    identity: str
+    session: Any
+    tokenizer: Any
+    words: WordTable | None
+    query_prefix: str
+    passage_prefix: str
+    batch_size: int
+    pid: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalized float32 ``(len(texts), 384)`` of stored texts (records)."""
+        return self._embed([self.passage_prefix + t for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One L2-normalized float32 ``(384,)`` vector of a search query."""
+        return self._embed([self.query_prefix + text])[0]
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self.tokenizer.encode_batch(texts)
+        for chunk in batches([len(e.ids) for e in encodings], self.batch_size):
+            out[chunk] = self.run(self.session, self.words, [encodings[i] for i in chunk])
+        return out
+
+    @staticmethod
+    def run(session: Any, words: WordTable | None, encodings: list[Any]) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = enc.attention_mask
+            types[row, :n] = enc.type_ids
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        if words is not None:
+            feed.update(words.feed(ids))
+        (hidden,) = session.run(["last_hidden_state"], feed)
+        # Mean pooling over real tokens, then L2 normalize (as sentence-transformers does).
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Length-sorted batches (short texts don't pay for a long neighbour's padding),
+    each at most ``batch_size`` texts and BATCH_TOKENS padded tokens."""
+    out: list[list[int]] = []
+    chunk: list[int] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        # Sorted ascending, so the newest text is the widest of the chunk.
+        if chunk and (len(chunk) >= batch_size or (len(chunk) + 1) * lengths[i] > BATCH_TOKENS):
+            out.append(chunk)
+            chunk = []
+        chunk.append(i)
+    if chunk:
+        out.append(chunk)
+    return out
 
 
 class Embedder:
@@ -98,20 +179,19 @@ class Embedder:
         batch_size: int = BATCH_SIZE,
     ) -> None:
         global _fork_hook_registered
-        self.model_path = Path(model_path)
+        self.configured_path = Path(model_path)
+        self.model_path = self.configured_path  # the file loaded (or to load): see ``switch``
         self.enabled = enabled
         self.threads = max(1, threads)
         self.batch_size = max(1, batch_size)
         self._lock = threading.Lock()
-        self._session: Any = None
-        self._tokenizer: Any = None
-        self._words: WordTable | None = None
-        self._query_prefix = ""
-        self._passage_prefix = ""
-        self._pid: int | None = None
-        self._identity = ""
+        self._model: Model | None = None
         self._error: str | None = None
         self._error_key: tuple[int, int] | None = None  # (pid, model mtime) of the failure
+        # The last stored model this process tried to switch to, and the files it read
+        # (``_file_key``): tried again only when one of them changes.
+        self._switch_key: tuple[Any, ...] | None = None
+        self.switch_state: str | None = None  # the switch under way or failed, for /health
         _instances.add(self)
         if not _fork_hook_registered:
             os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -143,7 +223,7 @@ class Embedder:
         return None
 
     def _loaded(self) -> bool:
-        return self._session is not None and self._pid == os.getpid()
+        return self._model is not None and self._model.pid == os.getpid()
 
     def _missing_files(self) -> str | None:
         for path in (self.model_path, tokenizer_path(self.model_path)):
@@ -161,24 +241,33 @@ class Embedder:
     # --- loading -------------------------------------------------------------------------
     def warm(self) -> None:
         """Load now (raises EmbedderUnavailable); e.g. in a worker right after fork."""
-        self._ensure_loaded()
+        self.model()
 
-    def _ensure_loaded(self) -> tuple[Any, Any, WordTable | None]:
-        if not self._loaded():
+    def model(self) -> Model:
+        """The loaded model (loads it; raises EmbedderUnavailable)."""
+        model = self._model
+        if model is None or model.pid != os.getpid():
             with self._lock:
                 if not self._loaded():
                     reason = self.reason
                     if reason:
                         raise EmbedderUnavailable(reason)
-                    self._load()
-        return self._session, self._tokenizer, self._words
+                    self._model = self._load(self.model_path)
+                    self._error = None
+                model = self._model
+        assert model is not None
+        return model
 
-    def _load(self) -> None:
+    def _load(self, path: Path, identity: str | None = None) -> Model:
+        """``identity``: the hash the file must have (checked before it is loaded)."""
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            tokenizer = Tokenizer.from_file(str(tokenizer_path(self.model_path)))
+            before = _file_key(path)
+            if identity is not None and (found := file_identity(path)) != identity:
+                raise ValueError(f"its hash is {found}, not {identity}")
+            tokenizer = Tokenizer.from_file(str(tokenizer_path(path)))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.no_padding()  # we pad per length-sorted batch ourselves
             options = ort.SessionOptions()
@@ -186,85 +275,85 @@ class Embedder:
             options.inter_op_num_threads = 1
             # Don't busy-spin between requests: API and worker processes share 2 cores.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session, words = load_session(self.model_path, options)
-            # Hashed once a load, beside it (the file is in the page cache by now), so a
-            # process that never embeds never reads the file.
-            identity = file_identity(self.model_path)
+            session, words = load_session(path, options)
+            if identity is None:
+                # Hashed once a load, beside it (the file is in the page cache by now), so
+                # a process that never embeds never reads the file.
+                identity = file_identity(path)
+            elif _file_key(path) != before:
+                raise ValueError("the file changed while it loaded")
         except Exception as exc:
-            self._error = f"cannot load {self.model_path}: {exc.__class__.__name__}: {exc}"
-            self._error_key = self._file_key()
-            log.warning("embedder unavailable: %s", self._error)
-            raise EmbedderUnavailable(self._error) from exc
-        self._query_prefix, self._passage_prefix = _prefixes(self.model_path)
-        self._identity = identity  # before the session: another thread may see it loaded
-        self._tokenizer, self._session, self._pid = tokenizer, session, os.getpid()
-        self._words = words
-        self._error = None
+            error = f"cannot load {path}: {exc.__class__.__name__}: {exc}"
+            if identity is None:  # not a switch, which says why in ``switch_state``
+                self._error, self._error_key = error, self._file_key()
+                log.warning("embedder unavailable: %s", error)
+            raise EmbedderUnavailable(error) from exc
+        query_prefix, passage_prefix = _prefixes(path)
+        model = Model(
+            path, identity, session, tokenizer, words, query_prefix, passage_prefix,
+            self.batch_size, os.getpid(),
+        )  # fmt: skip
         release_free_memory()  # the parsed model file, freed once its weights are copied
-        log.info("embedder loaded %s (pid %d)", self.model_path, self._pid)
+        log.info("embedder loaded %s (%s, pid %d)", path, identity, model.pid)
+        return model
 
     @property
     def identity(self) -> str:
         """The loaded model's ``file_identity`` (loads it; raises EmbedderUnavailable)."""
-        self._ensure_loaded()
-        return self._identity
+        return self.model().identity
+
+    # --- switching -----------------------------------------------------------------------
+    def switch(self, identity: str, path: str | None) -> None:
+        """The stored vectors are of model ``identity`` (``wakemark backfill --rebuild``
+        swapped them in), not of the loaded one: load it on a background thread and use it
+        from then on. Its file is ``path`` (where the rebuild read it) or, failing that,
+        the configured one (replaced in place by then); a file whose hash is not
+        ``identity`` is never loaded. Tried once, and again only when a file changes;
+        meanwhile, and after a failure (``switch_state`` says why), the process goes on
+        as before: no vector leg, no vectors written."""
+        if not self.enabled or not self._loaded() or self.identity == identity:
+            return
+        candidates = list(dict.fromkeys([*([Path(path)] if path else []), self.configured_path]))
+        key = (identity, os.getpid(), *((p, _file_key(p)) for p in candidates))
+        with self._lock:
+            if key == self._switch_key:
+                return
+            self._switch_key = key
+            self.switch_state = f"loading the stored model {identity}"
+        threading.Thread(
+            target=self._switch, args=(identity, candidates), name="wakemark-model-switch",
+            daemon=True,
+        ).start()  # fmt: skip
+
+    def _switch(self, identity: str, candidates: list[Path]) -> None:
+        why = []
+        for path in candidates:
+            if _file_key(path) is None:
+                why.append(f"{path} is missing")
+                continue
+            try:
+                model = self._load(path, identity)
+            except EmbedderUnavailable as exc:
+                why.append(str(exc))
+                continue
+            with self._lock:
+                old, self._model, self.model_path = self._model, model, path
+                self.switch_state = None
+            log.warning(
+                "embedder switched from %s (%s) to the stored model %s (%s), pid %d",
+                old.identity if old else None, old.path if old else None, identity, path,
+                model.pid,
+            )  # fmt: skip
+            return
+        self.switch_state = f"cannot load the stored model {identity}: " + "; ".join(why)
+        log.warning("embedder kept its model: %s", self.switch_state)
 
     # --- embedding -----------------------------------------------------------------------
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalized float32 ``(len(texts), 384)`` of stored texts (records); raises
         EmbedderUnavailable."""
-        self._ensure_loaded()
-        return self._embed([self._passage_prefix + t for t in texts])
-
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        session, tokenizer, words = self._ensure_loaded()
-        out = np.zeros((len(texts), DIM), dtype=np.float32)
-        if not texts:
-            return out
-        encodings = tokenizer.encode_batch(texts)
-        for chunk in self._batches([len(e.ids) for e in encodings]):
-            out[chunk] = self._run(session, words, [encodings[i] for i in chunk])
-        return out
-
-    def _batches(self, lengths: list[int]) -> list[list[int]]:
-        """Length-sorted batches (short texts don't pay for a long neighbour's padding),
-        each at most ``batch_size`` texts and BATCH_TOKENS padded tokens."""
-        batches: list[list[int]] = []
-        chunk: list[int] = []
-        for i in sorted(range(len(lengths)), key=lengths.__getitem__):
-            # Sorted ascending, so the newest text is the widest of the chunk.
-            if chunk and (
-                len(chunk) >= self.batch_size or (len(chunk) + 1) * lengths[i] > BATCH_TOKENS
-            ):
-                batches.append(chunk)
-                chunk = []
-            chunk.append(i)
-        if chunk:
-            batches.append(chunk)
-        return batches
+        return self.model().embed(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
         """One L2-normalized float32 ``(384,)`` vector of a search query."""
-        self._ensure_loaded()
-        return self._embed([self._query_prefix + text])[0]
-
-    @staticmethod
-    def _run(session: Any, words: WordTable | None, encodings: list[Any]) -> np.ndarray:
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(encodings), width), dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for row, enc in enumerate(encodings):
-            n = len(enc.ids)
-            ids[row, :n] = enc.ids
-            mask[row, :n] = enc.attention_mask
-            types[row, :n] = enc.type_ids
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        if words is not None:
-            feed.update(words.feed(ids))
-        (hidden,) = session.run(["last_hidden_state"], feed)
-        # Mean pooling over real tokens, then L2 normalize (as sentence-transformers does).
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return self.model().embed_query(text)

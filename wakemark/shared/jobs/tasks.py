@@ -30,6 +30,7 @@ from wakemark.shared.registry import Registry
 from wakemark.shared.storage import CodeAnchors, Events, NotFoundError, Turn
 
 if TYPE_CHECKING:
+    from wakemark.shared.embedding import Model
     from wakemark.shared.extraction import Extracted
     from wakemark.shared.extraction.subject import Match
     from wakemark.shared.storage.base import Tx
@@ -50,8 +51,8 @@ def _embedder_unavailable() -> type[Exception]:
     return EmbedderUnavailable
 
 
-def _embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray:
-    vectors = ctx.embedder.embed([r.embedding_text() for r in records])
+def _embed(model: Model, records: Sequence[MemoryRecord]) -> np.ndarray:
+    vectors = model.embed([r.embedding_text() for r in records])
     return np.asarray(vectors, dtype=np.float32)
 
 
@@ -63,35 +64,42 @@ class ModelChanged(RuntimeError):
 _mismatch_logged: set[tuple[str, str | None]] = set()
 
 
-def usable_model(ctx: Context) -> str | None:
-    """The embedder's identity when the records' vectors are of its model (a database
-    that records none yet takes it as theirs); None when they are another model's: its
-    vectors would not compare with them, so none are written until ``wakemark backfill
-    --rebuild`` swaps in the vectors of this one. Raises EmbedderUnavailable."""
-    mine = ctx.embedder.identity
+def usable_model(ctx: Context) -> Model | None:
+    """The embedder's model when the records' vectors are of it (a database that records
+    none yet takes it as theirs); None when they are another model's: its vectors would
+    not compare with them, so none are written until the process has switched to the
+    stored model (``Embedder.switch``, started here) or ``wakemark backfill --rebuild``
+    swaps in the vectors of this one. Raises EmbedderUnavailable."""
+    model = ctx.embedder.model()
+    mine = model.identity
     stored = ctx.storage.embedding_models()
     if stored.model is None:
-        stored = ctx.storage.claim_model(mine)
+        stored = ctx.storage.claim_model(mine, str(model.path.absolute()))
     if stored.model == mine:
-        return mine
+        return model
+    if stored.model is not None:
+        ctx.embedder.switch(stored.model, stored.path)
     if (mine, stored.model) not in _mismatch_logged:
         _mismatch_logged.add((mine, stored.model))
         log.warning(
-            "the stored vectors are of model %s, the configured one is %s: no vectors are "
-            "written until `wakemark backfill --rebuild` re-embeds the records",
+            "the stored vectors are of model %s, the loaded one is %s: no vectors are "
+            "written until this process switches to the stored model or `wakemark "
+            "backfill --rebuild` re-embeds the records",
             stored.model,
             mine,
         )
     return None
 
 
-def _try_embed(ctx: Context, records: Sequence[MemoryRecord]) -> np.ndarray | None:
-    """Vectors for the records, or None when the embedder is off or unavailable, or
-    the stored vectors are another model's (``usable_model``)."""
+def _try_embed(ctx: Context, records: Sequence[MemoryRecord]) -> tuple[np.ndarray, str] | None:
+    """Vectors for the records and the identity of their model, or None when the
+    embedder is off or unavailable, or the stored vectors are another model's
+    (``usable_model``)."""
     if not records or ctx.settings.embedder == "off":
         return None
     try:
-        return None if usable_model(ctx) is None else _embed(ctx, records)
+        model = usable_model(ctx)
+        return None if model is None else (_embed(model, records), model.identity)
     except _embedder_unavailable() as exc:
         log.info("embedder unavailable, records stay pending: %s", exc)
         return None
@@ -289,7 +297,8 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     # turn -> whether it names nothing of its own, for the turns that follow up
     follows = {t.turn_id: e.carries_on for t, e in zip(turns, extracted, strict=True)
                if e.follows_up}  # fmt: skip
-    all_vectors = _try_embed(ctx, [r for records in candidates for r in records])
+    embedded = _try_embed(ctx, [r for records in candidates for r in records])
+    all_vectors = None if embedded is None else embedded[0]
     plans: list[tuple[str, list[MemoryRecord], np.ndarray | None]] = []
     start = 0
     for turn, records in zip(turns, candidates, strict=True):
@@ -303,9 +312,9 @@ def _extract_together(ctx: Context, turn_ids: Sequence[str]) -> list[str]:
     anchors = _anchors(ctx, turns, plans)
     written: list[str] = []
     with storage.transaction() as tx:
-        if all_vectors is not None:
+        if embedded is not None:
             # Raised: the turns stay pending, extracted again (without vectors) later.
-            _check_model(tx, ctx.embedder.identity)
+            _check_model(tx, embedded[1])
         on = ctx.settings.consolidate == "on"
         subjects = _Subjects(tx, plans, storage, turns) if on else None
         for turn_id, records, vectors in plans:
@@ -394,11 +403,11 @@ def embed_records(ctx: Context, record_ids: Sequence[str]) -> int:
         for r in storage.get_memory_records(list(record_ids))
         if not storage.has_embedding(r.record_id)
     ]
-    vectors = _try_embed(ctx, records)
-    if vectors is None:
+    embedded = _try_embed(ctx, records)
+    if embedded is None:
         return 0
     try:
-        return _store_vectors(ctx, records, vectors, ctx.embedder.identity)
+        return _store_vectors(ctx, records, *embedded)
     except ModelChanged:
         return 0  # pending: embedded once this process's model is the stored one again
 
@@ -426,17 +435,18 @@ def backfill_embeddings(
     """
     if ctx.settings.embedder == "off":
         return {"embedded": 0, "failures": 0, "breaker": "disabled"}
+    model: Model | None
     try:
         model = usable_model(ctx)
+        if model is None:
+            return {"embedded": 0, "failures": 0, "breaker": ctx.breaker.state, "model": None}
     except _embedder_unavailable():
-        model = ""  # not known yet: the batches fail and the breaker decides
-    if model is None:
-        return {"embedded": 0, "failures": 0, "breaker": ctx.breaker.state, "model": None}
+        model = None  # not known yet: the batches fail and the breaker decides
     storage = ctx.storage
 
     def missing() -> list[MemoryRecord]:
         nonlocal model
-        if not model:
+        if model is None:
             # Begun with the embedder down, so a database that records no model yet was
             # not claimed: the first batch does (or the breaker counts the failure).
             model = usable_model(ctx)
@@ -446,7 +456,7 @@ def backfill_embeddings(
 
     total = storage.stats(namespace)["pending_embedding"]
     result = _batches(ctx, missing, False, total, progress, stop, wait_on_open, max_seconds)
-    return {**result, "model": model}
+    return {**result, "model": "" if model is None else model.identity}
 
 
 def rebuild_embeddings(
@@ -465,8 +475,10 @@ def rebuild_embeddings(
 
     ``"swapped"`` in the result: True once the new vectors are the records'."""
     storage = ctx.storage
-    model = ctx.embedder.identity  # raises EmbedderUnavailable
-    total = storage.start_rebuild(model)
+    loaded = ctx.embedder.model()  # raises EmbedderUnavailable
+    model = loaded.identity
+    # Where a running process of the old model finds this one's file (``Embedder.switch``).
+    total = storage.start_rebuild(model, str(loaded.path.absolute()))
     after = ""
     swapped = False
 
@@ -517,8 +529,9 @@ def _batches(
             records = records_of()
             if not records:
                 break
-            vectors = _embed(ctx, records)
-            written = _store_vectors(ctx, records, vectors, ctx.embedder.identity, staged)
+            # One model a batch: the write checks it is still the stored (or staged) one.
+            model = ctx.embedder.model()
+            written = _store_vectors(ctx, records, _embed(model, records), model.identity, staged)
         except ModelChanged as exc:
             log.warning("backfill stopped: %s", exc)
             break

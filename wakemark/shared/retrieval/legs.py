@@ -35,8 +35,9 @@ from wakemark.shared.storage import Search, SearchQuery, StorageTimeoutError, Ve
 if TYPE_CHECKING:
     from wakemark.shared.cache import Epochs
     from wakemark.shared.config import Settings
-    from wakemark.shared.embedding import Embedder
+    from wakemark.shared.embedding import Embedder, Model
     from wakemark.shared.models import MemoryRecord
+    from wakemark.shared.storage import EmbeddingModels
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +306,8 @@ class VectorLeg(Leg):
         self._warm_lock = threading.Lock()
         self._warming = False
         self._preloaded = False
-        self._recent: dict[str, np.ndarray] = {}  # query -> vector, oldest first
+        # (model, query) -> vector, oldest first
+        self._recent: dict[tuple[str, str], np.ndarray] = {}
         self._recent_lock = threading.Lock()
         self.database_searches = 0
         self.other_model: str | None = None  # why the leg is left out, for ``/health``
@@ -325,6 +327,8 @@ class VectorLeg(Leg):
             raise Unavailable("embedder not loaded yet (warming up)")
         if state != "ready":
             raise Unavailable(f"embedder {state}")
+        # One model throughout, even if the process switches models meanwhile.
+        model = self._embedder.model()
         self._epochs.searched(where.namespace)
         vectors = self._cache.get_within(where.namespace, self._wait)
         if vectors is None and not self._in_database:
@@ -334,23 +338,23 @@ class VectorLeg(Leg):
             # A refresh outlasting the wait (a delete, a backfill, a busy machine) leaves the
             # vectors as last read to answer: a record deleted since drops out at hydration,
             # one embedded since is missing until the refresh is in.
-            self._comparable(held, where.namespace)
-            vector = self._query_vector(query)
+            self._comparable(held, where.namespace, model)
+            vector = self._query_vector(query, model)
             partial = held.top(vector, where.limit, where.observation_type, where.since)
             raise Unavailable("vectors of the namespace still refreshing", partial)
         if vectors is None:
             # The statement itself finds nothing if the model changes after this check.
-            mine = self._same_model(self._storage.embedding_models().model)
-            return self._search_database(where, query, end, mine)
+            self._same_model(self._storage.embedding_models(), model)
+            return self._search_database(where, query, end, model)
         if not vectors.ids:
             raise NothingToSearch("no embedded records in the namespace")
-        self._comparable(vectors, where.namespace)
+        self._comparable(vectors, where.namespace, model)
         return vectors.top(
-            self._query_vector(query), where.limit, where.observation_type, where.since
+            self._query_vector(query, model), where.limit, where.observation_type, where.since
         )
 
     def _search_database(
-        self, where: SearchQuery, query: str, end: float | None, model: str
+        self, where: SearchQuery, query: str, end: float | None, model: Model
     ) -> list[Candidate]:
         """``end``: ``time.monotonic()`` past which the database's statement is cancelled."""
         rows = self._cache.rows(where.namespace)
@@ -358,13 +362,13 @@ class VectorLeg(Leg):
             rows = self._storage.count_embeddings(where.namespace)
         if rows == 0:
             raise NothingToSearch("no embedded records in the namespace")
-        vector = self._query_vector(query)
+        vector = self._query_vector(query, model)
         self.database_searches += 1
         left = None if end is None else end - time.monotonic()
         try:
             bounded = replace(where, timeout_s=left)
             exact = rows <= EXACT_MAX_ROWS
-            hits = self._storage.search_vector(bounded, vector, exact, model)
+            hits = self._storage.search_vector(bounded, vector, exact, model.identity)
         except StorageTimeoutError as exc:
             raise Unavailable(str(exc)) from exc
         return [Candidate(h.record_id, h.created_at, h.cosine) for h in hits]
@@ -372,60 +376,61 @@ class VectorLeg(Leg):
     def cosines(self, namespace: str, query: str, record_ids: list[str]) -> dict[str, float]:
         """The query's cosine with each of ``record_ids`` that has a vector here (the
         relevance gate's evidence for hits this leg did not rank); after ``search``."""
+        model = self._embedder.model()
         vectors = self._cache.get_within(namespace, 0.0)
         if vectors is None and not self._in_database:
             vectors = self._cache.held(namespace)  # refreshing: as ``search`` answered
         if vectors is None and self._in_database:
-            vector, mine = self._query_vector(query), self._embedder.identity
-            return self._storage.vector_cosines(namespace, vector, record_ids, mine)
-        if (
-            vectors is None
-            or not vectors.ids
-            or vectors.model not in (None, self._embedder.identity)
-        ):
+            vector = self._query_vector(query, model)
+            return self._storage.vector_cosines(namespace, vector, record_ids, model.identity)
+        if vectors is None or not vectors.ids or vectors.model not in (None, model.identity):
             return {}
-        return vectors.cosines(self._query_vector(query), record_ids)
+        return vectors.cosines(self._query_vector(query, model), record_ids)
 
-    def _comparable(self, vectors: VectorSet, namespace: str) -> None:
+    def _comparable(self, vectors: VectorSet, namespace: str, model: Model) -> None:
         """The cached vectors compare with this process's query vectors: they are of its
         model, or were read before any was recorded and the stored one is its own. A
         cache of the model before a swap still compares with a process of that model (it
         is only stale), so a set of this process's model needs no read of the stored one."""
-        if vectors.model == self._embedder.identity:
+        if vectors.model == model.identity:
             self.other_model = None
             return
-        self._same_model(self._storage.embedding_models().model)  # raises if another's
+        self._same_model(self._storage.embedding_models(), model)  # raises if another's
         if vectors.model is not None:  # the stored model is this one; the cache is not yet
             self._epochs.bump({namespace})  # the next search reads them again
             raise Unavailable("vectors of the namespace reloading after a model change")
 
-    def _same_model(self, stored: str | None) -> str:
-        """The embedder's identity if the vectors searched are of its model, which a
-        database from before models were recorded takes as theirs; else the leg is left
-        out (a query vector of one model says nothing of another's vectors)."""
-        mine = self._embedder.identity
-        if stored is None:
-            stored = self._storage.claim_model(mine).model
-        if stored == mine:
+    def _same_model(self, stored: EmbeddingModels, model: Model) -> None:
+        """Returns if the vectors searched are of ``model``, which a database from before
+        models were recorded takes as theirs; else the leg is left out (a query vector of
+        one model says nothing of another's vectors) and the process switches to the
+        stored model in the background, if it finds its file (``Embedder.switch``)."""
+        mine = model.identity
+        if stored.model is None:
+            stored = self._storage.claim_model(mine, str(model.path.absolute()))
+        if stored.model == mine:
             self.other_model = None
-            return mine
+            return
+        if stored.model is not None:
+            self._embedder.switch(stored.model, stored.path)
         reason = (
-            f"the stored vectors are of model {stored}, the configured one is {mine}: "
-            "restart with that model, or run `wakemark backfill --rebuild`"
+            f"the stored vectors are of model {stored.model}, the loaded one is {mine} "
+            "(embedder.switch says whether the stored one is loading, or why it cannot)"
         )
         if self.other_model != reason:
             log.warning("vector leg left out: %s", reason)
         self.other_model = reason
         raise Unavailable(reason)
 
-    def _query_vector(self, query: str) -> np.ndarray:
+    def _query_vector(self, query: str, model: Model) -> np.ndarray:
         # The gate asks again for the query ``search`` just embedded: reuse that vector.
+        key = (model.identity, query)
         with self._recent_lock:
-            hit = self._recent.get(query)
+            hit = self._recent.get(key)
         if hit is None:
-            hit = np.asarray(self._embedder.embed_query(query), dtype=np.float32)
+            hit = np.asarray(model.embed_query(query), dtype=np.float32)
             with self._recent_lock:
-                self._recent[query] = hit
+                self._recent[key] = hit
                 while len(self._recent) > RECENT_QUERIES:
                     self._recent.pop(next(iter(self._recent)))
         return hit

@@ -39,6 +39,9 @@ class EmbeddingModels:
 
     model: str | None  # the records' vectors (None: not known yet, ``claim_model``)
     staged: str | None  # the staged vectors of a rebuild under way (None: none is)
+    # Where each was loaded from, absolute (``Embedder.switch``); None: not recorded.
+    path: str | None = None
+    staged_path: str | None = None
 
 
 class VectorsTx(Protocol):
@@ -114,15 +117,16 @@ class Vectors(Protocol):
     def embedding_models(self) -> EmbeddingModels: ...
 
     @abc.abstractmethod
-    def claim_model(self, model: str) -> EmbeddingModels:
-        """Record ``model`` as the one that made the records' vectors if none is recorded
-        yet (a database from before models were recorded, or a new one); the models as
-        they are then."""
+    def claim_model(self, model: str, path: str | None = None) -> EmbeddingModels:
+        """Record ``model`` (its file at ``path``) as the one that made the records'
+        vectors if none is recorded yet (a database from before models were recorded, or
+        a new one); the models as they are then."""
 
     @abc.abstractmethod
-    def start_rebuild(self, model: str) -> int:
-        """Stage vectors of ``model`` (``wakemark backfill --rebuild``); staged vectors of
-        another model are dropped. Returns how many records lack a staged vector."""
+    def start_rebuild(self, model: str, path: str | None = None) -> int:
+        """Stage vectors of ``model``, its file at ``path`` (``wakemark backfill
+        --rebuild``); staged vectors of another model are dropped. Returns how many
+        records lack a staged vector."""
 
     @abc.abstractmethod
     def records_missing_staged(self, limit: int, after: str = "") -> list[MemoryRecord]:

@@ -210,7 +210,7 @@ class PostgresUpkeep(PostgresBase):
             if any(vector is not None for _, vector in batch.records):
                 # First, as every writer of vectors (the swap takes it, then the records'
                 # lock): held shared until commit, so no swap commits meanwhile.
-                (stored, _) = conn.execute(MODELS_SHARED).fetchone() or (None, None)
+                stored = (conn.execute(MODELS_SHARED).fetchone() or (None,))[0]
                 keep = kept_model(stored, batch.model)
             if batch.records:
                 conn.execute(LOCK_RECORDS)  # as PostgresTxBase: records are added

@@ -63,18 +63,19 @@ SELECT {RECORD_COLUMNS} FROM memory_records
  LIMIT %(limit)s
 """
 
-MODELS = "SELECT model, staged FROM embedding_model WHERE id = 1"
+MODELS = "SELECT model, staged, path, staged_path FROM embedding_model WHERE id = 1"
 
 # A writer of vectors holds the row shared until it commits; the swap updates it first.
 MODELS_SHARED = MODELS + " FOR SHARE"
 
 CLAIM_MODEL = """
-UPDATE embedding_model SET model = %s WHERE id = 1 AND model IS NULL RETURNING model, staged
+UPDATE embedding_model SET model = %s, path = %s WHERE id = 1 AND model IS NULL
+RETURNING model, staged, path, staged_path
 """
 
 PUT_STAGED = "UPDATE memory_records SET embedding_staged = %s WHERE record_id = %s RETURNING 1"
 
-STAGE_MODEL = "UPDATE embedding_model SET staged = %s WHERE id = 1"
+STAGE_MODEL = "UPDATE embedding_model SET staged = %s, staged_path = %s WHERE id = 1"
 
 DROP_STAGED = """
 UPDATE memory_records SET embedding_staged = NULL WHERE embedding_staged IS NOT NULL
@@ -90,7 +91,8 @@ SELECT {RECORD_COLUMNS} FROM memory_records
 """
 
 SWAP_MODEL = """
-UPDATE embedding_model SET model = staged, staged = NULL WHERE id = 1 AND staged = %s
+UPDATE embedding_model SET model = staged, path = staged_path, staged = NULL, staged_path = NULL
+ WHERE id = 1 AND staged = %s
 RETURNING 1
 """
 
@@ -243,12 +245,12 @@ class PostgresVectors(PostgresBase):
         with self._db.connection() as conn:
             return EmbeddingModels(*conn.execute(MODELS).fetchone())  # type: ignore[misc]
 
-    def claim_model(self, model: str) -> EmbeddingModels:
+    def claim_model(self, model: str, path: str | None = None) -> EmbeddingModels:
         with self._db.connection() as conn, conn.transaction():
-            row = conn.execute(CLAIM_MODEL, (model,)).fetchone()
+            row = conn.execute(CLAIM_MODEL, (model, path)).fetchone()
         return EmbeddingModels(*row) if row else self.embedding_models()
 
-    def start_rebuild(self, model: str) -> int:
+    def start_rebuild(self, model: str, path: str | None = None) -> int:
         with self._db.connection() as conn:
             if conn.execute(MODELS).fetchone()[1] != model:  # type: ignore[index]
                 # The staged indexes of another model's rebuild (one that did not swap)
@@ -261,7 +263,7 @@ class PostgresVectors(PostgresBase):
                 staged = conn.execute(MODELS + " FOR UPDATE").fetchone()[1]  # type: ignore[index]
                 if staged != model:
                     conn.execute(DROP_STAGED)
-                    conn.execute(STAGE_MODEL, (model,))
+                conn.execute(STAGE_MODEL, (model, path))
                 return int(conn.execute(COUNT_UNSTAGED).fetchone()[0])  # type: ignore[index]
 
     def records_missing_staged(self, limit: int, after: str = "") -> list[MemoryRecord]:

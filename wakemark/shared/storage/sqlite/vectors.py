@@ -41,13 +41,13 @@ SELECT * FROM memory_records WHERE embedding IS NULL AND {NS}
 ORDER BY created_at, record_id LIMIT :limit
 """
 
-MODELS = "SELECT model, staged FROM embedding_model WHERE id = 1"
+MODELS = "SELECT model, staged, path, staged_path FROM embedding_model WHERE id = 1"
 
-CLAIM_MODEL = "UPDATE embedding_model SET model = ? WHERE id = 1 AND model IS NULL"
+CLAIM_MODEL = "UPDATE embedding_model SET model = ?, path = ? WHERE id = 1 AND model IS NULL"
 
 SET_STAGED = "UPDATE memory_records SET embedding_staged = ? WHERE record_id = ? RETURNING 1"
 
-STAGE_MODEL = "UPDATE embedding_model SET staged = ? WHERE id = 1"
+STAGE_MODEL = "UPDATE embedding_model SET staged = ?, staged_path = ? WHERE id = 1"
 
 DROP_STAGED = "UPDATE memory_records SET embedding_staged = NULL WHERE embedding_staged IS NOT NULL"
 
@@ -64,7 +64,10 @@ UPDATE memory_records SET embedding = embedding_staged, embedding_staged = NULL
 RETURNING namespace
 """
 
-SWAP_MODEL = "UPDATE embedding_model SET model = staged, staged = NULL WHERE id = 1"
+SWAP_MODEL = """
+UPDATE embedding_model SET model = staged, path = staged_path, staged = NULL, staged_path = NULL
+ WHERE id = 1
+"""
 
 
 class SqliteVectorsTx(SqliteTxBase):
@@ -87,7 +90,7 @@ class SqliteVectorsTx(SqliteTxBase):
 
 
 def _models(row: sqlite3.Row) -> EmbeddingModels:
-    return EmbeddingModels(row["model"], row["staged"])
+    return EmbeddingModels(row["model"], row["staged"], row["path"], row["staged_path"])
 
 
 class SqliteVectors(SqliteBase):
@@ -138,16 +141,16 @@ class SqliteVectors(SqliteBase):
     def embedding_models(self) -> EmbeddingModels:
         return _models(self._read(MODELS)[0])
 
-    def claim_model(self, model: str) -> EmbeddingModels:
+    def claim_model(self, model: str, path: str | None = None) -> EmbeddingModels:
         with self._conns.write() as conn:
-            conn.execute(CLAIM_MODEL, (model,))
+            conn.execute(CLAIM_MODEL, (model, path))
             return _models(conn.execute(MODELS).fetchone())
 
-    def start_rebuild(self, model: str) -> int:
+    def start_rebuild(self, model: str, path: str | None = None) -> int:
         with self._conns.write() as conn:
             if _models(conn.execute(MODELS).fetchone()).staged != model:
                 conn.execute(DROP_STAGED)
-                conn.execute(STAGE_MODEL, (model,))
+            conn.execute(STAGE_MODEL, (model, path))
             return int(conn.execute(COUNT_UNSTAGED).fetchone()[0])
 
     def records_missing_staged(self, limit: int, after: str = "") -> list[MemoryRecord]:
