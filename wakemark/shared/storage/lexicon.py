@@ -706,7 +706,7 @@ class Index:
         matched = matched[first]
         if not self.whole:
             matched = matched[self.alive[matched]]
-        return (int(matched[-span]) if len(matched) > span else lo), read
+        return (int(matched[-span]) if len(matched) >= span else lo), read
 
     def _ranked(
         self,
