@@ -262,7 +262,7 @@ def test_a_phrase_in_too_many_records_to_recount_is_left_to_fts5(
     conn = indexed._conns.get()
     with pytest.raises(lexicon.TooBroad):
         index.ranked(conn, [("foo", "bar", "baz")], lexicon.Ranking(NS, 10, None, None), 100)
-    assert index.ranked(conn, [("qux",)], lexicon.Ranking(NS, 10, None, None), 100)
+    assert len(index.ranked(conn, [("qux",)], lexicon.Ranking(NS, 10, None, None), 100).slot) == 1
     found = _search(indexed, ["foo_bar_baz"])
     assert len(found) == 3  # not the one holding each pair only
     assert found == _search(plain, ["foo_bar_baz"])
@@ -285,6 +285,34 @@ def test_a_frequency_too_large_for_a_byte_ranks_as_fts5_ranks_it(
     assert any(len(s.terms.over) for s in index.base.segments)
     assert _search(indexed, ["cache"]) == _search(plain, ["cache"])
     assert indexed.term_stats(["cache"]) == plain.term_stats(["cache"])
+
+
+def test_one_phrase_in_more_records_than_the_window_scores_the_window_alone(
+    pair: tuple[SqliteStorage, SqliteStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The phrase's newest postings, read to find where the window begins, are all of the
+    # window: its older matches are never scored.
+    monkeypatch.setattr(fts, "WINDOW", 20)
+    indexed, plain = pair
+    with indexed.transaction() as tx:
+        for i in range(30):
+            tx.put_memory_record(
+                MemoryRecord(namespace=NS, title="cache " + "x " * (i % 7),
+                             created_at=T0 + timedelta(minutes=i))
+            )  # fmt: skip
+    index = indexed.memory_index(wait_s=30)
+    assert index is not None
+    scored: list[int] = []
+    scores = index.scores
+
+    def counted(*args: object) -> object:
+        found = scores(*args)  # type: ignore[arg-type]
+        scored.append(len(found))
+        return found
+
+    monkeypatch.setattr(index, "scores", counted)
+    assert _search(indexed, ["cache"]) == _search(plain, ["cache"])
+    assert scored == [20]
 
 
 def test_warming_up_builds_the_index_before_any_search(

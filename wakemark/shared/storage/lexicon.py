@@ -33,7 +33,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -435,6 +435,26 @@ def recount(
     return np.asarray(found, dtype=np.int32), np.asarray(freq, dtype=np.float64)
 
 
+# A phrase's postings: slots ascending, and its weighted frequency in each.
+Postings = tuple[np.ndarray, np.ndarray]
+
+
+def _after(postings: Postings, start: int) -> Postings:
+    """The postings from slot ``start`` on."""
+    docs, freq = postings
+    at = int(docs.searchsorted(docs.dtype.type(start)))
+    return docs[at:], freq[at:]
+
+
+class Ranked(NamedTuple):
+    """An index's answer, best first: the live slots, their rowids and bm25 (FTS5's:
+    lower is better)."""
+
+    slot: np.ndarray
+    rowid: np.ndarray
+    bm25: np.ndarray
+
+
 @dataclass(frozen=True)
 class Ranking:
     """What a search asks of the index: the namespace (a prefix), the filters and how many."""
@@ -494,19 +514,6 @@ class Index:
         self._live_per_namespace = np.bincount(self.ns[alive], minlength=len(self.namespaces))
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
 
-    def created_of(self, rowids: Sequence[int]) -> np.ndarray:
-        """Microseconds since the epoch at which the live records ``rowids`` were made
-        (a changed record's rowid also names its masked old slot)."""
-        rowid, slot = self._live_rowids
-        return self.created[slot[np.searchsorted(rowid, rowids)]]
-
-    @functools.cached_property
-    def _live_rowids(self) -> tuple[np.ndarray, np.ndarray]:
-        """The live slots' rowids, sorted, and each one's slot."""
-        live = np.flatnonzero(self.alive)
-        slot = live[np.argsort(self.rowid[live], kind="stable")]
-        return self.rowid[slot], slot
-
     @property
     def nbytes(self) -> int:
         arrays = (self.rowid, self.ns, self.type, self.created, self.norm, self.alive)
@@ -515,13 +522,19 @@ class Index:
         return postings + lists + sum(a.nbytes for a in arrays)
 
     def frequency(
-        self, conn: sqlite3.Connection, phrase: Sequence[str], lo: int = 0, hi: int | None = None
+        self,
+        conn: sqlite3.Connection,
+        phrase: Sequence[str],
+        lo: int = 0,
+        hi: int | None = None,
+        base: Postings | None = None,
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """The live slots holding the phrase among the base's [lo, hi) and the delta's,
         its weighted frequency in each, and the live records holding it in the whole
         index. A phrase of three stems or more is counted in the text of the records
         holding each adjacent pair of it (``recount``); ``TooBroad`` if they are more
-        than ``RECOUNT_MAX``."""
+        than ``RECOUNT_MAX``. ``base``: the phrase's postings in the base's [lo, hi),
+        if already read."""
         ids = [self.vocab.get(s) for s in phrase]
         if not ids or None in ids:
             return _EMPTY_SLOTS, _EMPTY_FREQ, 0
@@ -536,13 +549,13 @@ class Index:
                 keep = ((docs >= lo) & (docs < hi)) | (docs >= size)
                 docs, freq = docs[keep], freq[keep]
             return docs, freq, held
-        docs, freq = self._frequency(stems, lo, hi)
+        docs, freq = self._frequency(stems, lo, hi, base)
         return docs, freq, len(docs) if everywhere else self._count(stems)
 
     def _frequency(
-        self, stems: list[int], lo: int = 0, hi: int | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        docs, freq = self.base.frequency(stems, lo, hi)
+        self, stems: list[int], lo: int = 0, hi: int | None = None, base: Postings | None = None
+    ) -> Postings:
+        docs, freq = self.base.frequency(stems, lo, hi) if base is None else base
         if len(self.delta.rowid):
             more, more_freq = self.delta.frequency(stems)
             docs = np.concatenate((docs, more + len(self.base.rowid)))
@@ -595,15 +608,17 @@ class Index:
         phrases: Sequence[Sequence[str]],
         lo: int = 0,
         hi: int | None = None,
+        read: Sequence[Postings | None] = (),
     ) -> np.ndarray:
         """FTS5's bm25 (higher is better, 0 where nothing matched) of the base's slots
         [lo, hi) then the delta's, phrase by phrase in query order, each step as
-        fts5_aux.c computes it."""
+        fts5_aux.c computes it. ``read``: per phrase, its postings in the base's [lo, hi)
+        if already read."""
         size = len(self.base.rowid)
         hi = size if hi is None else hi
         scores = np.zeros(hi - lo + len(self.delta.rowid))
-        for phrase in phrases:
-            docs, freq, held = self.frequency(conn, phrase, lo, hi)
+        for phrase, base in itertools.zip_longest(phrases, read[: len(phrases)]):
+            docs, freq, held = self.frequency(conn, phrase, lo, hi, base)
             if not len(docs):
                 continue
             idf = math.log((self.total - held + 0.5) / (held + 0.5))
@@ -619,11 +634,11 @@ class Index:
         phrases: Sequence[Sequence[str]],
         want: Ranking,
         window: int,
-    ) -> list[tuple[int, float]]:
-        """``(rowid, bm25)`` as ``fts.ranked`` answers for the same MATCH: best first, the
-        newest ``window`` matches ranked (all of them if that came back short), at least
-        ``want.limit`` rows plus every row tied with the last. ``conn`` reads the text of
-        records that may hold a phrase of three stems or more."""
+    ) -> Ranked:
+        """The slots ``fts.ranked`` answers for the same MATCH, with their bm25: best
+        first, the newest ``window`` matches ranked (all of them if that came back short),
+        at least ``want.limit`` rows plus every row tied with the last. ``conn`` reads the
+        text of records that may hold a phrase of three stems or more."""
         first, last = self._codes_of(want.namespace)
         live = self._live_per_namespace
         # FTS5's match is restricted to the namespace by its scope token, or because no
@@ -635,15 +650,19 @@ class Index:
             codes = np.asarray((first, last), dtype=self.ns.dtype)  # else ns is cast
             lo, hi = (int(i) for i in self.ns[:size].searchsorted(codes))
         span = max(window, want.limit)
+        read: list[Postings | None] = []
         if scoped and self._grouped and last - first == 1:
             # One namespace's run is in order of age: its matches older than its newest
             # ``span`` can only be ranked if the window comes back short.
-            start = self._window_start(conn, phrases, lo, hi, span)
+            start, tails = self._window_start(conn, phrases, lo, hi, span)
             if start > lo:
-                best = self._ranked(conn, phrases, want, span, (first, last), scoped, start, hi)
+                newest = [None if t is None else _after(t[:2], start) for t in tails]
+                best = self._ranked(conn, phrases, want, span, (first, last), scoped, start, hi,
+                                    newest)  # fmt: skip
                 if best is not None:
                     return best
-        found = self._ranked(conn, phrases, want, span, (first, last), scoped, lo, hi, False)
+            read = [t[:2] if t is not None and t[2] else None for t in tails]
+        found = self._ranked(conn, phrases, want, span, (first, last), scoped, lo, hi, read, False)
         assert found is not None
         return found
 
@@ -654,30 +673,40 @@ class Index:
         lo: int,
         hi: int,
         span: int,
-    ) -> int:
-        """The first slot of [lo, hi) among the newest ``span`` live matches there."""
+    ) -> tuple[int, list[tuple[np.ndarray, np.ndarray, bool] | None]]:
+        """The first slot of [lo, hi) among the newest ``span`` live matches there, and
+        per phrase of one or two stems the postings read to find it: its newest there,
+        all of them in [start, hi), and whether they are all of its postings in [lo, hi)
+        (the rest None)."""
         base_dead = self._dead[0]
-        dead = int(np.diff(base_dead.searchsorted((lo, hi)))[0])
+        newest = span + int(np.diff(base_dead.searchsorted((lo, hi)))[0])
         tails = []
+        read: list[tuple[np.ndarray, np.ndarray, bool] | None] = []
         for phrase in phrases:
             ids = [self.vocab.get(s) for s in phrase]
             if not ids or None in ids:
+                read.append(None)
                 continue
             stems: list[int] = ids  # type: ignore[assignment]
             if len(stems) > 2:
                 docs = self._recounted(conn, phrase, stems)[0]
                 tails.append(docs[(docs >= lo) & (docs < hi)])
+                read.append(None)
             else:
-                tails.append(self.base.frequency(stems, lo, hi, span + dead)[0])
+                docs, freq = self.base.frequency(stems, lo, hi, newest)
+                tails.append(docs)
+                read.append((docs, freq, len(docs) < newest))
         if not tails:
-            return lo
-        matched = np.sort(np.concatenate(tails))  # np.unique hashes first: slower here
+            return lo, read
+        # Runs of ascending slots: a stable sort merges them (quicksort sorts anew, and
+        # np.unique hashes first).
+        matched = np.sort(np.concatenate(tails), kind="stable")
         first = np.ones(len(matched), dtype=bool)
         first[1:] = matched[1:] != matched[:-1]
         matched = matched[first]
         if not self.whole:
             matched = matched[self.alive[matched]]
-        return int(matched[-span]) if len(matched) > span else lo
+        return (int(matched[-span]) if len(matched) >= span else lo), read
 
     def _ranked(
         self,
@@ -689,12 +718,14 @@ class Index:
         scoped: bool,
         lo: int,
         hi: int,
+        read: Sequence[Postings | None] = (),
         window_only: bool = True,
-    ) -> list[tuple[int, float]] | None:
-        """``ranked`` over the matches among the base's [lo, hi) and the delta.
+    ) -> Ranked | None:
+        """``ranked`` over the matches among the base's [lo, hi) and the delta (``read``:
+        per phrase, its postings in the base's [lo, hi) if already read).
         ``window_only``: None if the newest ``span`` of them come back short."""
         size = len(self.base.rowid)
-        scores = self.scores(conn, phrases, lo, hi)
+        scores = self.scores(conn, phrases, lo, hi, read)
         local = np.flatnonzero(scores > 0)
         found = np.where(local < hi - lo, local + lo, local - (hi - lo) + size)
         if not self.whole:
@@ -722,7 +753,7 @@ class Index:
             if keep is not None:
                 in_window &= keep
             best = self._top(scores, local[in_window], found[in_window], want.limit)
-            if len(best) >= want.limit:
+            if len(best.slot) >= want.limit:
                 return best
             if window_only:
                 return None
@@ -737,9 +768,7 @@ class Index:
             last += 1
         return first, last
 
-    def _top(
-        self, scores: np.ndarray, local: np.ndarray, slots: np.ndarray, limit: int
-    ) -> list[tuple[int, float]]:
+    def _top(self, scores: np.ndarray, local: np.ndarray, slots: np.ndarray, limit: int) -> Ranked:
         """The best ``limit`` of ``slots`` (their scores at ``local``) and their ties."""
         limit = max(limit, 1)  # as fts.ranked: a limit of 0 still ranks one row and its ties
         score = scores[local]
@@ -748,9 +777,8 @@ class Index:
             best = score >= kth
             slots, score = slots[best], score[best]
         order = np.argsort(-score, kind="stable")
-        return [
-            (int(r), -float(s)) for r, s in zip(self.rowid[slots[order]], score[order], strict=True)
-        ]
+        slots = slots[order]
+        return Ranked(slots, self.rowid[slots], -score[order])
 
 
 T = TypeVar("T")

@@ -47,7 +47,7 @@ from wakemark.shared.storage.lexicon import (
     phrases,
     read_batch,
 )
-from wakemark.shared.storage.ports.search import Match, SearchQuery, TermStats
+from wakemark.shared.storage.ports.search import SearchQuery, TermStats
 from wakemark.shared.storage.postgres.connection import REPEATABLE_READ
 
 RETRY_S = 60.0  # how long a database past its size is left to Postgres before a recount
@@ -98,6 +98,12 @@ class Ids:
         size = len(self._built)
         return self._built[slot].decode() if slot < size else self._more[slot - size]
 
+    def of(self, slots: np.ndarray) -> list[str]:
+        """The ids of ``slots``."""
+        if len(slots) and slots.max() >= len(self._built):
+            return [self[slot] for slot in slots.tolist()]
+        return [i.decode() for i in self._built[slots].tolist()]
+
     def slots(self, record_ids: Sequence[str]) -> list[int]:
         """Each id's slot number; -1 for an id not seen."""
         if not record_ids or not len(self._built):
@@ -127,11 +133,6 @@ class Snapshot:
     count: int  # the records in the snapshot
     recent: frozenset[str]  # "record_id xid" of its rows stamped >= index.seq
 
-    def __post_init__(self) -> None:
-        # Snapshots are made on the index's build thread: the lookup ``ranked`` reads the
-        # matches' times through is sorted here rather than in the first search after it.
-        self.index.created_of(())
-
     @property
     def check_params(self) -> dict[str, int]:
         return {"seq": self.index.seq, "most": DELTA_ROWS + 1}
@@ -148,9 +149,10 @@ class Snapshot:
 
     def ranked(
         self, stems: sqlite3.Connection, query: SearchQuery, terms: Sequence[str]
-    ) -> list[Match] | None:
+    ) -> list[tuple[str, float]] | None:
         """The best ``query.limit`` matches as SQLite orders them (bm25, newest, record
-        id), records not read; None: a phrase too broad to recount, ask Postgres."""
+        id): their record ids and creation times (seconds since the epoch); None: a
+        phrase too broad to recount, ask Postgres."""
         found = phrases(stems, terms)
         want = Ranking(query.namespace, query.limit, query.observation_type, query.since)
         try:
@@ -158,9 +160,16 @@ class Snapshot:
                                        WINDOW)  # fmt: skip
         except TooBroad:
             return None
-        created = (self.index.created_of([slot for slot, _ in ranked]) / 1e6).tolist()
-        keys = [(s, -ts, self.ids[slot]) for (slot, s), ts in zip(ranked, created, strict=True)]
-        return [Match(record_id, -neg_ts) for _, neg_ts, record_id in sorted(keys)[: query.limit]]
+        slot, rowid, bm25 = ranked
+        created = self.index.created[slot]
+        # SQLite's order: bm25, then newest, then record id (read only if the first two tie).
+        order = np.lexsort((-created, bm25))
+        tied = (bm25[order][1:] == bm25[order][:-1]) & (created[order][1:] == created[order][:-1])
+        if tied.any():
+            by_id = np.argsort(self.ids.of(rowid), kind="stable")
+            order = by_id[np.lexsort((-created[by_id], bm25[by_id]))]
+        order = order[: query.limit]
+        return list(zip(self.ids.of(rowid[order]), (created[order] / 1e6).tolist(), strict=True))
 
 
 class Memory:

@@ -268,7 +268,7 @@ class PostgresSearch(PostgresBase):
             ranked = snap.ranked(memory.stems(), query, terms) if snap is not None else None
             if snap is None or ranked is None:
                 return None
-            wanted = [m.record_id for m in ranked[:read]]
+            wanted = [record_id for record_id, _ in ranked[:read]]
             with self._db.connection() as conn:
                 params = {**snap.check_params, "ids": wanted, "ns": ns}
                 rows = _run(conn, CHECKED_RECORDS, params, end, "full-text search")
@@ -276,12 +276,8 @@ class PostgresSearch(PostgresBase):
                 records = {r[2]: memory_record(r[2:]) for r in rows if r[2] is not None}
                 # A record read is in the namespace and still there; the rest the index
                 # scoped and the check vouches for.
-                head = [
-                    Match(m.record_id, m.created_ts, records[m.record_id])
-                    for m in ranked[: len(wanted)]
-                    if m.record_id in records
-                ]
-                return head + ranked[len(wanted) :]
+                head = [Match(r, ts, records[r]) for r, ts in ranked[: len(wanted)] if r in records]
+                return head + [Match(r, ts) for r, ts in ranked[len(wanted) :]]
             snap = self.memory_index()
         return None
 

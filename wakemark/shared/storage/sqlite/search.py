@@ -173,9 +173,10 @@ def _ranked_in_memory(
     phrases = lexicon.phrases(conn, terms)
     want = Ranking(query.namespace, query.limit, query.observation_type, query.since)
     try:
-        return index.ranked(conn, [phrases[t] for t in terms if t in phrases], want, fts.WINDOW)
+        found = index.ranked(conn, [phrases[t] for t in terms if t in phrases], want, fts.WINDOW)
     except lexicon.TooBroad:
         return None
+    return list(zip(found.rowid.tolist(), found.bm25.tolist(), strict=True))
 
 
 def _search_params(query: SearchQuery) -> dict[str, Any]:
