@@ -335,20 +335,3 @@ def test_pool_size_setting_caps_the_connections_held_at_once(pg_url: str) -> Non
     finally:
         store.close()
 
-
-def test_a_record_read_is_the_record_model_construct_makes(store: PostgresStorage) -> None:
-    from wakemark.shared.storage.postgres.rows import RECORD_FIELDS
-
-    written = rec("Fix the cache", summary="s", facts=["f"], concepts=["c"], pinned=True,
-                  files_touched=["a.py"], quality="fallback")  # fmt: skip
-    store.put_memory_record(written)
-    read = store.get_memory_record(written.record_id)
-    assert read is not None
-    made = MemoryRecord.model_construct(**read.__dict__)
-    assert tuple(MemoryRecord.model_fields) == RECORD_FIELDS
-    assert read == made == written
-    assert read.model_fields_set == made.model_fields_set
-    assert (read.__pydantic_extra__, read.__pydantic_private__) == (None, None)
-    assert read.model_copy(update={"title": "t"}).title == "t"
-    with pytest.raises(ValueError):
-        read.no_such_field = 1  # type: ignore[attr-defined]

@@ -51,25 +51,26 @@ def stored_event(row: tuple[Any, ...]) -> StoredEvent:
     )
 
 
-# The fields of a record, in the order of RECORD_COLUMNS (every field: none defaulted).
-RECORD_FIELDS = ("record_id", "namespace", "title", "summary", "facts", "concepts",
-                 "files_touched", "observation_type", "source_event_ids", "strategy",
-                 "quality", "pinned", "created_at", "edited_at")  # fmt: skip
-
-
-_set = object.__setattr__  # as pydantic sets them: a model forbids setting them otherwise
-
-
 def memory_record(row: tuple[Any, ...]) -> MemoryRecord:
-    # Rows were validated on the way in: not validated again, the record made as
-    # MemoryRecord.model_construct makes it when every field is given, without its walk
-    # of each field's aliases and defaults (most of a search's cost of its records).
-    record = MemoryRecord.__new__(MemoryRecord)
-    _set(record, "__dict__", dict(zip(RECORD_FIELDS, row, strict=True)))
-    _set(record, "__pydantic_fields_set__", set(RECORD_FIELDS))
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
+    (record_id, namespace, title, summary, facts, concepts, files_touched, observation_type,
+     source_event_ids, strategy, quality, pinned, created_at, edited_at) = row  # fmt: skip
+    # Rows were validated on the way in; skip re-validating every read.
+    return MemoryRecord.model_construct(
+        record_id=record_id,
+        namespace=namespace,
+        title=title,
+        summary=summary,
+        facts=facts,
+        concepts=concepts,
+        files_touched=files_touched,
+        observation_type=observation_type,
+        source_event_ids=source_event_ids,
+        strategy=strategy,
+        quality=quality,
+        pinned=pinned,
+        created_at=created_at,
+        edited_at=edited_at,
+    )
 
 
 def check_vector(vector: np.ndarray) -> np.ndarray:
