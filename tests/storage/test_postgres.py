@@ -334,4 +334,3 @@ def test_pool_size_setting_caps_the_connections_held_at_once(pg_url: str) -> Non
         assert len(pids) == 2
     finally:
         store.close()
-
