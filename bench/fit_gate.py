@@ -202,14 +202,16 @@ def _floor_for_share(queries: list[Query], share: float) -> float:
 
 
 def fit_split(
-    data: dict[tuple[str, str], list[Query]], fit_on: tuple[str, ...]
+    data: dict[tuple[str, str], list[Query]],
+    fit_on: tuple[str, ...],
+    modes: tuple[str, ...] = ("hybrid", "lexical"),
 ) -> dict[str, dict[str, Any]]:
     """Both models fitted on the pooled queries of ``fit_on``; each threshold is the one the
     strictest fit project needs (every fit project leaves ``TARGET_REJECT`` of its negatives
     empty and stays within ``BYTES_TARGET``), then every project is scored."""
     projects = sorted({p for p, _ in data}, key=_order)
     split: dict[str, dict[str, Any]] = {}
-    for mode in ("hybrid", "lexical"):
+    for mode in modes:
         lexical = mode == "lexical"
         pooled = [q for p in fit_on for q in data[(p, mode)]]
         rec = record_model(pooled, lexical)
@@ -305,10 +307,17 @@ def run() -> dict[str, Any]:
     return fit_all(data, names)
 
 
-def fit_all(data: dict[tuple[str, str], list[Query]], names: list[str]) -> dict[str, Any]:
-    """Each project held out once (fit on all the others), then the shipped fit on all."""
-    splits = {f"without {p}": fit_split(data, tuple(o for o in names if o != p)) for p in names}
-    splits["all projects"] = fit_split(data, tuple(names))
+def fit_all(
+    data: dict[tuple[str, str], list[Query]],
+    names: list[str],
+    modes: tuple[str, ...] = ("hybrid", "lexical"),
+) -> dict[str, Any]:
+    """Each project held out once (fit on all the others), then the shipped fit on all.
+    ``modes`` without "lexical": the hybrid gate alone (no shipped constants)."""
+    splits = {
+        f"without {p}": fit_split(data, tuple(o for o in names if o != p), modes) for p in names
+    }
+    splits["all projects"] = fit_split(data, tuple(names), modes)
     result: dict[str, Any] = {
         "target_reject": TARGET_REJECT,
         "bytes_target": BYTES_TARGET,
@@ -317,7 +326,8 @@ def fit_all(data: dict[tuple[str, str], list[Query]], names: list[str]) -> dict[
         "splits": splits,
     }
     result["shipped"] = splits["all projects"]
-    result["constants"] = constants(result["shipped"])
+    if "lexical" in modes:
+        result["constants"] = constants(result["shipped"])
     return result
 
 
