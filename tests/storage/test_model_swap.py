@@ -190,7 +190,11 @@ def test_a_second_model_change_swaps_again(store: PostgresStorage, sql: psycopg.
 def test_a_rebuild_of_another_model_drops_the_staged_indexes_left_behind(
     store: PostgresStorage, sql: psycopg.Connection
 ) -> None:
-    STAGED = "SELECT count(*) FROM pg_class WHERE relname LIKE 'memory_records%_staged'"
+    # This test's schema only: other tests' rebuilds run beside it in schemas of their own.
+    STAGED = (
+        "SELECT count(*) FROM pg_class WHERE relname LIKE 'memory_records%_staged'"
+        " AND relnamespace = current_schema()::regnamespace"
+    )
     _indexes_built(store)
     assert sql.execute(STAGED).fetchone() == (3,)
     assert store.start_rebuild(NEW) == 0  # the same rebuild goes on: they are kept
