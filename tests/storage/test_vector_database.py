@@ -16,6 +16,7 @@ from tests.pgbulk import chunks, hnsw_built_after
 from tests.retrieval.conftest import NS, OTHER, T0
 from wakemark.shared.cache import LocalEpochs
 from wakemark.shared.config import Settings
+from wakemark.shared.embedding import Embedder
 from wakemark.shared.models import EMBEDDING_DIM, MemoryRecord
 from wakemark.shared.retrieval.legs import VectorLeg
 from wakemark.shared.retrieval.vectors import ROW_BYTES, VectorCache, VectorSet
@@ -164,6 +165,8 @@ class _Embedder:
 
     def model(self) -> _Embedder:
         return self
+
+    stored_other = Embedder.stored_other  # the database's model checked as a process does
 
 
 def _leg(storage: Storage, settings: Settings, query: np.ndarray, cache_mb: int) -> VectorLeg:

@@ -12,12 +12,15 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from wakemark.shared.embedding.words import WordTable, load_session
 from wakemark.shared.heap import release_free_memory
+
+if TYPE_CHECKING:
+    from wakemark.shared.storage import EmbeddingModels
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +166,13 @@ def batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     return out
 
 
+class StoredModels(Protocol):
+    """Where the model of the records' vectors is recorded (the storage)."""
+
+    def embedding_models(self) -> EmbeddingModels: ...
+    def claim_model(self, model: str, path: str | None = None) -> EmbeddingModels: ...
+
+
 class Embedder:
     """Lazy: constructing loads nothing; the first ``embed``/``warm`` loads once per process.
 
@@ -303,6 +313,20 @@ class Embedder:
         return self.model().identity
 
     # --- switching -----------------------------------------------------------------------
+    def stored_other(self, storage: StoredModels, model: Model) -> EmbeddingModels | None:
+        """None when the records' vectors are of ``model`` (a database that records none
+        yet is claimed for it, with its file); else the models stored, after starting the
+        switch to the stored one (``switch``): until it is loaded, ``model``'s vectors do
+        not compare with the records'."""
+        stored = storage.embedding_models()
+        if stored.model is None:
+            stored = storage.claim_model(model.identity, str(model.path.absolute()))
+        if stored.model == model.identity:
+            return None
+        if stored.model is not None:
+            self.switch(stored.model, stored.path)
+        return stored
+
     def switch(self, identity: str, path: str | None) -> None:
         """The stored vectors are of model ``identity`` (``wakemark backfill --rebuild``
         swapped them in), not of the loaded one: load it on a background thread and use it

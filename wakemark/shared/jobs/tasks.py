@@ -71,14 +71,10 @@ def usable_model(ctx: Context) -> Model | None:
     stored model (``Embedder.switch``, started here) or ``wakemark backfill --rebuild``
     swaps in the vectors of this one. Raises EmbedderUnavailable."""
     model = ctx.embedder.model()
-    mine = model.identity
-    stored = ctx.storage.embedding_models()
-    if stored.model is None:
-        stored = ctx.storage.claim_model(mine, str(model.path.absolute()))
-    if stored.model == mine:
+    stored = ctx.embedder.stored_other(ctx.storage, model)
+    if stored is None:
         return model
-    if stored.model is not None:
-        ctx.embedder.switch(stored.model, stored.path)
+    mine = model.identity
     if (mine, stored.model) not in _mismatch_logged:
         _mismatch_logged.add((mine, stored.model))
         log.warning(

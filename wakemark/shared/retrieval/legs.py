@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from wakemark.shared.config import Settings
     from wakemark.shared.embedding import Embedder, Model
     from wakemark.shared.models import MemoryRecord
-    from wakemark.shared.storage import EmbeddingModels
 
 log = logging.getLogger(__name__)
 
@@ -344,7 +343,7 @@ class VectorLeg(Leg):
             raise Unavailable("vectors of the namespace still refreshing", partial)
         if vectors is None:
             # The statement itself finds nothing if the model changes after this check.
-            self._same_model(self._storage.embedding_models(), model)
+            self._same_model(model)
             return self._search_database(where, query, end, model)
         if not vectors.ids:
             raise NothingToSearch("no embedded records in the namespace")
@@ -395,26 +394,22 @@ class VectorLeg(Leg):
         if vectors.model == model.identity:
             self.other_model = None
             return
-        self._same_model(self._storage.embedding_models(), model)  # raises if another's
+        self._same_model(model)  # raises if another's
         if vectors.model is not None:  # the stored model is this one; the cache is not yet
             self._epochs.bump({namespace})  # the next search reads them again
             raise Unavailable("vectors of the namespace reloading after a model change")
 
-    def _same_model(self, stored: EmbeddingModels, model: Model) -> None:
+    def _same_model(self, model: Model) -> None:
         """Returns if the vectors searched are of ``model``, which a database from before
         models were recorded takes as theirs; else the leg is left out (a query vector of
         one model says nothing of another's vectors) and the process switches to the
-        stored model in the background, if it finds its file (``Embedder.switch``)."""
-        mine = model.identity
-        if stored.model is None:
-            stored = self._storage.claim_model(mine, str(model.path.absolute()))
-        if stored.model == mine:
+        stored model in the background, if it finds its file (``Embedder.stored_other``)."""
+        stored = self._embedder.stored_other(self._storage, model)
+        if stored is None:
             self.other_model = None
             return
-        if stored.model is not None:
-            self._embedder.switch(stored.model, stored.path)
         reason = (
-            f"the stored vectors are of model {stored.model}, the loaded one is {mine} "
+            f"the stored vectors are of model {stored.model}, the loaded one is {model.identity} "
             "(embedder.switch says whether the stored one is loading, or why it cannot)"
         )
         if self.other_model != reason:
