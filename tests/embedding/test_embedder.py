@@ -132,6 +132,20 @@ def test_lazy_until_first_use(onnx_model_path: Path) -> None:
     assert embedder.state == "ready"
 
 
+def test_closing_waits_for_a_load_in_the_background(onnx_model_path: Path) -> None:
+    # A process that exits while onnxruntime builds a session on another thread aborts
+    # (SIGABRT): a server stopped as it starts. ``close`` (gunicorn's worker_exit, through
+    # the runtime) waits for that load, so the exit is clean.
+    code = (
+        "import sys, time; from pathlib import Path; from wakemark.shared.embedding import "
+        f"Embedder; e = Embedder(Path({str(onnx_model_path)!r})); e.warm_in_background();\n"
+        "while 'onnxruntime' not in sys.modules: time.sleep(0.001)\n"
+        "e.close(); print(e.state)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, "ready"), out.stderr[-500:]
+
+
 def test_missing_model_is_unavailable_without_raising(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, embedder="onnx")
     embedder = open_embedder(settings)  # constructing never raises

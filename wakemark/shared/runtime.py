@@ -95,7 +95,7 @@ class Runtime:
                 part.after_fork()
 
     def close(self) -> None:
-        names = ("retriever", "jobs", "storage", "epochs")
+        names = ("retriever", "jobs", "embedder", "storage", "epochs")
         # Close every part before forgetting any: a job thread still finishing would
         # otherwise rebuild a popped part (a fresh dispatcher or pool nobody closes).
         for name in names:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ BATCH_SIZE = 32
 # Padded tokens per batch: attention memory grows with count x width^2, so long texts go
 # in small batches, which also keeps the peak RSS of a worker low (and runs no slower).
 BATCH_TOKENS = 2048
+# How long ``close`` waits for a load under way (a load takes a second or less; gunicorn
+# kills a worker 30 s after asking it to stop).
+CLOSE_WAIT_S = 10.0
 
 _instances: weakref.WeakSet[Embedder] = weakref.WeakSet()
 _fork_hook_registered = False
@@ -75,7 +79,9 @@ def _after_fork_in_child() -> None:
     for embedder in list(_instances):
         # A lock held by another parent thread at fork time stays held forever in the child.
         embedder._lock = threading.Lock()
-        embedder._switch_key = embedder.switch_state = None  # its thread is the parent's
+        embedder._threads_lock = threading.Lock()
+        embedder._threads = []  # the parent's loading threads do not exist here
+        embedder._switch_key = embedder.switch_state = None
         if embedder._model is not None:
             _abandon(embedder._model.session)
 
@@ -202,6 +208,8 @@ class Embedder:
         # (``_file_key``): tried again only when one of them changes.
         self._switch_key: tuple[Any, ...] | None = None
         self.switch_state: str | None = None  # the switch under way or failed, for /health
+        self._threads_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []  # loading in the background (``close``)
         _instances.add(self)
         if not _fork_hook_registered:
             os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -252,6 +260,40 @@ class Embedder:
     def warm(self) -> None:
         """Load now (raises EmbedderUnavailable); e.g. in a worker right after fork."""
         self.model()
+
+    def warm_in_background(self) -> None:
+        """Load on a background thread, unless one is loading already: a server starting,
+        a search that finds the model not loaded yet."""
+
+        def load() -> None:
+            try:
+                self.embed_query("warm up")
+            except Exception as exc:
+                log.warning("embedder warm-up failed: %s", exc)
+
+        self._start("wakemark-embedder-warmup", load, alone=True)
+
+    def _start(
+        self, name: str, target: Any, args: tuple[Any, ...] = (), alone: bool = False
+    ) -> None:
+        """``alone``: not while a thread of that name is still running."""
+        with self._threads_lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            if alone and any(t.name == name for t in self._threads):
+                return
+            thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def close(self, timeout_s: float = CLOSE_WAIT_S) -> None:
+        """Wait for the loads under way on background threads: a process that exits while
+        onnxruntime builds or runs a session on another thread aborts (``terminate called
+        without an active exception``, SIGABRT)."""
+        end = time.monotonic() + timeout_s
+        with self._threads_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, end - time.monotonic()))
 
     def model(self) -> Model:
         """The loaded model (loads it; raises EmbedderUnavailable)."""
@@ -344,10 +386,7 @@ class Embedder:
                 return
             self._switch_key = key
             self.switch_state = f"loading the stored model {identity}"
-        threading.Thread(
-            target=self._switch, args=(identity, candidates), name="wakemark-model-switch",
-            daemon=True,
-        ).start()  # fmt: skip
+        self._start("wakemark-model-switch", self._switch, (identity, candidates))
 
     def _switch(self, identity: str, candidates: list[Path]) -> None:
         why = []

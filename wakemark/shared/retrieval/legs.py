@@ -303,7 +303,6 @@ class VectorLeg(Leg):
         )
         self._wait = 0.0 if self._in_database else COLD_LOAD_WAIT_S
         self._warm_lock = threading.Lock()
-        self._warming = False
         self._preloaded = False
         # (model, query) -> vector, oldest first
         self._recent: dict[tuple[str, str], np.ndarray] = {}
@@ -322,7 +321,7 @@ class VectorLeg(Leg):
             raise Unavailable("embedder off")
         state = self._embedder.state
         if state == "not_loaded":
-            self._load_model()
+            self._embedder.warm_in_background()
             raise Unavailable("embedder not loaded yet (warming up)")
         if state != "ready":
             raise Unavailable(f"embedder {state}")
@@ -436,7 +435,7 @@ class VectorLeg(Leg):
         if self._settings.embedder == "off":
             return
         if self._embedder.state == "not_loaded":
-            self._load_model()
+            self._embedder.warm_in_background()
         self._cache.warm(namespace)
 
     def warm_up(self) -> None:
@@ -450,25 +449,7 @@ class VectorLeg(Leg):
         if preload:
             recent = self._epochs.recently_searched(PRELOAD_WITHIN_S, MAX_ENTRIES)
             self._cache.preload(recent)
-        self._load_model()
-
-    def _load_model(self) -> None:
-        """Load the model on a background thread, once at a time."""
-        with self._warm_lock:
-            if self._warming:
-                return
-            self._warming = True
-
-        def load() -> None:
-            try:
-                self._embedder.embed_query("warm up")
-            except Exception as exc:
-                log.warning("embedder warm-up failed: %s", exc)
-            finally:
-                with self._warm_lock:
-                    self._warming = False
-
-        threading.Thread(target=load, name="wakemark-embedder-warmup", daemon=True).start()
+        self._embedder.warm_in_background()
 
     def cache_stats(self) -> dict[str, int]:
         return {**self._cache.stats(), "database_searches": self.database_searches}
@@ -503,7 +484,6 @@ class VectorLeg(Leg):
         # The parent's loading threads do not exist here, and its locks may be held.
         self._cache = self._cache.fresh()
         self._warm_lock = threading.Lock()
-        self._warming = False
         self._preloaded = False
         self._recent_lock = threading.Lock()
 
