@@ -355,7 +355,12 @@ def test_a_turn_follows_up_the_one_before_unless_it_starts_its_own(
      ("b and d mostly", False), ("Let's add and commit", True),
      ("add, commit and push what we have so far", True),
      ("Update PR105-FEEDBACK-TODO.md and add, commit, and push", False),
-     ("Commit and then do a retrospective.", False)],
+     ("Commit and then do a retrospective.", False),
+     ("Are any of those valauble?", True), ("Just move them below the Swift Testing "
+      "migration", True), ("ok use the second one", True),
+     ("Give me an example of one with 4 messages", False),
+     ("Delete those old transcripts and make sure we never create transcripts this short "
+      "again going forward", False)],
 )  # fmt: skip
 def test_a_follow_up_naming_nothing_of_its_own_carries_on(
     prompt: str, carries: bool, settings: Settings

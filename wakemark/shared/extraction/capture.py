@@ -203,7 +203,8 @@ def carries_on(turn: Turn) -> bool:
     its record goes on with the session's previous one whatever their words: a request
     that says little ("yes", "nope", "spinning"), a retry ("exact same problem"), a
     report on the last change (``reports``: an error pasted, "now the button does
-    nothing") or a request to commit the work (``commits``). Not a turn without a
+    nothing"), a request to commit the work (``commits``) or one about what the last
+    answer listed (``refers_back``: "are any of those valuable?"). Not a turn without a
     request (a session resumed after its context ran out, the agent's work after a
     hook's feedback or a background task's notice): it often takes up an earlier
     request than the last one."""
@@ -212,8 +213,24 @@ def carries_on(turn: Turn) -> bool:
     prompt = next((body_text(e.body, role="user") for e in turn.events if e.kind == "prompt"), "")
     request = clean_prompt(prompt)
     return bool(request) and (
-        says_little(request) or is_retry(prompt) or reports(request) or commits(request)
+        says_little(request)
+        or is_retry(prompt)
+        or reports(request)
+        or commits(request)
+        or refers_back(request)
     )
+
+
+# "those", "them", "that one": what the last answer listed or offered.
+_BACK = re.compile(r"\b(?:those|these|them|(?:that|this|the\s+\w+)\s+one)\b", re.I)
+_BACK_WORDS = 10
+
+
+def refers_back(request: str) -> bool:
+    """A short request whose object is what the last answer listed or offered ("are any of
+    those valuable?", "move them below the migration"): the answer's subject, not one of
+    its own."""
+    return len(re.findall(r"[\w']+", request)) <= _BACK_WORDS and bool(_BACK.search(request))
 
 
 # A request to commit (or push) the work as it is, naming nothing else: "Let's add and
