@@ -34,7 +34,8 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN groupadd --system --gid 10001 wakemark \
     && useradd --system --uid 10001 --gid wakemark --home-dir /var/lib/wakemark \
         --shell /usr/sbin/nologin wakemark \
-    && install -d -o wakemark -g wakemark -m 0700 /var/lib/wakemark
+    && install -d -o wakemark -g wakemark -m 0700 /var/lib/wakemark \
+    && install -d -o wakemark -g wakemark -m 0755 /srv/wakemark-models
 WORKDIR /var/lib/wakemark
 # Fail the build if torch or sentence-transformers sneaked in through a dependency.
 RUN --mount=type=bind,from=builder,source=/dist,target=/dist \

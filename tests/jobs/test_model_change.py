@@ -13,6 +13,7 @@ import pytest
 from wakemark.shared.config import Settings
 from wakemark.shared.jobs import backfill_embeddings, embed_records, rebuild_embeddings
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval import legs
 from wakemark.shared.retrieval.legs import LegParts, Unavailable, VectorLeg
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import SearchQuery
@@ -90,7 +91,7 @@ def test_the_two_models_are_as_good_and_not_comparable(old: Runtime, new: Runtim
 
 
 def test_a_rebuild_keeps_the_vector_leg_until_it_swaps_every_vector_at_once(
-    old: Runtime, new: Runtime
+    old: Runtime, new: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records = _records(30)
     _write(old, records)
@@ -136,7 +137,10 @@ def test_a_rebuild_keeps_the_vector_leg_until_it_swaps_every_vector_at_once(
 
     # The new model's process searches the swapped vectors. The old one's cache holds the
     # vectors it read, of its own model (stale, never mixed), until its epochs say they
-    # changed (another process's writes do, through Redis); then it leaves its leg out.
+    # changed (another process's writes do, through Redis) or its next read of the stored
+    # model (held off here: the rebuild may have outlasted MODEL_CHECK_S); then it leaves
+    # its leg out.
+    monkeypatch.setattr(legs, "MODEL_CHECK_S", float("inf"))
     assert _semantic(_leg(new), new)[0] in billing
     assert _semantic(service, old)[0] in billing
     old.epochs.bump({NS})

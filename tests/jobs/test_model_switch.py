@@ -230,22 +230,26 @@ def test_a_missing_file_keeps_the_vector_leg_off_until_the_configured_file_holds
     assert billing & set(service.semantic())
 
 
-def test_a_service_without_shared_epochs_switches_at_its_next_vector_write(
+def test_a_service_without_shared_epochs_switches_at_a_search(
     local: Settings,
     second_model_path: Path,
     make_runtime: Callable[[Settings], Runtime],
     tmp_path: Path,
 ) -> None:
-    """A local server (no Redis) is not told of the swap: it searches the old vectors it
-    holds (stale, never mixed) until it embeds a record, which starts the switch."""
+    """A local server (no Redis) is not told of the swap: a search from its cache reads
+    the stored model every ``MODEL_CHECK_S``, which starts the switch, with no vector
+    write; meanwhile it searches the old vectors it holds (stale, never mixed)."""
     service, _, new_id, billing = _rebuilt_from(tmp_path, local, second_model_path, make_runtime)
     old = service.runtime
+    old_id = old.embedder.identity
     assert service.semantic() and old.embedder.switch_state is None
 
-    late = MemoryRecord(namespace=NS, title="Invoices were paid twice by one customer")
-    old.storage.put_memory_record(late)
-    assert embed_records(old.tasks, [late.record_id]) == 0  # starts the switch
-    _until(lambda: old.embedder.identity == new_id)
-    assert embed_records(old.tasks, [late.record_id]) == 1
-    _until(lambda: bool(billing & set(service.semantic())))
+    def switched() -> bool:
+        service.search()
+        return old.embedder.identity == new_id
+
+    _until(switched)
+    _until(lambda: bool(billing & set(service.semantic())))  # the new model's, reloaded
     assert (new_id, QUERY) in service.leg._recent
+    # Every search until then compared the old model's query vector with its vectors.
+    assert {model for model, _ in service.leg._recent} == {old_id, new_id}

@@ -27,6 +27,9 @@ SECRETS = {"WAKEMARK_TOKEN": "t" * 64, "POSTGRES_PASSWORD": "p" * 64,
            "POSTGRES_APP_PASSWORD": "a" * 64, "REDIS_PASSWORD": "r" * 64}  # fmt: skip
 WAKEMARK_SERVICES = ("migrate", "api", "worker", "worker-extraction", "worker-embedding",
                    "worker-backfill", "beat")  # fmt: skip
+# Every service whose processes embed: each must load the file a rebuild recorded.
+EMBEDDING_SERVICES = ("api", "worker", "worker-extraction", "worker-embedding", "worker-backfill")
+MODELS_DIR = "/srv/wakemark-models"
 
 pytestmark = pytest.mark.slow
 
@@ -180,6 +183,30 @@ def test_split_workers_cover_every_queue(resolved: dict[str, Any]) -> None:
     assert set(services["worker"]["command"][2].split(",")) == set(QUEUES)
 
 
+def test_every_service_that_embeds_mounts_the_models_volume_at_one_path(
+    resolved: dict[str, Any],
+) -> None:
+    """A model switch loads the file at the absolute path the rebuild recorded: the
+    rebuild (``docker compose run api ...``) and every process that embeds see the one
+    ``models`` volume at one directory, which the image gives the app's user (a new named
+    volume takes the owner of the image's directory). tests/stack/test_model_volume.py
+    runs this shape natively."""
+    mounts = {}
+    for name, service in resolved["services"].items():
+        for volume in service.get("volumes", []):
+            source, target = (
+                volume.split(":")[:2]
+                if isinstance(volume, str)
+                else (volume["source"], volume["target"])
+            )
+            if source == "models":
+                mounts[name] = target
+    assert mounts == dict.fromkeys(EMBEDDING_SERVICES, MODELS_DIR)
+    assert "models" in resolved["volumes"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"install -d -o wakemark -g wakemark -m 0755 {MODELS_DIR}" in dockerfile
+
+
 def test_postgres_init_creates_the_extensions(resolved: dict[str, Any]) -> None:
     volumes = resolved["services"]["postgres"]["volumes"]
     mounts = [v if isinstance(v, str) else f"{v['source']}:{v['target']}" for v in volumes]
@@ -196,8 +223,14 @@ def test_compose_defaults_match_the_settings_defaults() -> None:
     text = COMPOSE.read_text()
     found = re.findall(r"\$\{(WAKEMARK_[A-Z_]+):-([^}]*)\}", text)
     assert found
+    # The model's default is where the image holds it (wakemark's would be in its home).
+    image_model = re.search(r"WAKEMARK_MODEL_PATH=(\S+)", (ROOT / "Dockerfile").read_text())
+    assert image_model is not None
     for name, value in found:
         if name in ("WAKEMARK_IMAGE", "WAKEMARK_TEST_IMAGE"):
+            continue
+        if name == "WAKEMARK_MODEL_PATH":
+            assert value == image_model[1]
             continue
         expected = defaults[name]
         assert value == ("" if expected is None else str(expected)), name

@@ -60,6 +60,12 @@ PRELOAD_WITHIN_S = 3600.0
 # a project of a few percent of a million rows or less was slower than the scan at every
 # size measured up to here (bench/results/README.md, teamload).
 EXACT_MAX_ROWS = 16_000
+# A search from the cache reads the stored model when this long has passed since the
+# last read found it the process's own: a model swap (``backfill --rebuild``) bumps the
+# epochs of processes sharing them through Redis, but not those of a process with
+# epochs of its own, which would otherwise search its cached vectors of the old model
+# until its next vector write. Searches between reads pay nothing.
+MODEL_CHECK_S = 5.0
 
 
 class Unavailable(Exception):
@@ -309,6 +315,7 @@ class VectorLeg(Leg):
         self._recent_lock = threading.Lock()
         self.database_searches = 0
         self.other_model: str | None = None  # why the leg is left out, for ``/health``
+        self._model_read = float("-inf")  # when the stored model was last read as this one
 
     @classmethod
     def build(cls, parts: LegParts) -> VectorLeg:
@@ -389,12 +396,14 @@ class VectorLeg(Leg):
         """The cached vectors compare with this process's query vectors: they are of its
         model, or were read before any was recorded and the stored one is its own. A
         cache of the model before a swap still compares with a process of that model (it
-        is only stale), so a set of this process's model needs no read of the stored one."""
-        if vectors.model == model.identity:
+        is only stale), so a set of this process's model reads the stored one only every
+        ``MODEL_CHECK_S``."""
+        fresh = time.monotonic() - self._model_read < MODEL_CHECK_S
+        if vectors.model == model.identity and fresh:
             self.other_model = None
             return
         self._same_model(model)  # raises if another's
-        if vectors.model is not None:  # the stored model is this one; the cache is not yet
+        if vectors.model not in (None, model.identity):  # the stored model is this one
             self._epochs.bump({namespace})  # the next search reads them again
             raise Unavailable("vectors of the namespace reloading after a model change")
 
@@ -403,9 +412,11 @@ class VectorLeg(Leg):
         models were recorded takes as theirs; else the leg is left out (a query vector of
         one model says nothing of another's vectors) and the process switches to the
         stored model in the background, if it finds its file (``Embedder.stored_other``)."""
+        read_at = time.monotonic()
         stored = self._embedder.stored_other(self._storage, model)
         if stored is None:
             self.other_model = None
+            self._model_read = read_at
             return
         reason = (
             f"the stored vectors are of model {stored.model}, the loaded one is {model.identity} "
