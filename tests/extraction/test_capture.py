@@ -141,6 +141,9 @@ PROBE = _tool(
 )
 READ = _tool("Read", {"file_path": "/home/dev/projects/shop/billing/address.py"})
 EDIT_OUTSIDE = _tool("Edit", {"file_path": "/home/dev/.claude/plans/p.md", "new_string": "x"})
+EDIT_IN_CWD = _tool(
+    "Edit", {"file_path": "/tmp/scratch/x.py", "new_string": "x"}, cwd="/tmp/scratch"
+)
 EDIT_INSIDE = _tool(
     "Edit", {"file_path": "/home/dev/projects/shop/billing/address.py", "new_string": "x"}
 )
@@ -159,12 +162,23 @@ FAILING = _tool(
         ((PROBE,), "unanswered"),
         ((READ,), "unanswered"),
         ((EDIT_OUTSIDE,), "unanswered"),
+        ((EDIT_IN_CWD,), "unanswered"),
         ((PROBE, READ, ("session_summary", text("No response requested."))), "unanswered"),
         ((("session_summary", text("Done.")),), "trivial"),
         ((READ, ("session_summary", text("I've completed the task."))), "trivial"),
         ((("session_summary", text("OK")),), "trivial"),
     ],
-    ids=["bare", "probe", "read", "edit-outside", "placeholder", "done", "completed", "ok"],
+    ids=[
+        "bare",
+        "probe",
+        "read",
+        "edit-outside",
+        "edit-in-cwd",
+        "placeholder",
+        "done",
+        "completed",
+        "ok",
+    ],
 )
 def test_turns_without_answer_or_outcome_are_skipped_with_their_reason(
     items: tuple, reason: str, settings: Settings
