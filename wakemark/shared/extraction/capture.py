@@ -336,11 +336,31 @@ def in_project(path: str, roots: list[str], cwd: str | None = None) -> str | Non
     return None if path in (".", "..") or path.startswith("../") else path
 
 
-# Commands that only look around: their success says nothing about the project.
-_PROBE = re.compile(
-    r"\A\s*(?:echo|printf|pwd|true|false|whoami|date|which|type|command -v|env|printenv"
-    r"|hostname|uname|id|sleep|ls|cat|head|tail|wc|stat|file|tree|find|grep|rg)\b"
+# Commands that only look around: their run says nothing about the project. Idle ones
+# look at nothing (``echo <marker>``, ``sleep 3``); the others at files.
+_IDLE = re.compile(
+    r"(?:echo|printf|pwd|true|false|whoami|date|which|type|command -v|printenv|hostname"
+    r"|uname|id|sleep)(?:\s|$)|env\s*$"
 )
+_LOOK = re.compile(r"(?:ls|cat|head|tail|wc|stat|file|tree|find|grep|rg|cd)(?:\s|$)")
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_PARTS = re.compile(r"&&|\|\||[;|\n]")
+_NO_FILE = re.compile(r"\d?>>?\s*/dev/null|&>\s*/dev/null|\d?>&\d")  # redirections writing none
+_WRITES = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint\w*)\b")  # into a file; find's actions
+
+
+def probe(command: str) -> str | None:
+    """``"idle"`` for a shell command that looks at nothing (``echo x``, ``which uv``),
+    ``"look"`` for one that only looks around the files (``ls -la``, ``cd src && grep -rn
+    x | head``), None for any other: a part that writes a file (``echo x > f``, ``find .
+    -delete``) or runs anything else (``env X=1 make``, ``ls && pytest``)."""
+    bare = _NO_FILE.sub(" ", _QUOTED.sub("''", command))
+    parts = [p.strip() for p in _PARTS.split(bare) if p.strip()]
+    if not parts or _WRITES.search(bare):
+        return None
+    if all(_IDLE.match(p) for p in parts):
+        return "idle"
+    return "look" if all(_IDLE.match(p) or _LOOK.match(p) for p in parts) else None
 
 
 def says_something(uses: list[ToolUse], roots: list[str]) -> bool:
@@ -351,7 +371,7 @@ def says_something(uses: list[ToolUse], roots: list[str]) -> bool:
         ours = (in_project(path, roots, use.cwd) for _, path in use.files)
         if use.kind == "write" and any(p is not None for p in ours):
             return True
-        if use.command and _PROBE.match(use.command):
+        if use.command and probe(use.command):
             continue
         failed = bool(use.failed) or (use.exit_code is not None and use.exit_code != 0)
         outcome = parse_output(use.output, use.command, failed)

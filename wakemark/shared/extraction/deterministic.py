@@ -12,6 +12,7 @@ from wakemark.shared.extraction.capture import (
     in_project,
     is_ack_answer,
     is_placeholder,
+    probe,
     request_line,
     says_little,
     substance,
@@ -164,6 +165,9 @@ def _tool_facts(
         if verb != "read":
             facts.add(f"{verb} {path}")
     failed = bool(use.failed) or (use.exit_code is not None and use.exit_code != 0)
+    # A run that looked at nothing says nothing; one that looked at files says which.
+    if use.command and probe(use.command) == "idle" and not failed:
+        return contributed
     if use.command:
         status = ""
         if use.exit_code is not None:
