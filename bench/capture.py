@@ -312,6 +312,22 @@ def _joined(out: dict[str, Any]) -> list[int]:
     return [int(t.rsplit("#", 1)[1]) for t in out.get("joined", [])]
 
 
+_RUN = re.compile(r"ran `(.*)`(?: → exit 0)?", re.S)
+
+
+def _probe_runs(got: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """Records keeping a probe's successful run as a fact, by the probe's kind (``idle``:
+    it looked at nothing; ``look``: at files)."""
+    from wakemark.shared.extraction.capture import probe
+
+    kinds: Counter[str] = Counter()
+    for record in (r for out in got.values() for r in out["records"]):
+        runs = [m.group(1) for f in record["facts"] if (m := _RUN.fullmatch(f))]
+        found = {probe(c) for c in runs if not c.endswith("…")} - {None}
+        kinds.update(k for k in found if k is not None)
+    return {"idle": kinds["idle"], "look": kinds["look"]}
+
+
 def run() -> dict[str, Any]:
     load = [round(x, 2) for x in os.getloadavg()]
     labels = json.loads(LABELS.read_text())
@@ -357,6 +373,7 @@ def run() -> dict[str, Any]:
                 not r["summary"].strip() for a in after.values() for r in a["records"]
             ),
             "all_turns_joining_unanswered": sum(bool(a.get("joined")) for a in after.values()),
+            "all_records_with_probe_runs": _probe_runs(after),
         },
         "before": _score(labels, before),
         "after": _score(labels, after),
@@ -438,6 +455,8 @@ def markdown(result: dict[str, Any]) -> str:
         "All replayed turns now: "
         + ", ".join(f"{k} {v}" for k, v in sorted(s["all_turns_skipped"].items()))
         + f"; records without an answer or outcome {s['all_records_without_answer']}; "
+        f"records keeping a probe's run as a fact {s['all_records_with_probe_runs']['idle']} "
+        f"(one that looked at files: {s['all_records_with_probe_runs']['look']}); "
         f"answered turns that took in the unanswered turns before them "
         f"{s['all_turns_joining_unanswered']}.",
         "",

@@ -18,7 +18,7 @@ import pytest
 
 from tests.hooks.conftest import ACTOR, Hooks, _hooks, load
 from wakemark.services.cli.main import main
-from wakemark.shared import project, tokens
+from wakemark.shared import project, tokens, transfer
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.jobs import extract_turns
 from wakemark.shared.models import MemoryRecord
@@ -247,6 +247,56 @@ def test_local_install_marks_changed_and_leaves_out_gone_records(
     [row, *_] = local_hooks.runtime.storage.list_retrievals(session_id="s5")
     [candidate] = [c for c in row.candidates if c.record_id == record.record_id]
     assert candidate.skipped == "gone: billing/address.py" and not candidate.injected
+
+
+@pytest.fixture
+def each_hooks(backend_settings: Settings, user_home: Path) -> Iterator[Hooks]:
+    """The hooks of a local install on each backend in turn."""
+    yield from _hooks(backend_settings)
+
+
+def test_a_moved_project_is_checked_where_it_now_lives(
+    each_hooks: Hooks, repo: Path, user_home: Path
+) -> None:
+    record = work_turn(each_hooks, repo)
+    storage = each_hooks.runtime.storage
+    # The project moves; its memories follow it (export, forget, import under the
+    # namespace of the new place), their anchors still naming the old root.
+    lines = list(transfer.export_lines(storage, record.namespace))
+    storage.delete_memory_records([record.record_id])
+    moved = user_home / "work" / "invoicer"
+    moved.parent.mkdir()
+    repo.rename(moved)
+    namespace = project.namespace_for(ACTOR, project.project_id(str(moved)))
+    transfer.import_lines(storage, lines, [(record.namespace, namespace)])
+    assert storage.get_anchors([record.record_id])[record.record_id].root == str(repo)
+
+    edit(moved, "order.city", "order.town")
+    marked = f"{record.title.rstrip('.')} (changed since: billing/address.py)"
+    assert marked in post(each_hooks, "UserPromptSubmit", moved, "s2", prompt=ASK)
+    assert marked in post(each_hooks, "SessionStart", moved, "s3")
+
+    # The API's routes have no payload: they check at the root the project's newest
+    # event came from (these prompts').
+    def get(route: str, **args: str) -> Any:
+        res = each_hooks.client.get(
+            route,
+            query_string={"namespace": namespace, **args},
+            headers={"Authorization": f"Bearer {each_hooks.token}", "Host": "127.0.0.1:37800"},
+        )
+        assert res.status_code == 200, res.data
+        return json.loads(res.data)
+
+    changed = {"state": "changed", "paths": ["billing/address.py"], "identifiers": []}
+    [item] = get("/v1/search", q="format_address")["items"]
+    assert item["code"] == changed
+    assert get("/v1/memories/code", ids=record.record_id)["items"][record.record_id] == changed
+    assert marked in get("/v1/context")["context"]
+    assert marked in get("/v1/context/preview", prompt=ASK)["prompt"]["context"]
+
+    git(moved, "rm", "-qf", "billing/address.py")
+    assert record.title not in post(each_hooks, "UserPromptSubmit", moved, "s4", prompt=ASK)
+    assert record.title not in post(each_hooks, "SessionStart", moved, "s5")
 
 
 def test_the_index_and_the_viewers_preview_check_the_code_as_the_hooks_do(

@@ -15,6 +15,7 @@ from wakemark.shared.extraction.capture import (
     clean_prompt,
     follows_up,
     is_retry,
+    probe,
     reports,
     request_line,
     skip_reason,
@@ -141,6 +142,9 @@ PROBE = _tool(
 )
 READ = _tool("Read", {"file_path": "/home/dev/projects/shop/billing/address.py"})
 EDIT_OUTSIDE = _tool("Edit", {"file_path": "/home/dev/.claude/plans/p.md", "new_string": "x"})
+EDIT_IN_CWD = _tool(
+    "Edit", {"file_path": "/tmp/scratch/x.py", "new_string": "x"}, cwd="/tmp/scratch"
+)
 EDIT_INSIDE = _tool(
     "Edit", {"file_path": "/home/dev/projects/shop/billing/address.py", "new_string": "x"}
 )
@@ -159,12 +163,23 @@ FAILING = _tool(
         ((PROBE,), "unanswered"),
         ((READ,), "unanswered"),
         ((EDIT_OUTSIDE,), "unanswered"),
+        ((EDIT_IN_CWD,), "unanswered"),
         ((PROBE, READ, ("session_summary", text("No response requested."))), "unanswered"),
         ((("session_summary", text("Done.")),), "trivial"),
         ((READ, ("session_summary", text("I've completed the task."))), "trivial"),
         ((("session_summary", text("OK")),), "trivial"),
     ],
-    ids=["bare", "probe", "read", "edit-outside", "placeholder", "done", "completed", "ok"],
+    ids=[
+        "bare",
+        "probe",
+        "read",
+        "edit-outside",
+        "edit-in-cwd",
+        "placeholder",
+        "done",
+        "completed",
+        "ok",
+    ],
 )
 def test_turns_without_answer_or_outcome_are_skipped_with_their_reason(
     items: tuple, reason: str, settings: Settings
@@ -191,6 +206,52 @@ def test_an_outcome_that_says_something_is_the_summary(
     [record] = extract_turn(turn, settings).records
     assert summary in record.summary and "Done" not in record.summary
     assert record.title == "Fix the invoice PDF crash for customers."
+
+
+def _run(command: str, exit_code: int = 0) -> tuple[str, dict]:
+    return _tool("Bash", {"command": command}, tool_response="", exit_code=exit_code)
+
+
+def test_a_run_that_looked_at_nothing_is_no_fact_of_a_record(settings: Settings) -> None:
+    turn = make_turn(
+        ("prompt", text("Fix the invoice PDF crash for customers.")),
+        PROBE,
+        _run("sleep 3"),
+        _run("which uv && echo $PATH"),
+        _run("ls -la billing/ 2>/dev/null | head -20"),  # says what the turn looked at
+        EDIT_INSIDE,
+        _run('echo "RATE = 0.2" > billing/tax.py'),  # writes a file
+        _run("echo $INVOICER_HOME", 1),  # failed: kept, as a failed read is
+        ("session_summary", text("The crash came from a missing billing address; fixed.")),
+    )
+    [record] = extract_turn(turn, settings).records
+    assert [f for f in record.facts if f.startswith("ran `")] == [
+        "ran `ls -la billing/ 2>/dev/null | head -20` → exit 0",
+        'ran `echo "RATE = 0.2" > billing/tax.py` → exit 0',
+        "ran `echo $INVOICER_HOME` → exit 1",
+    ]
+
+
+# Commands of the capture set's records (bench/_capture_set.py).
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("sleep 60", "idle"),
+        ("env | grep PATH", "look"),
+        ('echo "ANTHROPIC_API_KEY set: $([ -n "$ANTHROPIC_API_KEY" ] && echo yes)"', "idle"),
+        ('ls -la ~/.claude/meta/presets/ 2>/dev/null || echo "Directory does not exist"', "look"),
+        ('find /home/chris -name ".mcp.json" -type f 2>/dev/null | head -20', "look"),
+        ('grep -A 5 "NEO4J" docker-compose.yml 2>/dev/null || grep -A 5 "neo4j" x.yml', "look"),
+        ('echo "ies" > /home/chris/dev/projects/codex/brain_explore/.active-project', None),
+        ('find Sources -name "*.swift" -exec grep -l "public" {} \\;', None),
+        ("env CI=1 ./Scripts/lint.sh | head -50", None),
+        ("sleep 3 && curl -s http://localhost:8081/health", None),
+        ("cat > /tmp/ies-test.html << 'EOF'", None),
+        ("date-fns --version", None),
+    ],
+)
+def test_a_probe_only_looks_around(command: str, kind: str | None) -> None:
+    assert probe(command) == kind
 
 
 # Real turns of public sessions (bench/_capture_set.py): brightdigit/MistKit, a build the

@@ -254,3 +254,34 @@ def test_files_touched_stay_inside_the_project() -> None:
     assert record is not None
     assert record.files_touched == ["lib/a.py", "src/b.py"]
     assert not [f for f in record.facts if ".." in f]
+
+
+def test_paths_outside_every_project_root_are_no_files_of_the_project() -> None:
+    def edit(path: str, **use: str) -> tuple[str, dict]:
+        return ("tool_use", data({"tool_name": "Edit", "tool_input": {"file_path": path}, **use}))
+
+    items = (
+        ("prompt", text("fix the crash on empty carts")),
+        edit("/home/dev/.claude/plans/p.md"),  # the agent's own plan file
+        edit("/tmp/scratch/x.py", cwd="/tmp/scratch"),  # under the tool's cwd, not the project
+        edit("~/notes.md"),
+        edit(PROJECT),
+        edit(f"{PROJECT}/src/a.py"),
+        ("session_summary", text("Fixed the crash in src/a.py.")),
+    )
+    record = extract_deterministic(make_turn(*items))
+    assert record is not None and record.files_touched == ["src/a.py"]
+    assert [f for f in record.facts if f.startswith("edited")] == ["edited src/a.py"]
+    # The global project (no root): nothing to be outside of, a path under the cwd is
+    # taken relative to it.
+    alone = [event(kind, body, i, source={"surface": "test"}) for i, (kind, body) in
+             enumerate(items)]  # fmt: skip
+    record = extract_deterministic(turn_of(alone))
+    assert record is not None
+    assert record.files_touched == [
+        "/home/dev/.claude/plans/p.md",
+        "x.py",
+        "~/notes.md",
+        PROJECT,
+        f"{PROJECT}/src/a.py",
+    ]

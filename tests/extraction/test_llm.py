@@ -66,7 +66,8 @@ class ChatHandler(BaseHTTPRequestHandler):
         elif mode == "too_many_facts":
             content = json.dumps({**GOOD, "facts": [f"f{i}" for i in range(31)]})
         elif mode == "climbing_paths":
-            paths = ["src/../../etc/passwd", "src/./shop/cart.py", f"{PROJECT}/src/../../x.py"]
+            paths = ["src/../../etc/passwd", "src/./shop/cart.py", f"{PROJECT}/src/../../x.py",
+                     "/home/dev/.claude/plans/p.md", "~/notes.md"]  # fmt: skip
             content = json.dumps({**GOOD, "files_touched": paths})
         elif mode == "not_object":
             content = json.dumps([GOOD])

@@ -97,13 +97,27 @@ def reads_client_files() -> bool:
     return client_files.local_client(runtime().settings, security.principal())
 
 
+def project_root(namespace: str) -> str | None:
+    """Where the project of ``namespace`` is now, for a route without a hook's payload:
+    the root its newest event came from (None when not known: each record is then
+    checked where it was captured)."""
+    found = (p["project_path"] for p in runtime().storage.projects() if p["namespace"] == namespace)
+    return next(found, None)
+
+
 def retrieve_for(
     event: Event,
     min_relevance: float | None = None,
     reported: Mapping[str, str | None] | None = None,
 ) -> PromptContext:
-    """Context for a prompt (empty, never an error, when retrieval fails); ``reported``:
-    the hashes a client whose files are not read sent of them."""
+    """Context for a prompt (empty, never an error, when retrieval fails), its records
+    checked against the project where the prompt came from (it may have moved since they
+    were captured); ``reported``: the hashes a client whose files are not read sent of them."""
     return runtime().retriever.for_prompt(
-        event.namespace, event, min_relevance, read_files=reads_client_files(), reported=reported
+        event.namespace,
+        event,
+        min_relevance,
+        read_files=reads_client_files(),
+        reported=reported,
+        root=event.source.project_path,
     )

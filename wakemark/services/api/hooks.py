@@ -87,10 +87,11 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     payload = scrub(json_object())
     hook = str(payload.get("hook_event_name") or query(HookQuery).event or "")
     mapped = Mapped(hook, IGNORE)
-    namespace = None
+    namespace = root = None
     for part in handler.deliveries(payload):
         ctx = _context(agent, part)
-        namespace = namespace or ctx.namespace
+        if namespace is None:
+            namespace, root = ctx.namespace, ctx.project_path
         try:
             one = handler.map_payload(part, ctx)
         except HookPayloadError as exc:
@@ -119,7 +120,7 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
             _keep_baselines(found.baselines)
         elif mapped.intent == SESSION_START and namespace:
             index = current.runtime().retriever.session_index(
-                namespace, read_files=current.reads_client_files(), reported=_reported()
+                namespace, read_files=current.reads_client_files(), reported=_reported(), root=root
             )
             context = index.context
     body = handler.reply(mapped, context)

@@ -11,7 +11,7 @@ from flask import Blueprint, Response, current_app, jsonify
 from pydantic import BaseModel, ConfigDict, Field
 
 from wakemark.services.api import metrics, security
-from wakemark.services.api.current import reads_client_files, runtime
+from wakemark.services.api.current import project_root, reads_client_files, runtime
 from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.resources import version_json
@@ -42,7 +42,8 @@ def search() -> Response:
         body["superseded"] = [version_json(v) for rid in ids for v in history(rid)]
     if reads_client_files():
         # Each hit's state against the project's files now (``shared/retrieval/staleness.py``).
-        verdicts = runtime().retriever.code_verdicts([h.record.record_id for h in result.items])
+        ids = [h.record.record_id for h in result.items]
+        verdicts = runtime().retriever.code_verdicts(ids, root=project_root(args.namespace))
         for item in body["items"]:
             verdict = verdicts.get(item["record"]["record_id"])
             if verdict is not None:
@@ -61,7 +62,7 @@ def code_state() -> Response:
         return jsonify({"checked": False, "note": NOT_READ, "items": {}})
     records = runtime().storage.get_memory_records(ids)
     mine = [r.record_id for r in records if r.namespace.startswith(args.namespace)]
-    verdicts = runtime().retriever.code_verdicts(mine)
+    verdicts = runtime().retriever.code_verdicts(mine, root=project_root(args.namespace))
     items = {rid: _code_json(v) for rid, v in verdicts.items()}
     return jsonify({"checked": True, "note": "", "items": items})
 
@@ -131,7 +132,9 @@ def _code_json(verdict: Verdict) -> dict[str, Any]:
 def context() -> Response:
     args = query(ContextQuery)
     max_bytes = args.max_bytes or runtime().settings.context_max_bytes
-    index = runtime().retriever.session_index(args.namespace, max_bytes, reads_client_files())
+    read_files = reads_client_files()
+    root = project_root(args.namespace) if read_files else None
+    index = runtime().retriever.session_index(args.namespace, max_bytes, read_files, root=root)
     return jsonify(index.to_json())
 
 

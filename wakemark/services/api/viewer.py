@@ -231,7 +231,8 @@ def context_preview() -> Response:
     namespace, prompt = args.namespace, args.prompt
     rt = current.runtime()
     read_files = current.reads_client_files()  # as the hooks check this client's code
-    index = rt.retriever.session_index(namespace, read_files=read_files)
+    root = current.project_root(namespace) if read_files else None
+    index = rt.retriever.session_index(namespace, read_files=read_files, root=root)
     body: dict[str, Any] = {
         "index": {
             "context": index.context,
@@ -242,7 +243,9 @@ def context_preview() -> Response:
     }
     if prompt:
         event = _prompt_event(namespace, prompt)
-        block = rt.retriever.for_prompt(namespace, event, audit=False, read_files=read_files)
+        block = rt.retriever.for_prompt(
+            namespace, event, audit=False, read_files=read_files, root=root
+        )
         injected = block.records
         why = {c["record_id"]: c for c in block.candidates or []}
         # The same search the gate weighed, with each hit's record and the gate's verdict.

@@ -10,6 +10,7 @@ nothing else (no tool use either) is not a memory; nor is a greeting or an "ok".
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
 
@@ -336,23 +337,47 @@ def project_roots(turn: Turn) -> list[str]:
     return [e.source.project_path for e in turn.events if e.source.project_path]
 
 
-def in_project(path: str, roots: list[str]) -> str | None:
-    """``path`` relative to the first root holding it, as it is when relative; None when
-    it lies outside every known root. With no root known every path counts."""
-    if not path.startswith(("/", "~", "..")) and not re.match(r"[A-Za-z]:\\", path):
-        return path.removeprefix("./")
-    for root in roots:
-        root = root.rstrip("/")
-        if root and path.startswith(root + "/"):
-            return path[len(root) + 1 :]
-    return None if roots else path
+def in_project(path: str, roots: list[str], cwd: str | None = None) -> str | None:
+    """``path`` as a file of the project: relative to the first root holding it, with
+    ``.`` and ``..`` resolved; None when it is not one (an absolute or ``~`` path outside
+    every root, one that climbs out, ``src/../../x`` also when written under the root, or
+    the root itself). With no root known (the global project) there is nothing to be
+    outside of: a path under the tool's ``cwd`` is taken relative to it, any other kept."""
+    if path.startswith(("/", "~")) or re.match(r"[A-Za-z]:\\", path):
+        bases = [b.rstrip("/") for b in roots or ([cwd] if cwd else [])]
+        base = next((b for b in bases if b and path.startswith(b + "/")), None)
+        if base is None:
+            return None if roots else posixpath.normpath(path)
+        path = path[len(base) + 1 :]
+    path = posixpath.normpath(path)  # "" is "."
+    return None if path in (".", "..") or path.startswith("../") else path
 
 
-# Commands that only look around: their success says nothing about the project.
-_PROBE = re.compile(
-    r"\A\s*(?:echo|printf|pwd|true|false|whoami|date|which|type|command -v|env|printenv"
-    r"|hostname|uname|id|sleep|ls|cat|head|tail|wc|stat|file|tree|find|grep|rg)\b"
+# Commands that only look around: their run says nothing about the project. Idle ones
+# look at nothing (``echo <marker>``, ``sleep 3``); the others at files.
+_IDLE = re.compile(
+    r"(?:echo|printf|pwd|true|false|whoami|date|which|type|command -v|printenv|hostname"
+    r"|uname|id|sleep)(?:\s|$)|env\s*$"
 )
+_LOOK = re.compile(r"(?:ls|cat|head|tail|wc|stat|file|tree|find|grep|rg|cd)(?:\s|$)")
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_PARTS = re.compile(r"&&|\|\||[;|\n]")
+_NO_FILE = re.compile(r"\d?>>?\s*/dev/null|&>\s*/dev/null|\d?>&\d")  # redirections writing none
+_WRITES = re.compile(r">|\s-(?:delete|exec|execdir|ok|fprint\w*)\b")  # into a file; find's actions
+
+
+def probe(command: str) -> str | None:
+    """``"idle"`` for a shell command that looks at nothing (``echo x``, ``which uv``),
+    ``"look"`` for one that only looks around the files (``ls -la``, ``cd src && grep -rn
+    x | head``), None for any other: a part that writes a file (``echo x > f``, ``find .
+    -delete``) or runs anything else (``env X=1 make``, ``ls && pytest``)."""
+    bare = _NO_FILE.sub(" ", _QUOTED.sub("''", command))
+    parts = [p.strip() for p in _PARTS.split(bare) if p.strip()]
+    if not parts or _WRITES.search(bare):
+        return None
+    if all(_IDLE.match(p) for p in parts):
+        return "idle"
+    return "look" if all(_IDLE.match(p) or _LOOK.match(p) for p in parts) else None
 
 
 def says_something(uses: list[ToolUse], roots: list[str]) -> bool:
@@ -360,11 +385,10 @@ def says_something(uses: list[ToolUse], roots: list[str]) -> bool:
     a failing command with its error, a test run with its counts, an edit to a project
     file. Probes (``echo``, ``ls``), reads and edits outside the project say nothing."""
     for use in uses:
-        if use.kind == "write":
-            cwd_roots = [*roots, use.cwd] if use.cwd else roots
-            if any(in_project(path, cwd_roots) is not None for _, path in use.files):
-                return True
-        if use.command and _PROBE.match(use.command):
+        ours = (in_project(path, roots, use.cwd) for _, path in use.files)
+        if use.kind == "write" and any(p is not None for p in ours):
+            return True
+        if use.command and probe(use.command):
             continue
         failed = bool(use.failed) or (use.exit_code is not None and use.exit_code != 0)
         outcome = parse_output(use.output, use.command, failed)

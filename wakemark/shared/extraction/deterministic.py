@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -10,8 +9,10 @@ from wakemark.shared.extraction.capture import (
     answer_title,
     clean_prompt,
     command_of,
+    in_project,
     is_ack_answer,
     is_placeholder,
+    probe,
     request_line,
     says_little,
     substance,
@@ -49,19 +50,6 @@ class _Facts:
         if fact and fact not in self.items and len(self.items) < MAX_FACTS:
             self.items[fact] = None
         return True
-
-
-def relative_path(path: str, roots: list[str]) -> str | None:
-    """``path`` relative to the first root holding it (else as given), with ``.`` and
-    ``..`` resolved; None when it climbs out of the project (``src/../../x``, also
-    written under the root) or is the root itself: a record lists no path outside it."""
-    for root in roots:
-        root = root.rstrip("/")
-        if root and path.startswith(root + "/"):
-            path = path[len(root) + 1 :]
-            break
-    path = posixpath.normpath(path)  # "" is "."
-    return None if path in (".", "..") or path.startswith("../") else path
 
 
 EARLIER = "earlier request: "
@@ -167,9 +155,8 @@ def _tool_facts(
     test_runs: list[str],
 ) -> bool:
     contributed = False
-    paths = [*roots, use.cwd] if use.cwd else roots
     for verb, raw in use.files:
-        path = relative_path(raw, paths)
+        path = in_project(raw, roots, use.cwd)
         if path is None:
             continue
         path = path[:1000]
@@ -178,6 +165,9 @@ def _tool_facts(
         if verb != "read":
             facts.add(f"{verb} {path}")
     failed = bool(use.failed) or (use.exit_code is not None and use.exit_code != 0)
+    # A run that looked at nothing says nothing; one that looked at files says which.
+    if use.command and probe(use.command) == "idle" and not failed:
+        return contributed
     if use.command:
         status = ""
         if use.exit_code is not None:

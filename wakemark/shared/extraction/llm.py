@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from wakemark.shared.config import Settings
 from wakemark.shared.extraction import budget
-from wakemark.shared.extraction.deterministic import relative_path
+from wakemark.shared.extraction.capture import in_project
 from wakemark.shared.extraction.text import as_text, body_text, clip, collapse
 from wakemark.shared.extraction.tools import parse_tool_use
 from wakemark.shared.models import MemoryRecord
@@ -105,7 +105,7 @@ def extract_llm(turn: Turn, settings: Settings) -> MemoryRecord:
         budget.settle(settings, estimate, used, failed)
     created = max(e.valid_time for e in turn.events).astimezone(UTC)
     roots = [e.source.project_path for e in turn.events if e.source.project_path]
-    files = [relative_path(f.strip(), roots) for f in output.files_touched if f.strip()]
+    files = [in_project(f.strip(), roots) for f in output.files_touched if f.strip()]
     return MemoryRecord(
         namespace=turn.namespace,
         title=collapse(output.title) or "untitled",

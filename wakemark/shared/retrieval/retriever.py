@@ -189,20 +189,22 @@ class Retriever:
         audit: bool = True,
         read_files: bool = False,
         reported: Mapping[str, str | None] | None = None,
+        root: str | None = None,
     ) -> PromptContext:
         """The gated context block for a prompt, with ``retrieval_id`` when ``event`` is a
         stored prompt event (its audit row). With ``audit=False`` (a preview) nothing is
         written or counted, and the audit row's ``candidates`` (relevance, injected, why
         not) come back instead. ``read_files``: the client is the server's own user, whose
-        project files the hits are checked against (``staleness``); else ``reported``: the
-        client's own hashes of its files, when its forwarder sent them."""
+        project files the hits are checked against (``staleness``), at ``root`` when the
+        prompt came from there (else where each record was captured); else ``reported``:
+        the client's own hashes of its files, when its forwarder sent them."""
         start = time.perf_counter()
         try:
             threshold = self._settings.min_relevance if min_relevance is None else min_relevance
             min_prompt = self._settings.min_prompt_relevance
             result = self.search(namespace, event, limit=PROMPT_CANDIDATES)
             seen = self._seen(event) if isinstance(event, Event) else set()
-            items, gone, note, report = self._checked(result.items, read_files, reported)
+            items, gone, note, report = self._checked(result.items, read_files, reported, root)
             selection = inject.select(
                 items,
                 min_prompt,
@@ -247,20 +249,29 @@ class Retriever:
             return PromptContext(latency_ms=_ms(start))
 
     def code_verdicts(
-        self, record_ids: list[str], reported: Mapping[str, str | None] | None = None
+        self,
+        record_ids: list[str],
+        reported: Mapping[str, str | None] | None = None,
+        root: str | None = None,
     ) -> dict[str, Verdict]:
-        """Each record's state against the project's files now (records without anchors
-        are left out), reading no more than a prompt may, or from the client's
-        ``reported`` hashes (never taken as a baseline here); a failed check is logged and
-        leaves them all out."""
+        """Each record's state against the project's files now, at ``root`` (else where
+        each record was captured; records without anchors are left out), reading no more
+        than a prompt may, or from the client's ``reported`` hashes (never taken as a
+        baseline here); a failed check is logged and leaves them all out."""
         try:
-            return self._code.verdicts(record_ids, read_budget=PROMPT_READ_BYTES, reported=reported)
+            return self._code.verdicts(
+                record_ids, root, read_budget=PROMPT_READ_BYTES, reported=reported
+            )
         except Exception:
             log.exception("code check failed; records left unchecked")
             return {}
 
     def _checked(
-        self, hits: list[SearchHit], read_files: bool, reported: Mapping[str, str | None] | None
+        self,
+        hits: list[SearchHit],
+        read_files: bool,
+        reported: Mapping[str, str | None] | None,
+        root: str | None,
     ) -> tuple[list[SearchHit], dict[str, str], str, PromptContext]:
         """The hits to offer the gate (gone ones dropped, changed ones marked and after
         current ones of equal relevance), why each gone one was dropped, the note the
@@ -271,7 +282,7 @@ class Retriever:
             return hits, {}, "", report
         ids = [h.record.record_id for h in hits]
         if read_files:
-            verdicts, note = self.code_verdicts(ids), ""
+            verdicts, note = self.code_verdicts(ids, root=root), ""
         else:
             note = f"; {NOT_READ}" if reported is None else f"; {FROM_CLIENT}"
             try:
@@ -309,17 +320,18 @@ class Retriever:
         max_bytes: int | None = None,
         read_files: bool = False,
         reported: Mapping[str, str | None] | None = None,
+        root: str | None = None,
     ) -> SessionIndex:
         """Pinned, then recent records, one line each, within ``max_bytes`` UTF-8 bytes;
-        with ``read_files`` (else from the client's ``reported`` hashes), gone records left
-        out and changed ones marked."""
+        with ``read_files`` (at ``root``, as ``for_prompt``; else from the client's
+        ``reported`` hashes), gone records left out and changed ones marked."""
         budget = max_bytes if max_bytes is not None else self._settings.context_max_bytes
         try:
             if not is_namespace_prefix(namespace) or budget <= 0:
                 return SessionIndex()
             for leg in self._legs:
                 leg.prepare(namespace)
-            records = self._iter_records(namespace, read_files, reported)
+            records = self._iter_records(namespace, read_files, reported, root)
             return SessionIndex(*format_index(records, budget))
         except Exception:
             log.exception("session index failed; returning no context")
@@ -512,14 +524,18 @@ class Retriever:
         return items
 
     def _iter_records(
-        self, namespace: str, read_files: bool, reported: Mapping[str, str | None] | None
+        self,
+        namespace: str,
+        read_files: bool,
+        reported: Mapping[str, str | None] | None,
+        root: str | None,
     ) -> Iterator[MemoryRecord]:
         """Pinned first, then newest, one storage page at a time."""
         for page in self._storage.record_pages(namespace, INDEX_PAGE, pinned_first=True):
             if not read_files and reported is None:
                 yield from page
                 continue
-            verdicts = self.code_verdicts([r.record_id for r in page], reported)
+            verdicts = self.code_verdicts([r.record_id for r in page], reported, root)
             for record in page:
                 verdict = verdicts.get(record.record_id, UNCHECKED)
                 if verdict.state != "gone":
