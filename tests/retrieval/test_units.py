@@ -136,6 +136,59 @@ def test_context_block_is_exactly_the_design() -> None:
     assert format_context([]) == ""
 
 
+def test_the_context_block_says_nothing_twice() -> None:
+    def block(title: str, summary: str, facts: list[str]) -> str:
+        record = MemoryRecord(namespace=NS, title=title, summary=summary, facts=facts)
+        return format_context([record]).removeprefix("## Prior observations\n\n")
+
+    # A commit message as title and summary: the summary adds nothing.
+    edit = "edited .github/workflows/codspeed.yml"
+    assert block("Only run codspeed against PRs", "Only run codspeed against PRs", [edit]) == (
+        f"### Only run codspeed against PRs\n- {edit}\n"
+    )
+    # Its first sentence or line as the title: the rest of the summary follows it.
+    assert block("Fix the cookie", "Fix the cookie\n\nIt expired on reload.", []) == (
+        "### Fix the cookie\nIt expired on reload.\n"
+    )
+    assert block("Fix the cookie.", "Fix the cookie. It expired.", []) == (
+        "### Fix the cookie.\nIt expired.\n"
+    )
+    assert block("Fix login", "Fix login cookies.", []) == "### Fix login\nFix login cookies.\n"
+    squashed = "* Accept tuples in optional\n\nFixes #937\n\n* Add news fragment"
+    assert block("Accept tuples in optional (#1122)", squashed, []) == (
+        "### Accept tuples in optional (#1122)\nFixes #937\n\n* Add news fragment\n"
+    )
+    # A turn without an answer is summed up by its facts: each is said once.
+    facts = ["edited app/pdf.py", "edited app/pdf_test.py", "tests: 3 passed"]
+    assert block("PDF export crash", "edited app/pdf.py; edited app/pdf_test.py", facts) == (
+        "### PDF export crash\nedited app/pdf.py; edited app/pdf_test.py\n- tests: 3 passed\n"
+    )
+    # A fact found only inside a longer word is kept; one said twice, once.
+    assert block("Pin pytest", "Pinned pytest-xdist.", ["test", "Pytest", "pinned"]) == (
+        "### Pin pytest\nPinned pytest-xdist.\n- test\n"
+    )
+    assert block("Pin", "Pinned pytest-xdist.", ["xdist 3", "xdist 3"]) == (
+        "### Pin\nPinned pytest-xdist.\n- xdist 3\n"
+    )
+
+
+def test_the_context_block_names_a_verb_once_for_its_files() -> None:
+    files = ["src/pdf.py", "tests/test_pdf.py", "docs/pdf.rst"]
+    facts = [
+        "edited src/pdf.py", "edited tests/test_pdf.py", "ran `pytest` → exit 0",
+        "edited docs/pdf.rst", "wrote src/pdf.py", "edited out.log", "edited notes.md",
+    ]  # fmt: skip
+    record = MemoryRecord(namespace=NS, title="PDF export crash", facts=facts, files_touched=files)
+    assert format_context([record]).splitlines()[3:] == [
+        "- edited src/pdf.py, tests/test_pdf.py",
+        "- ran `pytest` → exit 0",
+        "- edited docs/pdf.rst",
+        "- wrote src/pdf.py",
+        "- edited out.log",  # not a file of the record's: a fact of its own
+        "- edited notes.md",
+    ]
+
+
 @given(
     st.lists(st.tuples(st.text(min_size=1, max_size=60), st.text(max_size=300)), max_size=40),
     st.integers(1, 9500),

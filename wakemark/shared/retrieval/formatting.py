@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from wakemark.shared.models import MemoryRecord
@@ -12,17 +13,45 @@ INDEX_SUMMARY_CHARS = 140
 
 
 def format_context(records: Sequence[MemoryRecord]) -> str:
-    """Header, then per record ``### title``, summary, facts as bullets; no ids or times."""
+    """Header, then per record ``### title``, summary, facts as bullets; no ids or times.
+    Each byte costs the user a token, so nothing is said twice: not a summary's opening
+    that only repeats the title (``_after_title``), nor a fact the title or summary
+    already holds, nor the verb of each file in a run of edits."""
     if not records:
         return ""
     blocks = [CONTEXT_HEADER]
     for record in records:
-        lines = [f"### {_one_line(record.title)}"]
-        if record.summary.strip():
-            lines.append(record.summary.strip())
-        lines.extend(f"- {_one_line(fact)}" for fact in record.facts if fact.strip())
+        title = _one_line(record.title)
+        summary = _after_title(record.summary.strip(), title)
+        lines = [f"### {title}"]
+        if summary:
+            lines.append(summary)
+        said = f"{title}\n{summary}"
+        facts = dict.fromkeys(_one_line(fact) for fact in record.facts)
+        new = [fact for fact in facts if fact and not _holds(said, fact)]
+        lines.extend(f"- {fact}" for fact in _file_runs(new, record.files_touched))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
+
+
+def _file_runs(facts: list[str], files: Sequence[str]) -> list[str]:
+    """Facts with a run of the same verb on the record's files ("edited a.py", "edited
+    b.py") said as one ("edited a.py, b.py")."""
+    out: list[str] = []
+    verb = None
+    for fact in facts:
+        said, _, path = fact.partition(" ")
+        if path in files and said == verb:
+            out[-1] += f", {path}"
+            continue
+        out.append(fact)
+        verb = said if path in files else None
+    return out
+
+
+def _holds(text: str, part: str) -> bool:
+    """``text`` says ``part`` word for word (any case), not inside a longer word."""
+    return re.search(rf"(?<!\w){re.escape(part)}(?!\w)", text, re.IGNORECASE) is not None
 
 
 def index_line(record: MemoryRecord) -> str:
@@ -41,9 +70,15 @@ def index_line(record: MemoryRecord) -> str:
 
 
 def _after_title(summary: str, title: str) -> str:
-    """The summary without its opening when that only says the title again (a title
-    taken from the answer's first sentence); a title cut short ("…") is no such opening."""
+    """The summary without its opening when that only says the title again: a first line
+    the title holds whole ("* Fix login" under "Fix login (#12)", a squashed commit's), or
+    a first sentence the title is (taken from the answer's; a title cut short ("…") is no
+    such sentence)."""
     said = title.split(" (changed since: ")[0].rstrip(" :;,.!?")  # ``Verdict.marker``
+    first, _, after = summary.partition("\n")
+    line = first.strip().lstrip("*-# ").rstrip(" :;,.!?")
+    if line and _holds(said, line):
+        return after.strip()
     rest = summary[len(said) :]
     # The whole first sentence, not words that only begin the summary ("Fix login cookies").
     ends = rest == "" or rest[0] in ".:;,!?"
