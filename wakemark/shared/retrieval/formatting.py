@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from wakemark.shared.models import MemoryRecord
@@ -50,8 +49,20 @@ def _file_runs(facts: list[str], files: Sequence[str]) -> list[str]:
 
 
 def _holds(text: str, part: str) -> bool:
-    """``text`` says ``part`` word for word (any case), not inside a longer word."""
-    return re.search(rf"(?<!\w){re.escape(part)}(?!\w)", text, re.IGNORECASE) is not None
+    """``text`` says ``part`` word for word (any case), not inside a longer word. (A
+    pattern per part would be compiled anew for each record of a session's index.)"""
+    text, part = text.lower(), part.lower()
+    start = text.find(part)
+    while start >= 0:
+        end = start + len(part)
+        if not (_word_char(text, start - 1) or _word_char(text, end)):
+            return True
+        start = text.find(part, start + 1)
+    return False
+
+
+def _word_char(text: str, at: int) -> bool:
+    return 0 <= at < len(text) and (text[at].isalnum() or text[at] == "_")
 
 
 def index_line(record: MemoryRecord) -> str:
