@@ -130,8 +130,12 @@ def _prose(role: str, body: str) -> Iterator[tuple[str, Any]]:
         yield ("interrupt", interrupt.group())
         role, body = "Assistant", body[interrupt.end() :]
     if role == "User":
-        yield ("user_text", body.removeprefix("❯ "))
-        return
+        # The export lists the agent's first tool calls, made before it says anything,
+        # under the user's heading: the hook posts the message alone as the prompt.
+        first = _PROSE_TOOL.search(body)
+        cut = first.start() if first else len(body)
+        yield ("user_text", body[:cut].strip().removeprefix("❯ "))
+        body = body[cut:]
     body = body.removeprefix("🤖️").strip()
     for chunk in re.split(r"(^- \*\*Used \w+\*\*.*$)", body, flags=re.M):
         tool = _PROSE_TOOL.match(chunk)

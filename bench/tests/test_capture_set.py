@@ -61,3 +61,21 @@ def test_what_the_agent_says_after_an_interrupt_is_the_answer() -> None:
         {"description": "Build Game"},
         {"file_path": "Source/VFX.cpp"},
     ]
+
+
+def test_tool_calls_listed_under_the_users_heading_are_the_agents() -> None:
+    # UnrealFrog's transcript clean-up session: the agent's first tool call, made before
+    # it said anything, is listed under the user's "4 messages?"; the hook posts the
+    # message alone.
+    text = (
+        "## User (06:15 UTC)\n\n4 messages?\n\n"
+        "- **Used Bash**: Sample 4-message transcripts to assess value\n\n"
+        "## Assistant (06:15 UTC)\n\n82 transcripts, all subagent.\n\n"
+    )
+    [turn] = _capture_set.replay("r:p", text, "prose")
+    assert turn.prompt == "4 messages?"
+    assert turn.tools == [
+        {"tool_name": "Bash",
+         "tool_input": {"description": "Sample 4-message transcripts to assess value"}}
+    ]  # fmt: skip
+    assert turn.answer() == "82 transcripts, all subagent."

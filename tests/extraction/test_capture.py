@@ -419,7 +419,9 @@ def test_a_turn_follows_up_the_one_before_unless_it_starts_its_own(
      ("Commit and then do a retrospective.", False),
      ("Are any of those valauble?", True), ("Just move them below the Swift Testing "
       "migration", True), ("ok use the second one", True),
-     ("Give me an example of one with 4 messages", False),
+     ("Give me an example of one with 4 messages", True),
+     ("No one with admin rights can log in since the upgrade", False),
+     ("Write a parser that accepts one with a trailing comma and reports the rest", False),
      ("Delete those old transcripts and make sure we never create transcripts this short "
       "again going forward", False)],
 )  # fmt: skip

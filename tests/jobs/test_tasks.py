@@ -490,7 +490,8 @@ def _units(runtime, written: list[str]) -> list[np.ndarray]:  # type: ignore[no-
 def test_a_follow_up_goes_back_to_an_earlier_record_of_its_session(
     backend_settings: Settings, onnx_model_path: Path, make_runtime, back: bool
 ):
-    # A real session's shape: counts of short transcripts, a side request for an example,
+    # A real session's shape: counts of short transcripts, a side request for a sample
+    # (naming nothing of the answer's: not "one with 4 messages", ``capture.refers_back``),
     # then the next count ("What about 5 messages?"). It is far from the side request
     # (the session's previous record) and near the counts: it supersedes them; a new
     # request does not.
@@ -503,7 +504,7 @@ def test_a_follow_up_goes_back_to_an_earlier_record_of_its_session(
         "messages would remove 325 transcripts. Want me to set the threshold?",
     )  # fmt: skip
     [example] = _said(
-        runtime, "s1", "Give me an example of one with 4 messages",
+        runtime, "s1", "Print a sample transcript with 4 messages",
         "A subagent receiving a stale task assignment it already completed, confirming it "
         "is done, then going idle. Noise.",
     )  # fmt: skip

@@ -222,15 +222,20 @@ def carries_on(turn: Turn) -> bool:
     )
 
 
-# "those", "them", "that one": what the last answer listed or offered.
-_BACK = re.compile(r"\b(?:those|these|them|(?:that|this|the\s+\w+)\s+one)\b", re.I)
+# "those", "them", "that one", "one with 4 messages": what the last answer listed or
+# offered ("one" standing for one of its items, not "no one" or "every one").
+_BACK = re.compile(
+    r"\b(?:those|these|them|(?:that|this|the\s+\w+)\s+one"
+    r"|(?<!\bno\s)(?<!\bevery\s)(?<!\bsome\s)(?<!\bany\s)ones?\s+(?:with|without|that|which|where))\b",
+    re.I,
+)
 _BACK_WORDS = 10
 
 
 def refers_back(request: str) -> bool:
     """A short request whose object is what the last answer listed or offered ("are any of
-    those valuable?", "move them below the migration"): the answer's subject, not one of
-    its own."""
+    those valuable?", "move them below the migration", "give me an example of one with 4
+    messages"): the answer's subject, not one of its own."""
     return len(re.findall(r"[\w']+", request)) <= _BACK_WORDS and bool(_BACK.search(request))
 
 
