@@ -137,6 +137,19 @@ def test_idle_connection_is_checked_before_use(
         assert conn.execute("SELECT pg_backend_pid()").fetchone() != pid
 
 
+def test_connection_goes_back_to_the_pool_in_the_callers_thread(store: PostgresStorage) -> None:
+    # Not through a task on the pool's worker thread (as with a reset callback), which
+    # would wake it to take the GIL after every statement: the connection is available
+    # again the moment the block ends, its return time noted for the idle check.
+    store.ping()
+    with store._db.connection() as conn:
+        conn.execute("SELECT 1")
+    pool = store._db._pool
+    assert pool is not None
+    assert conn in pool._pool  # the pool's idle connections
+    assert time.monotonic() - connection._returned[conn] < connection.CHECK_IDLE_S
+
+
 def test_unreachable_database_is_transient() -> None:
     store = PostgresStorage("postgresql://wakemark@127.0.0.1:1/wakemark_test", timeout=1)
     with pytest.raises(TransientStorageError):

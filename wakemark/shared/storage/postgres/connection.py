@@ -47,13 +47,11 @@ def configure(conn: psycopg.Connection) -> None:
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
 
 
-# When each pooled connection went back to the pool (``time.monotonic()``).
+# When each pooled connection went back to the pool (``time.monotonic()``), noted by
+# ``Connector.connection`` as it hands it back. Not the pool's reset callback: with one,
+# the pool returns every connection through a task on its worker thread, which then
+# wakes and takes the GIL from the caller's next steps after each statement.
 _returned: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
-
-
-def returned(conn: psycopg.Connection) -> None:
-    """The pool's reset callback: the connection is idle from now."""
-    _returned[conn] = time.monotonic()
 
 
 def check(conn: psycopg.Connection) -> None:
@@ -108,7 +106,6 @@ class Connector:
                     open=False,
                     configure=configure,
                     check=check,
-                    reset=returned,
                     # prepare_threshold=None: no auto-prepared statements, so a plan
                     # is never pinned across planner-setting or data changes.
                     kwargs={
@@ -134,6 +131,8 @@ class Connector:
                 except psycopg.OperationalError:
                     lost = conn.broken  # the server went away, not just this statement
                     raise
+                finally:
+                    _returned[conn] = time.monotonic()
         except TransientStorageError as exc:
             unreachable = isinstance(exc.__cause__, PoolTimeout)
             if unreachable:
