@@ -144,12 +144,15 @@ def test_a_search_whose_lexical_leg_is_cancelled_answers_degraded(
             # Empty and degraded (or, on a busy box, past the whole budget), not failed.
             assert result.items == [] and result.degraded
             cancelled = "search degraded, a leg is missing: fts: substring search past"
-            for _ in range(100):  # the search thread says so when the leg ends
+            # The search thread says so when the leg ends: on a loaded box it may wait
+            # for a core well past the budget, so the wait is generous (it ends at once).
+            for _ in range(1000):
                 if any(cancelled in r.getMessage() for r in caplog.records):
                     break
                 time.sleep(0.01)
             else:
-                pytest.fail("the lexical leg was not cancelled")
+                logged = [r.getMessage() for r in caplog.records]
+                pytest.fail(f"the lexical leg was not cancelled; logged: {logged}")
         assert rt.retriever.metrics()["errors"] == 0
     finally:
         rt.close()
