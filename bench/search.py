@@ -168,6 +168,11 @@ def _measure(runtime: Runtime, queries: list[str]) -> dict[str, Any]:
         "session_index": _timed(lambda q: retriever.session_index(NS), queries[:100]),
     }
     out["degraded"] = degraded
+    # Whether the lexical leg read the full-text index held in the process: Postgres ranks
+    # with its own full-text search instead while the index is not current (built past
+    # the size limit, or a transaction anywhere in the cluster older than the records
+    # holding the snapshot horizon back), a slower leg.
+    out["text_index_current"] = storage.memory_index() is not None
     out["stages"] = _stages(runtime, queries)
     return out
 
@@ -512,6 +517,8 @@ def markdown(result: dict[str, Any]) -> str:
         ]
         for part, m in largest["stages"].items():
             lines.append(f"| {part} | {m['p50_ms']} | {m['p95_ms']} |")
+        current = largest.get("text_index_current")
+        lines.append(f"\nFull-text index held in the process current after searching: {current}.")
         rss = sizes["rss_50k"]
         lines.append(
             f"\nWarm RSS of a process serving the 50k namespace: {rss['rss_mb']:.0f} MB "
