@@ -169,9 +169,9 @@ def _measure(runtime: Runtime, queries: list[str]) -> dict[str, Any]:
     }
     out["degraded"] = degraded
     # Whether the lexical leg read the full-text index held in the process: Postgres ranks
-    # with its own full-text search instead while the index is not current (built past
-    # the size limit, or a transaction anywhere in the cluster older than the records
-    # holding the snapshot horizon back), a slower leg.
+    # with its own full-text search instead, a slower leg, while the index is not kept
+    # (past its size limit) or not current (a transaction open anywhere in the cluster
+    # holds back the horizon its check reads).
     out["text_index_current"] = storage.memory_index() is not None
     out["stages"] = _stages(runtime, queries)
     return out
