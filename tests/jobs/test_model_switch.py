@@ -25,6 +25,7 @@ from wakemark.shared.config import Settings
 from wakemark.shared.embedding import Embedder, tokenizer_path
 from wakemark.shared.jobs import embed_records, rebuild_embeddings
 from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval import legs
 from wakemark.shared.retrieval.legs import VECTOR, VectorLeg
 from wakemark.shared.runtime import Runtime
 
@@ -235,14 +236,20 @@ def test_a_service_without_shared_epochs_switches_at_a_search(
     second_model_path: Path,
     make_runtime: Callable[[Settings], Runtime],
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A local server (no Redis) is not told of the swap: a search from its cache reads
     the stored model every ``MODEL_CHECK_S``, which starts the switch, with no vector
     write; meanwhile it searches the old vectors it holds (stale, never mixed)."""
+    # The first search after the rebuild must come before the next read of the stored
+    # model, which a rebuild on a loaded machine can outlast: held off until then.
+    shipped = legs.MODEL_CHECK_S
+    monkeypatch.setattr(legs, "MODEL_CHECK_S", float("inf"))
     service, _, new_id, billing = _rebuilt_from(tmp_path, local, second_model_path, make_runtime)
     old = service.runtime
     old_id = old.embedder.identity
     assert service.semantic() and old.embedder.switch_state is None
+    monkeypatch.setattr(legs, "MODEL_CHECK_S", shipped)
 
     def switched() -> bool:
         service.search()
