@@ -40,6 +40,7 @@ BOUND_S = 0.003  # a few round trips to Postgres, then statement_timeout (whole 
 SLOW_S = 0.008
 VECTOR_ROWS = 5_000
 VECTOR_BOUND_S = 0.002
+ATTEMPTS = 5  # searches, on a box too busy for one to reach its legs within the budget
 
 
 def _long_records(rt: Runtime, rows: int = ROWS) -> None:
@@ -68,6 +69,16 @@ def _slowest(fn: Callable[[], Any]) -> float:
         fn()
         times.append(time.perf_counter() - began)
     return min(times)
+
+
+def _logged(caplog: pytest.LogCaptureFixture, message: str, wait_s: float = 10.0) -> bool:
+    """Whether ``message`` is logged within ``wait_s`` (another thread may log it)."""
+    end = time.monotonic() + wait_s
+    while not any(message in r.getMessage() for r in caplog.records):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _cancelled(storage: Storage, exc: StorageTimeoutError) -> None:
@@ -139,20 +150,22 @@ def test_a_search_whose_lexical_leg_is_cancelled_answers_degraded(
         _long_records(rt, 2 * ROWS)
         unbounded_s = _slowest(lambda: search_lexical(rt.storage, NS, "%%", 40))
         assert unbounded_s >= 0.02  # twice the budget
+        cancelled = "search degraded, a leg is missing: fts: substring search past"
+        late = "search exceeded the 10 ms budget"
         with caplog.at_level(logging.WARNING, logger="wakemark.shared.retrieval"):
-            result = rt.retriever.search(NS, "%%")
-            # Empty and degraded (or, on a busy box, past the whole budget), not failed.
-            assert result.items == [] and result.degraded
-            cancelled = "search degraded, a leg is missing: fts: substring search past"
-            # The search thread says so when the leg ends: on a loaded box it may wait
-            # for a core well past the budget, so the wait is generous (it ends at once).
-            for _ in range(1000):
-                if any(cancelled in r.getMessage() for r in caplog.records):
+            for _ in range(ATTEMPTS):
+                caplog.clear()
+                result = rt.retriever.search(NS, "%%")
+                assert result.items == [] and result.degraded  # not failed
+                # The search thread says so when the leg ends: on a loaded box it may wait
+                # for a core well past the budget, so the wait is generous (it ends at once).
+                if _logged(caplog, cancelled):
                     break
-                time.sleep(0.01)
+                # Else the box was too busy for the search to reach its legs in time: the
+                # caller said so, and nothing here tells about the leg. Again.
+                assert any(late in r.getMessage() for r in caplog.records), caplog.messages
             else:
-                logged = [r.getMessage() for r in caplog.records]
-                pytest.fail(f"the lexical leg was not cancelled; logged: {logged}")
+                pytest.fail(f"the search never reached its lexical leg in {ATTEMPTS} tries")
         assert rt.retriever.metrics()["errors"] == 0
     finally:
         rt.close()

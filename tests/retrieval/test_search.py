@@ -235,6 +235,30 @@ def test_a_search_given_up_on_while_queued_never_runs(
         rt.close()
 
 
+def test_a_search_thread_that_starts_past_its_deadline_answers_as_timed_out(
+    backend_settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A loaded box can wake the caller after the search thread has seen the deadline
+    pass: the caller then reads the thread's answer, which must be the timeout's."""
+    rt = Runtime.build(backend_settings.replace(embedder="off"))
+    try:
+        put(rt, [make_record(NS, "webhook token", 0)])
+        retriever = rt.retriever
+        search = retriever._search
+
+        def late(*args: Any) -> Any:
+            return search(*args[:-1], 0.0)  # its deadline long past when the thread starts
+
+        monkeypatch.setattr(retriever, "_search", late)
+        with caplog.at_level(logging.WARNING, logger="wakemark.shared.retrieval"):
+            result = retriever.search(NS, "webhook token")
+        assert result.items == [] and result.degraded
+        assert retriever.metrics()["timeouts"] == 1
+        assert any("search exceeded the" in m for m in caplog.messages), caplog.messages
+    finally:
+        rt.close()
+
+
 def test_cold_model_never_blocks_a_search(onnx_settings: Settings) -> None:
     rt = Runtime.build(onnx_settings)
     try:

@@ -86,6 +86,11 @@ class _Outcome:
     lexical_hits: int
 
 
+class _Late(Exception):
+    """The search thread started past the search's deadline: the search timed out even if
+    its caller, itself late to wake, is still there to read this."""
+
+
 class Retriever:
     """Searches its legs: the first (lexical) answers or the search fails; the others run
     beside it, and one that fails or is unavailable only degrades the search.
@@ -163,7 +168,7 @@ class Retriever:
                 start + budget_s,
             )
             outcome = future.result(timeout=max(0.0, budget_s - (time.perf_counter() - start)))
-        except FutureTimeout:
+        except (FutureTimeout, _Late):
             # Still queued behind other searches: it never starts. Searches given up on but
             # run anyway make every later one wait for them and miss its own deadline in
             # turn (bench scale, on a loaded box: half of the big project's searches).
@@ -374,8 +379,8 @@ class Retriever:
         deadline: float,
     ) -> _Outcome:
         """``legs_deadline``, ``deadline``: ``time.perf_counter()`` values."""
-        if time.perf_counter() >= deadline:  # the caller has answered already
-            return _Outcome([], True, 0)
+        if time.perf_counter() >= deadline:
+            raise _Late
         # At least the prompt's depth: the gate's rarity pool and cosine baseline are then
         # the same whatever the limit, and so is the relevance of a hit.
         k = max(limit, PROMPT_LIMIT) * CANDIDATES
