@@ -15,6 +15,7 @@ opens either kind.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -190,6 +191,21 @@ def build(project: str, settings: Settings) -> None:
         runtime.close()
 
 
+def cached(project: str, model: Path | None = None) -> Path:
+    """The home of the project's cached build, built first if missing. Two benches started
+    together must not both build (one would delete the other's half-built database): the
+    second waits for the first's build and takes it."""
+    home = CACHE / f"{project}-{_fingerprint(project)}"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{project}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (home / "complete").exists():
+            shutil.rmtree(home, ignore_errors=True)
+            build(project, settings_for(home, model))
+            (home / "complete").write_text("built\n")
+    return home
+
+
 def _gold_ids(runtime: Runtime, project: str) -> dict[str, str]:
     """Commit sha -> record id, through the prompt event each record cites."""
     by_event: dict[str, str] = {}
@@ -223,11 +239,7 @@ def open_project(
         build(project, settings)
         settings = run_settings(settings, **overrides)
     else:
-        home = CACHE / f"{project}-{_fingerprint(project)}"
-        if not (home / "complete").exists():
-            shutil.rmtree(home, ignore_errors=True)
-            build(project, settings_for(home, model))
-            (home / "complete").write_text("built\n")
+        home = cached(project, model)
         if scratch is not None:
             copy = scratch / project
             shutil.copytree(home, copy, ignore=shutil.ignore_patterns("*-writer", "complete"))
