@@ -198,10 +198,10 @@ def rule_text(rule: dict[str, Any]) -> str:
         text += f", or ≥ {rule['follow']} with the session's previous record"
     if rule.get("follow_named", _OFF) <= 1 and rule.get("follow", _OFF) <= 1:
         text += f" (≥ {rule['follow_named']} when its title names an identifier that one names)"
+    if rule.get("versions") and rule.get("follow", _OFF) <= 1:
+        text += ", or with a version of its subject that the session's recent turns wrote"
     if rule.get("recent", _OFF) <= 1 and rule.get("follow", _OFF) <= 1:
         text += f", or ≥ {rule['recent']} with another recent record of the session"
-    if rule.get("versions") and rule.get("follow", _OFF) <= 1:
-        text += " (or with a version of its subject the session's recent turns wrote)"
     if rule.get("carry_on") and rule.get("follow", _OFF) <= 1:
         text += ", or a follow-up naming nothing of its own"
     if rule.get("follow_numbers") == "versions" and rule.get("follow", _OFF) <= 1:
