@@ -19,7 +19,8 @@ import numpy as np
 from wakemark.shared.extraction import subject
 from wakemark.shared.models import MemoryRecord
 
-# Candidate rules, the shipped one first, then without a follow-up's request naming
+# Candidate rules, the shipped one first, then without the previous record's versions
+# standing for it (``versions``), then without a follow-up's request naming
 # what the session's previous record names (``follow_named``) or with it from other
 # cosines, then without the session's other recent records or with them from other
 # cosines (``recent``), then with disjoint files keeping the lineage apart
@@ -37,10 +38,12 @@ _PREVIOUS = subject.Rule(
     follow_files_apart=0.95,
     recent=_OFF,
     follow_named=_OFF,
+    versions=False,
 )
 _BEFORE = replace(_PREVIOUS, follow=_OFF, files_apart=0.0)
 GRID = [
     subject.RULE,
+    subject.Rule(versions=False),
     subject.Rule(follow_named=_OFF),
     subject.Rule(follow_named=0.50),
     subject.Rule(follow_named=0.60),
@@ -85,7 +88,9 @@ def fold(
     turn that follows up, the records of each of the ``subject.LINEAGE`` turns of its
     session before it, nearest turn first, newest record first (a turn whose records were all
     repeats stands for the record its newest one repeated; their current records, as
-    ``HistoryTx.session_recent`` gives them: the first the session's previous record);
+    ``HistoryTx.session_recent`` gives them: the first the session's previous record;
+    those now versions of the previous record's subject, as
+    ``HistoryTx.session_versions`` gives them);
     ``carried``: the records of turns that carry on (``capture.carries_on``); ``links``:
     False, a turn of repeats stands for nothing (as before the turns kept the link);
     ``match``: the decision, ``subject.match`` or a candidate with its signature
@@ -111,6 +116,9 @@ def fold(
             written += kept or [repeated[k] for k in ks[:1] if links]
         recent = list(dict.fromkeys(head[lineage[k]] for k in written))
         lead = None if not recent else (records[recent[0]], float(units[recent[0]] @ units[i]))
+        # What those turns wrote that is now a version of the previous record's subject.
+        versions = [k for k in dict.fromkeys(written) if recent and k != recent[0]
+                    and head[lineage[k]] == recent[0]]  # fmt: skip
         found = match(
             record,
             near,
@@ -119,6 +127,7 @@ def fold(
             lead,
             record.record_id in carried,
             [(records[k], float(units[k] @ units[i])) for k in recent[1:]],
+            versions=[(records[k], float(units[k] @ units[i])) for k in versions],
         )
         if found is None:
             current.append(i)
@@ -189,6 +198,8 @@ def rule_text(rule: dict[str, Any]) -> str:
         text += f", or ≥ {rule['follow']} with the session's previous record"
     if rule.get("follow_named", _OFF) <= 1 and rule.get("follow", _OFF) <= 1:
         text += f" (≥ {rule['follow_named']} when its title names an identifier that one names)"
+    if rule.get("versions") and rule.get("follow", _OFF) <= 1:
+        text += ", or with a version of its subject that the session's recent turns wrote"
     if rule.get("recent", _OFF) <= 1 and rule.get("follow", _OFF) <= 1:
         text += f", or ≥ {rule['recent']} with another recent record of the session"
     if rule.get("carry_on") and rule.get("follow", _OFF) <= 1:

@@ -154,9 +154,12 @@ def learned_match(
         previous: tuple[MemoryRecord, float] | None,
         carries_on: bool,
         recent: Sequence[tuple[MemoryRecord, float]],
+        versions: Sequence[tuple[MemoryRecord, float]] = (),
     ) -> subject.Match | None:
         if on_top:
-            found = subject.match(record, near, rule, session_of, previous, carries_on, recent)
+            found = subject.match(
+                record, near, rule, session_of, previous, carries_on, recent, versions
+            )
             if found is not None:
                 return found
         candidates = _candidates(record, near, session_of, previous, carries_on, recent)
@@ -222,14 +225,14 @@ def _logging(
     index = {r.record_id: k for k, r in enumerate(data["records"])}
     label, group = data["label"], data["group"]
 
-    def match(record: MemoryRecord, *args: Any) -> subject.Match | None:
+    def match(record: MemoryRecord, *args: Any, **versions: Any) -> subject.Match | None:
         near, _, session_of, previous, carries_on, recent = args
         i = index[record.record_id]
         for old, _, x in _candidates(record, near, session_of, previous, carries_on, recent):
             j = index[old.record_id]
             same = None if None in (label[i], label[j]) else float(label[i] == label[j])
             out.append((group[i], x, same))
-        return subject.match(record, *args)
+        return subject.match(record, *args, **versions)
 
     return match
 

@@ -54,3 +54,27 @@ def test_a_learned_decision_replaces_the_rule_in_the_fold() -> None:
     assert _subjects.fold(records, vectors, subject.RULE, {}, match=match)[1] == [(1, 0)]
     never = fit_subject.learned_match({NS: model}, 1.01, on_top=False)
     assert _subjects.fold(records, vectors, subject.RULE, {}, match=never)[1] == []
+
+
+def test_the_fold_gives_a_follow_up_the_versions_of_the_previous_subject_only() -> None:
+    # 0: counts; 1: "nope" carries that subject on (0 becomes its version); then a
+    # follow-up near the counts and far from "nope" supersedes "nope". With a request on
+    # another subject (2) in between, the counts are no version of the previous subject.
+    counts, nope, other = [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]
+    near_counts = [0.8, 0.0, 0.6]  # cosine 0.8 with the counts, 0.6 with the other request
+    records = _records(["4 messages?", "nope", "add dates to file names", "set the threshold"])
+    sessions = {r.record_id: "s1" for r in records}
+
+    def fold(
+        vectors: list[list[float]], rule: subject.Rule = subject.RULE
+    ) -> list[tuple[int, int]]:
+        # One record a turn, each turn following up the one before.
+        chosen = records[: len(vectors) - 1] + records[3:]
+        turns = [[r.record_id] for r in chosen]
+        previous = {r.record_id: turns[:i][::-1] for i, r in enumerate(chosen) if i}
+        carried = {records[1].record_id}
+        return _subjects.fold(chosen, np.array(vectors), rule, sessions, previous, carried)[1]
+
+    assert fold([counts, nope, near_counts]) == [(1, 0), (2, 1)]
+    assert fold([counts, nope, near_counts], subject.Rule(versions=False)) == [(1, 0)]
+    assert fold([counts, nope, other, near_counts]) == [(1, 0)]

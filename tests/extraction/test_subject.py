@@ -253,3 +253,35 @@ def test_a_follow_up_naming_what_the_previous_record_names_continues_it_from_low
     assert subject.match(narrower, [(converted, cosine)]) is None
     off = subject.Rule(follow_named=1.01)
     assert subject.match(narrower, [], off, previous=(converted, cosine)) is None
+
+
+def test_a_follow_up_near_a_version_of_the_previous_subject_supersedes_its_current_record() -> None:
+    # The transcript clean-up of a real session: counts of short transcripts, then "nope"
+    # carried the subject on (its record, now current, says little), then the request
+    # the counts led to. Far from "nope", it is near the counts, a version of the subject.
+    counts = _rec("4 messages?", "82 transcripts with 4 messages, all subagent: a threshold?")
+    nope = _rec("nope", "Then the example was not representative; here is another one.")
+    threshold = _rec("Set the threshold at 4 or fewer messages", "248 transcripts remain")
+    low = subject.RULE.follow - 0.2
+    bar = subject.RULE.follow
+    found = subject.match(threshold, [], previous=(nope, low), versions=[(counts, bar)])
+    assert found is not None and found.old is nope and not found.repeat
+    # The nearest version decides; below the bar, or with the rule off, it does not.
+    other = _rec("3 messages?", "63 transcripts")
+    found = subject.match(
+        threshold, [], previous=(nope, low), versions=[(other, bar - 0.1), (counts, bar)]
+    )
+    assert found is not None and found.old is nope
+    assert (
+        subject.match(threshold, [], previous=(nope, low), versions=[(counts, bar - 0.01)]) is None
+    )
+    off = subject.Rule(versions=False)
+    assert subject.match(threshold, [], off, previous=(nope, low), versions=[(counts, bar)]) is None
+    # A look-alike: a version naming another task, or a current record a person pinned.
+    head, task4 = _rec("Task 4: go on", "Started."), _rec("Task 4: seam tests for input")
+    task3, started = _rec("Task 3 done: seam tests"), _rec("Task 4 started: seam tests")
+    assert subject.match(task4, [], previous=(head, low), versions=[(task3, 0.9)]) is None
+    found = subject.match(task4, [], previous=(head, low), versions=[(started, 0.9)])
+    assert found is not None and found.old is head
+    pinned = _rec("nope", nope.summary, pinned=True)
+    assert subject.match(threshold, [], previous=(pinned, low), versions=[(counts, 0.9)]) is None

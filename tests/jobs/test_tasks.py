@@ -485,6 +485,16 @@ def _units(runtime, written: list[str]) -> list[np.ndarray]:  # type: ignore[no-
     return [np.asarray(v) / np.linalg.norm(v) for v in vectors]
 
 
+def _counts(runtime) -> list[str]:  # type: ignore[no-untyped-def]
+    """A real session's first turn: counts of short transcripts, a threshold offered."""
+    return _said(
+        runtime, "s1", "4 messages?",
+        "82 transcripts with 4 messages, all of them subagent conversations, zero main "
+        "sessions: stale task assignments and shutdown exchanges. Filtering at 4 or fewer "
+        "messages would remove 325 transcripts. Want me to set the threshold?",
+    )  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("back", [True, False], ids=["goes-back", "new-request"])
 def test_a_follow_up_goes_back_to_an_earlier_record_of_its_session(
@@ -497,12 +507,7 @@ def test_a_follow_up_goes_back_to_an_earlier_record_of_its_session(
     # request does not.
     runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
     storage = runtime.storage
-    [counts] = _said(
-        runtime, "s1", "4 messages?",
-        "82 transcripts with 4 messages, all of them subagent conversations, zero main "
-        "sessions: stale task assignments and shutdown exchanges. Filtering at 4 or fewer "
-        "messages would remove 325 transcripts. Want me to set the threshold?",
-    )  # fmt: skip
+    [counts] = _counts(runtime)
     [example] = _said(
         runtime, "s1", "Print a sample transcript with 4 messages",
         "A subagent receiving a stale task assignment it already completed, confirming it "
@@ -556,3 +561,50 @@ def test_a_follow_up_naming_what_the_answer_before_named_supersedes_it(
     )
     a, b = _units(runtime, [converted, narrower])
     assert subject.RULE.follow_named <= float(a @ b) < subject.RULE.follow
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("between", [False, True], ids=["its-subject", "another-subject"])
+def test_a_follow_up_near_a_superseded_version_supersedes_its_subject_current_record(
+    backend_settings: Settings, onnx_model_path: Path, make_runtime, between: bool
+):
+    # A real session's shape: counts of short transcripts, then "nope" carries the
+    # subject on (its record, now the current one, says little of it), then the request
+    # the counts led to. Far from "nope", near the counts (now a version): it supersedes
+    # "nope". After a request on another subject in between, the counts are a version
+    # of a subject the session has left: the request starts its own.
+    runtime = make_runtime(backend_settings.replace(embedder="onnx", model_path=onnx_model_path))
+    storage = runtime.storage
+    [counts] = _counts(runtime)
+    [nope] = _said(
+        runtime, "s1", "nope",
+        "Reverted the filter script to its previous state and restored the deleted files.",
+        _edit("scripts/clean_transcripts.py", "s1"),
+    )  # fmt: skip
+    assert [v.record.record_id for v in storage.get_history(nope)] == [counts]
+    written = [counts, nope]
+    if between:
+        written += _said(
+            runtime, "s1", "Add the session date to the transcript file names",
+            "Transcript files are now named YYYY-MM-DD-HHMM-slug.md so they sort in order.",
+        )  # fmt: skip
+    [threshold] = _said(
+        runtime, "s1", "Set the threshold at 4 or fewer messages",
+        "Done: the clean-up script now drops them. 248 transcripts remain, 56% of the "
+        "noise gone. Want me to commit?",
+    )  # fmt: skip
+    records = [
+        storage.get_memory_record(i) or storage.get_version(i) for i in [*written, threshold]
+    ]
+    texts = [getattr(r, "record", r).embedding_text() for r in records]
+    units = [np.asarray(v) / np.linalg.norm(v) for v in runtime.embedder.embed(texts)]
+    near = [float(u @ units[-1]) for u in units[:-1]]
+    assert near[0] >= subject.RULE.follow  # the counts, a version of "nope"
+    assert all(cosine < subject.RULE.follow for cosine in near[1:])  # the current records
+    assert max(near) < subject.RULE.session
+    current = {r.record_id for r in storage.list_memory_records(NS).items}
+    history = [v.record.record_id for v in storage.get_history(threshold)]
+    if between:
+        assert current == {nope, written[2], threshold} and history == []
+    else:
+        assert current == {threshold} and history == [nope, counts]

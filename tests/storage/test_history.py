@@ -211,3 +211,81 @@ def test_the_session_previous_record_is_its_subject_current_record(storage: Stor
     assert found is not None and found[0] == new.record_id
     storage.delete_memory_records([new.record_id])
     assert _previous(storage, _turn(storage, "s1")) is None
+
+
+def _versions(storage: Storage, turn_id: str, current_id: str, lookback: int = 6) -> list[str]:
+    with storage.transaction() as tx:
+        found = tx.session_versions(turn_id, current_id, vec(1), lookback)
+    a = vec(1) / np.linalg.norm(vec(1))
+    for r, cosine in found:  # each with its cosine to the vector asked, as written
+        b = vec(len(r.title))
+        assert cosine == pytest.approx(float(a @ b / np.linalg.norm(b)), abs=1e-4)
+    cosines = [cosine for _, cosine in found]
+    assert cosines == sorted(cosines, reverse=True)  # nearest first
+    return [r.record_id for r, _ in found]
+
+
+def test_a_version_keeps_its_vector_for_the_session_follow_ups(storage: Storage) -> None:
+    storage.claim_model("model-a")
+    crash, font = record("the invoice PDF crashes"), record("the font lacks accented glyphs")
+    first = _turn(storage, "s1")
+    _extracted(storage, first, crash, font)
+    nope = record("nope, a longer title for another vector")
+    second = _turn(storage, "s1")
+    _extracted(storage, second, nope)
+    with storage.transaction() as tx:  # "nope" carried the subject on: both are versions
+        tx.lock_subjects(NS)
+        assert tx.supersede(crash.record_id, nope.record_id, T0)
+        assert tx.supersede(font.record_id, nope.record_id, T0)
+    elsewhere = record("the invoice PDF crash, as another session saw it")
+    _extracted(storage, _turn(storage, "s2"), elsewhere)
+    with storage.transaction() as tx:  # another session's record is no version of s1's
+        tx.lock_subjects(NS)
+        assert tx.supersede(elsewhere.record_id, nope.record_id, T0)
+    now = _turn(storage, "s1")
+    # Not the current record itself, nor the other session's version.
+    assert sorted(_versions(storage, now, nope.record_id)) == [crash.record_id, font.record_id]
+    assert _versions(storage, now, nope.record_id, lookback=1) == []  # only "nope" is that near
+    other = record("another subject of the project")
+    storage.put_memory_record(other)
+    assert _versions(storage, now, other.record_id) == []  # versions of another record only
+    assert _versions(storage, first, nope.record_id) == []  # the session's first turn
+    # The searched vectors are the current records' only.
+    assert not storage.has_embedding(crash.record_id)
+    # Split out, a version is a current record again, and no longer a version.
+    storage.split_version(font.record_id)
+    assert _versions(storage, now, nope.record_id) == [crash.record_id]
+    # A vector another model made does not compare (here: the stored model changed).
+    storage.start_rebuild("model-b")
+    with storage.transaction() as tx:
+        for r in storage.list_memory_records(NS).items:
+            tx.put_staged(r.record_id, vec(3))
+    assert storage.swap_staged("model-b")
+    assert _versions(storage, now, nope.record_id) == []
+    # Deleting the current record deletes its versions, vectors and all.
+    storage.delete_memory_records([nope.record_id])
+    assert storage.get_version(crash.record_id) is None
+
+
+def test_an_imported_version_has_no_vector_to_compare(storage: Storage) -> None:
+    storage.claim_model("model-a")
+    old = record("the invoice PDF crashes")
+    turn = _turn(storage, "s1")
+    _extracted(storage, turn, old)
+    new = record("the invoice PDF crash, fixed", minutes=1)
+    _extracted(storage, _turn(storage, "s1"), new)
+    with storage.transaction() as tx:
+        tx.lock_subjects(NS)
+        assert tx.supersede(old.record_id, new.record_id, T0)
+    now = _turn(storage, "s1")
+    assert _versions(storage, now, new.record_id) == [old.record_id]
+    version = storage.get_version(old.record_id)
+    assert version is not None
+    with storage.transaction() as tx:  # imported again into its own database: as it was
+        tx.put_version(version)
+    assert _versions(storage, now, new.record_id) == [old.record_id]
+    with storage.transaction() as tx:  # imported where it was not: from its body alone
+        assert tx.take_version(old.record_id) == version
+        tx.put_version(version)
+    assert storage.get_version(old.record_id) == version
+    assert _versions(storage, now, new.record_id) == []

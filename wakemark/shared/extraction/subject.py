@@ -70,6 +70,9 @@ class Rule:
     # A turn that carries on (``capture.carries_on``: its request names nothing of its
     # own) continues the session's previous record whatever their cosine.
     carry_on: bool = True
+    # Along the lineage, the versions of the previous record's subject that the session's
+    # recent turns wrote stand for it too (``match``'s ``versions``).
+    versions: bool = True
     # The numbers of the titles that tell subjects apart: "named" (a number naming a
     # thing, ``_named``), or "all" (any two different sets of numbers).
     numbers: str = "named"
@@ -241,14 +244,22 @@ def match(
     previous: tuple[MemoryRecord, float] | None = None,
     carries_on: bool = False,
     recent: Sequence[tuple[MemoryRecord, float]] = (),
+    versions: Sequence[tuple[MemoryRecord, float]] = (),
 ) -> Match | None:
     """The current record ``new`` is about (its nearest neighbour the rule accepts, else
-    the session's previous record it ``continues``, else the nearest of the session's
-    other recent records reaching ``recent``), or None: ``new`` starts a subject of its
-    own. ``session_of``: a record's session, when known; ``previous``: the session's
-    previous current record and its cosine, for a turn that follows up; ``carries_on``:
-    that turn's request names nothing of its own; ``recent``: the session's other
-    current records of its ``LINEAGE`` turns before the turn, with their cosines."""
+    the session's previous record it ``continues``, or one of that record's ``versions``
+    it continues, else the nearest of the session's other recent records reaching
+    ``recent``), or None: ``new`` starts a subject of its own. ``session_of``: a record's
+    session, when known; ``previous``: the session's previous current record and its
+    cosine, for a turn that follows up; ``carries_on``: that turn's request names nothing
+    of its own; ``recent``: the session's other current records of its ``LINEAGE`` turns
+    before the turn, with their cosines; ``versions``: the records those turns wrote that
+    are now versions of ``previous`` (``HistoryTx.session_versions``), with their
+    cosines. A subject's current record may be a reply that says little ("nope" carried
+    it on) while what the session asked and found stays in its versions; a match with
+    one of them supersedes ``previous``, the subject's current record. Versions of the
+    session's other subjects are not looked at: going back to those takes the words of
+    their current records (``recent``)."""
     session = session_of(new) if rule.session <= 1 else None
     for old, cosine in neighbours:
         # Looked up only when it could decide: a session may cost a read.
@@ -260,6 +271,10 @@ def match(
         old, cosine = previous
         if old.record_id != new.record_id and continues(new, old, cosine, rule, carries_on):
             return Match(old, cosine, is_repeat(new, old, cosine))
+        if rule.versions and _mergeable(new, old, cosine, rule, lineage=True):
+            for version, near in sorted(versions, key=lambda pair: -pair[1]):
+                if continues(new, version, near, rule):
+                    return Match(old, cosine, is_repeat(new, old, cosine))
         # Carrying on is about the last turn only: an earlier record needs the words.
         for old, cosine in sorted(recent, key=lambda pair: -pair[1]):
             if cosine < rule.recent:

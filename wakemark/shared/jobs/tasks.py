@@ -183,7 +183,8 @@ class _Subjects:
 
     A record's session is its first source event's: known for the batch's turns, read
     (once) for an older record when the rule asks for it. A record of a turn that follows
-    up the one before it also meets the session's recent records (the lineage rule)."""
+    up the one before it also meets the session's recent records (the lineage rule), and
+    what those turns wrote that is now a version of the previous record's subject."""
 
     def __init__(
         self,
@@ -227,8 +228,13 @@ class _Subjects:
         if record.record_id not in self._near:
             return None
         recent: list[tuple[MemoryRecord, float]] = []
+        versions: list[tuple[MemoryRecord, float]] = []
         if follows_up is not None:
-            recent = self._tx.session_recent(follows_up, vector, self._subject.LINEAGE)
+            lineage = self._subject.LINEAGE
+            recent = self._tx.session_recent(follows_up, vector, lineage)
+            if recent and self._subject.RULE.versions:
+                head = recent[0][0].record_id
+                versions = self._tx.session_versions(follows_up, head, vector, lineage)
         near = [(r, c) for r, c in self._near[record.record_id] if r.record_id not in self._gone]
         unit = vector / max(float(np.linalg.norm(vector)), 1e-12)
         for other, v in self._fresh:
@@ -242,6 +248,7 @@ class _Subjects:
             previous=recent[0] if recent else None,
             carries_on=carries_on,
             recent=recent[1:],
+            versions=versions,
         )
 
     def _session_of(self, record: MemoryRecord) -> str | None:

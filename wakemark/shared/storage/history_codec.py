@@ -84,3 +84,8 @@ def recent_ids(turns: list[tuple[list[str], str | None]]) -> list[str]:
     for record_ids, repeat_of in turns:
         out += record_ids[::-1] or ([repeat_of] if repeat_of else [])
     return out
+
+
+def best_first(found: list[tuple[MemoryRecord, float]]) -> list[tuple[MemoryRecord, float]]:
+    """Records with their cosines, nearest first (ties by record id)."""
+    return sorted(found, key=lambda pair: (-pair[1], pair[0].record_id))

@@ -23,7 +23,7 @@ from wakemark.shared.storage.ports.anchors import CodeAnchors
 
 @dataclass(frozen=True)
 class Version:
-    record: MemoryRecord  # as it was when it was replaced (its embedding is not kept)
+    record: MemoryRecord  # as it was when it was replaced
     current_id: str
     superseded_by: str
     superseded_at: datetime
@@ -58,9 +58,21 @@ class HistoryTx(Protocol):
         session's previous record."""
 
     @abc.abstractmethod
+    def session_versions(
+        self, turn_id: str, current_id: str, vector: np.ndarray, lookback: int
+    ) -> list[tuple[MemoryRecord, float]]:
+        """The records that the ``lookback`` turns of ``turn_id``'s session opened before
+        it stand for (as ``session_recent`` reads them) that are now versions of the
+        current record ``current_id``, each once with its cosine to ``vector``, nearest
+        first; those without a vector of the stored model (imported, superseded without
+        a vector, or before a rebuild's swap) left out."""
+
+    @abc.abstractmethod
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         """Make the current record ``old_id`` a version of the current record ``new_id``
-        (its versions follow it); its embedding goes, its anchors go with the version.
+        (its versions follow it); it leaves the searched vectors, but the version keeps
+        its embedding, and the stored model's identity, for ``session_versions``; its
+        anchors go with the version.
         False when ``old_id`` is not a current record."""
 
     @abc.abstractmethod

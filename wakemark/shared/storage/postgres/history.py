@@ -43,6 +43,23 @@ SELECT {RECORD_COLUMNS}, 1 - (embedding <=> %(vector)s)
  WHERE embedding IS NOT NULL ORDER BY asked.pos
 """
 
+# The versions of one current record among the records asked, with a vector of the
+# stored model.
+VERSIONS_OF = """
+SELECT body, 1 - (embedding <=> %(vector)s) FROM record_history
+ WHERE record_id = ANY(%(ids)s::text[]) AND current_id = %(current)s
+   AND embedding IS NOT NULL
+   AND embedding_model = (SELECT model FROM embedding_model WHERE id = 1)
+"""
+
+# Before the record leaves memory_records: its version keeps its vector and its model.
+KEEP_VECTOR = """
+UPDATE record_history
+   SET embedding = (SELECT embedding FROM memory_records WHERE record_id = %s),
+       embedding_model = (SELECT model FROM embedding_model WHERE id = 1)
+ WHERE record_id = %s
+"""
+
 # The row lock: a split or a delete of the same record waits for this transaction.
 GET_RECORD_FOR_UPDATE = (
     f"SELECT {RECORD_COLUMNS} FROM memory_records WHERE record_id = %s FOR UPDATE"
@@ -98,11 +115,14 @@ class PostgresHistoryTx(PostgresTxBase):
             out.append([(memory_record(r[:-1]), float(r[-1])) for r in rows])
         return out
 
+    def _recent_ids(self, turn_id: str, lookback: int) -> list[str]:
+        turns = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
+        return history_codec.recent_ids([(list(rids), repeat_of) for rids, repeat_of in turns])
+
     def session_recent(
         self, turn_id: str, vector: np.ndarray, lookback: int
     ) -> list[tuple[MemoryRecord, float]]:
-        turns = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
-        ids = history_codec.recent_ids([(list(rids), repeat_of) for rids, repeat_of in turns])
+        ids = self._recent_ids(turn_id, lookback)
         if not ids:
             return []
         params = {"ids": ids, "vector": check_vector(vector)}
@@ -111,6 +131,18 @@ class PostgresHistoryTx(PostgresTxBase):
             record = memory_record(row[:-1])
             found.setdefault(record.record_id, (record, float(row[-1])))
         return list(found.values())
+
+    def session_versions(
+        self, turn_id: str, current_id: str, vector: np.ndarray, lookback: int
+    ) -> list[tuple[MemoryRecord, float]]:
+        ids = self._recent_ids(turn_id, lookback)
+        if not ids:
+            return []
+        params = {"ids": ids, "current": current_id, "vector": check_vector(vector)}
+        rows = self.conn.execute(VERSIONS_OF, params).fetchall()
+        return history_codec.best_first(
+            [(MemoryRecord.model_validate(body["record"]), float(c)) for body, c in rows]
+        )
 
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         self._lock_records()
@@ -122,6 +154,7 @@ class PostgresHistoryTx(PostgresTxBase):
         anchors = None if found is None else found[0]
         self.conn.execute(FOLLOW, (new_id, old_id))
         self.put_version(history_codec.superseded(old, anchors, new_id, at))
+        self.conn.execute(KEEP_VECTOR, (old_id, old_id))
         self.conn.execute(DELETE_RECORD, (old_id,))
         self.changed.add(old.namespace)
         return True

@@ -37,6 +37,23 @@ SELECT m.* FROM json_each(?) j JOIN memory_records m ON m.record_id = coalesce(
  WHERE m.embedding IS NOT NULL ORDER BY j.key
 """
 
+# The versions of one current record among the records asked, with a vector of the
+# stored model.
+VERSIONS_OF = """
+SELECT record_id, body, embedding FROM record_history
+ WHERE record_id IN (SELECT value FROM json_each(?)) AND current_id = ?
+   AND embedding IS NOT NULL
+   AND embedding_model = (SELECT model FROM embedding_model WHERE id = 1)
+"""
+
+# Before the record leaves memory_records: its version keeps its vector and its model.
+KEEP_VECTOR = """
+UPDATE record_history
+   SET embedding = (SELECT embedding FROM memory_records WHERE record_id = ?),
+       embedding_model = (SELECT model FROM embedding_model WHERE id = 1)
+ WHERE record_id = ?
+"""
+
 GET_RECORD = "SELECT * FROM memory_records WHERE record_id = ?"
 
 GET_ANCHORS = "SELECT body FROM code_anchors WHERE record_id = ?"
@@ -93,13 +110,16 @@ class SqliteHistoryTx(SqliteTxBase):
         by_id = {r["record_id"]: codec.to_record(r) for r in found.fetchall()}
         return [[(by_id[i], cosine) for i, cosine in row if i in by_id] for row in best]
 
+    def _recent_ids(self, turn_id: str, lookback: int) -> list[str]:
+        turns = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
+        return history_codec.recent_ids(
+            [(json.loads(t["record_ids"]), t["repeat_of"]) for t in turns]
+        )
+
     def session_recent(
         self, turn_id: str, vector: np.ndarray, lookback: int
     ) -> list[tuple[MemoryRecord, float]]:
-        turns = self.conn.execute(SESSION_TURN_RECORDS, (turn_id, lookback)).fetchall()
-        ids = history_codec.recent_ids(
-            [(json.loads(t["record_ids"]), t["repeat_of"]) for t in turns]
-        )
+        ids = self._recent_ids(turn_id, lookback)
         if not ids:
             return []
         found: dict[str, sqlite3.Row] = {}
@@ -112,6 +132,28 @@ class SqliteHistoryTx(SqliteTxBase):
         cosine = dict(history_codec.nearest(list(found), matrix, vector, len(rows))[0])
         return [(codec.to_record(r), cosine[r["record_id"]]) for r in rows]
 
+    def session_versions(
+        self, turn_id: str, current_id: str, vector: np.ndarray, lookback: int
+    ) -> list[tuple[MemoryRecord, float]]:
+        ids = self._recent_ids(turn_id, lookback)
+        if not ids:
+            return []
+        rows = self.conn.execute(VERSIONS_OF, (json.dumps(ids), current_id)).fetchall()
+        if not rows:
+            return []
+        found = [r["record_id"] for r in rows]
+        matrix = codec.decode_embeddings([r["embedding"] for r in rows], found)
+        cosine = dict(history_codec.nearest(found, matrix, vector, len(rows))[0])
+        return history_codec.best_first(
+            [
+                (
+                    MemoryRecord.model_validate(json.loads(r["body"])["record"]),
+                    cosine[r["record_id"]],
+                )
+                for r in rows
+            ]  # fmt: skip
+        )
+
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         row = self.conn.execute(GET_RECORD, (old_id,)).fetchone()
         if row is None or old_id == new_id:
@@ -121,6 +163,7 @@ class SqliteHistoryTx(SqliteTxBase):
         anchors = None if found is None else json.loads(found[0])
         self.conn.execute(FOLLOW, (new_id, old_id))
         self.put_version(history_codec.superseded(old, anchors, new_id, at))
+        self.conn.execute(KEEP_VECTOR, (old_id, old_id))
         self.conn.execute(DELETE_RECORD, (old_id,))
         self.changed.add(old.namespace)
         return True
