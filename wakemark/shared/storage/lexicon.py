@@ -289,10 +289,9 @@ class Batch:
     def holders(self, stems: Sequence[int], slots: np.ndarray) -> int:
         """How many of ``slots`` (ascending) hold a phrase of one or two stems."""
         found = 0
-        for i, seg in enumerate(self.segments):
-            lo, hi = slots.searchsorted((seg.start, self._stop(i)))
-            if lo == hi:
-                continue
+        bounds = np.append(slots.searchsorted(self._starts), len(slots)).tolist()
+        for i in np.flatnonzero(np.diff(bounds)).tolist():  # the segments holding any
+            seg, lo, hi = self.segments[i], bounds[i], bounds[i + 1]
             doc = _pairs_of(seg, stems).get(_key(stems))[0]
             if len(doc):
                 local = (slots[lo:hi] - seg.start).astype(doc.dtype)
@@ -530,6 +529,7 @@ class Index:
         # Live records per namespace code: whether a prefix's match needs no scope token.
         self._live_per_namespace = np.bincount(self.ns[alive], minlength=len(self.namespaces))
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._counted: dict[tuple[int, ...], int] = {}  # live records per phrase (``_count``)
 
     @property
     def nbytes(self) -> int:
@@ -584,10 +584,18 @@ class Index:
 
     def _count(self, stems: list[int]) -> int:
         """The live records holding a phrase of one or two stems."""
-        held = self.base.count(stems) + self.delta.count(stems)
-        if not self.whole:
+        if self.whole:
+            return self.base.count(stems) + self.delta.count(stems)
+        # Those of the masked slots are looked up in every segment holding any: kept for
+        # the snapshot's life, as each search asks again for its terms.
+        held = self._counted.get(tuple(stems))
+        if held is None:
             base_dead, delta_dead = self._dead
+            held = self.base.count(stems) + self.delta.count(stems)
             held -= self.base.holders(stems, base_dead) + self.delta.holders(stems, delta_dead)
+            if len(self._counted) >= STEM_CACHE:
+                self._counted.clear()
+            self._counted[tuple(stems)] = held
         return held
 
     def _recounted(
