@@ -359,19 +359,21 @@ class PostgresSearch(PostgresBase):
 
 
 def _checked_records(conn: psycopg.Connection, params: Any, end: float | None) -> list[Any]:
-    """``CHECKED_RECORDS``' rows, through the connection's prepared statement."""
-    if conn not in _prepared:
-        conn.execute(PREPARE_CHECKED)
-        _prepared.add(conn)
+    """``CHECKED_RECORDS``' rows, through the connection's prepared statement (prepared in
+    the same round trip, under the same deadline, on its first use)."""
+    prepared = conn in _prepared
+    sql = EXECUTE_CHECKED if prepared else f"{PREPARE_CHECKED};\n{EXECUTE_CHECKED}"
     try:
-        return _run(conn, EXECUTE_CHECKED, params, end, "full-text search", GENERIC_PLAN)
-    except psycopg.Error:
+        rows = _run(conn, sql, params, end, "full-text search", GENERIC_PLAN)
+    except (psycopg.Error, StorageTimeoutError):
         # Prepared anew by the connection's next search: the session may have lost it
-        # (DISCARD ALL), or a migration changed the table it reads.
+        # (DISCARD ALL), a migration changed the table it reads, or it was cut short.
         _prepared.discard(conn)
         with contextlib.suppress(psycopg.Error):
             conn.execute(f"DEALLOCATE {_CHECKED}")
         raise
+    _prepared.add(conn)
+    return rows
 
 
 def _keep_tsqueries(found: Iterable[tuple[str, str]]) -> None:
