@@ -21,6 +21,7 @@ from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import Match, SearchQuery, lexicon, migrate, open_storage
 from wakemark.shared.storage.postgres import PostgresStorage
 from wakemark.shared.storage.postgres import lexicon as pg_lexicon
+from wakemark.shared.storage.postgres import search as pg_search
 from wakemark.shared.storage.sqlite import fts
 from wakemark.shared.storage.sqlite.storage import SqliteStorage
 
@@ -142,6 +143,41 @@ def test_writes_through_other_connections_reach_the_next_search(
     _elsewhere(pg_url, "DELETE FROM memory_records WHERE record_id = %s", first.record_id)
     assert _search(store, ["narwhal"]) == []
     assert store.memory_index(wait_s=30) is not None  # current again, not dropped
+
+
+def test_a_record_deleted_elsewhere_is_never_found_through_the_prepared_check(
+    store: PostgresStorage, pg_url: str
+) -> None:
+    """The check and the records' read are one statement, prepared once per connection:
+    a delete committed elsewhere after it was prepared (and its generic plan made) still
+    keeps the record out of the next search. A session that lost the statement prepares
+    it again."""
+    kept, doomed = (MemoryRecord(namespace=NS, title=f"walrus {t}", created_at=T0) for t in "ab")
+    for r in (kept, doomed):
+        store.put_memory_record(r)
+    assert store.memory_index(wait_s=30) is not None
+
+    def unread() -> list[str]:  # no record read: the check alone vouches for the ids
+        stats = store.term_stats(["walrus"])
+        assert stats is not None
+        found = store.search_terms(SearchQuery(NS, 10), ["walrus"], stats=stats, read=0)
+        return sorted(_ids(found) or [])
+
+    for _ in range(3):  # prepared on the pooled connections the searches take
+        assert unread() == sorted([kept.record_id, doomed.record_id])
+    _elsewhere(pg_url, "DELETE FROM memory_records WHERE record_id = %s", doomed.record_id)
+    for _ in range(3):
+        assert unread() == [kept.record_id]
+    snap = store.memory_index(wait_s=30)
+    assert snap is not None  # refreshed, and used again
+    params = {**snap.check_params, "ids": [kept.record_id], "ns": NS}
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = pg_search._checked_records(conn, params, None)
+        assert [r[2] for r in rows] == [kept.record_id] and snap.holds(*rows[0][:2])
+        conn.execute("DEALLOCATE ALL")
+        with pytest.raises(psycopg.Error):
+            pg_search._checked_records(conn, params, None)
+        assert pg_search._checked_records(conn, params, None) == rows
 
 
 def test_a_transaction_that_commits_after_a_later_one_is_seen(

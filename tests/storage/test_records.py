@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.storage.conftest import NS, record, vec
-from wakemark.shared.models import new_record_id, new_ulid
+from wakemark.shared.models import MemoryRecord, new_record_id, new_ulid
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.storage import DuplicateRecordError, NotFoundError, Storage
 
@@ -22,6 +22,18 @@ def test_record_round_trips(storage: Storage) -> None:
     assert storage.get_memory_record(rec.record_id) == rec
     assert storage.get_memory_record(new_record_id()) is None
     assert not storage.has_embedding(rec.record_id)
+
+
+def test_a_stored_record_is_the_one_model_construct_builds() -> None:
+    rec = record("Switched to WAL", facts=["busy_timeout 5000"], source_event_ids=[new_ulid()])
+    fields = dict(rec)
+    built, stored = MemoryRecord.model_construct(**fields), MemoryRecord.stored(**fields)
+    assert stored == built
+    assert stored.model_fields_set == built.model_fields_set == set(fields)
+    assert stored.model_dump_json() == built.model_dump_json()
+    assert stored.model_copy(update={"title": "x"}).title == "x" and stored.title == rec.title
+    with pytest.raises(TypeError):
+        MemoryRecord.stored(**{k: v for k, v in fields.items() if k != "edited_at"})
 
 
 def test_duplicate_record_id_is_rejected(storage: Storage) -> None:

@@ -233,6 +233,23 @@ class MemoryRecord(_Strict):
         parts = [self.title, self.summary, *self.facts, " ".join(self.concepts)]
         return "\n".join(p for p in parts if p)[:cap]
 
+    @classmethod
+    def stored(cls, **fields: Any) -> MemoryRecord:
+        """A record read back from storage: every field given, each validated when it was
+        written. What ``model_construct`` builds from them, without its per-field search
+        for aliases and defaults (a search builds dozens of records)."""
+        if fields.keys() != _RECORD_FIELDS:
+            raise TypeError(f"a stored record has every field: {sorted(fields)}")
+        record = cls.__new__(cls)
+        object.__setattr__(record, "__dict__", fields)
+        object.__setattr__(record, "__pydantic_fields_set__", set(_RECORD_FIELDS))
+        object.__setattr__(record, "__pydantic_extra__", None)
+        object.__setattr__(record, "__pydantic_private__", None)
+        return record
+
+
+_RECORD_FIELDS = frozenset(MemoryRecord.model_fields)
+
 
 class RetrievalCandidate(_Strict):
     """One hit a prompt-time retrieval considered, as the audit keeps it (no text)."""

@@ -289,10 +289,9 @@ class Batch:
     def holders(self, stems: Sequence[int], slots: np.ndarray) -> int:
         """How many of ``slots`` (ascending) hold a phrase of one or two stems."""
         found = 0
-        for i, seg in enumerate(self.segments):
-            lo, hi = slots.searchsorted((seg.start, self._stop(i)))
-            if lo == hi:
-                continue
+        bounds = np.append(slots.searchsorted(self._starts), len(slots)).tolist()
+        for i in np.flatnonzero(np.diff(bounds)).tolist():  # the segments holding any
+            seg, lo, hi = self.segments[i], bounds[i], bounds[i + 1]
             doc = _pairs_of(seg, stems).get(_key(stems))[0]
             if len(doc):
                 local = (slots[lo:hi] - seg.start).astype(doc.dtype)
@@ -439,6 +438,23 @@ def recount(
 Postings = tuple[np.ndarray, np.ndarray]
 
 
+def _places(slots: np.ndarray, lo: int, hi: int, size: int) -> np.ndarray:
+    """Where ascending ``slots`` (the base's within [lo, hi), then the delta's from
+    ``size`` on) fall in an array of the base's [lo, hi) followed by the delta's."""
+    at = slots - lo
+    if len(slots) and slots[-1] >= size:
+        at[int(slots.searchsorted(slots.dtype.type(size))) :] += hi - size
+    return at
+
+
+def _slots(places: np.ndarray, lo: int, hi: int, size: int) -> np.ndarray:
+    """The slots at ascending ``places`` (``_places``' inverse)."""
+    found = places + lo
+    if len(places) and places[-1] >= hi - lo:
+        found[int(places.searchsorted(hi - lo)) :] += size - hi
+    return found
+
+
 def _after(postings: Postings, start: int) -> Postings:
     """The postings from slot ``start`` on."""
     docs, freq = postings
@@ -513,6 +529,7 @@ class Index:
         # Live records per namespace code: whether a prefix's match needs no scope token.
         self._live_per_namespace = np.bincount(self.ns[alive], minlength=len(self.namespaces))
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._counted: dict[tuple[int, ...], int] = {}  # live records per phrase (``_count``)
 
     @property
     def nbytes(self) -> int:
@@ -567,10 +584,18 @@ class Index:
 
     def _count(self, stems: list[int]) -> int:
         """The live records holding a phrase of one or two stems."""
-        held = self.base.count(stems) + self.delta.count(stems)
-        if not self.whole:
+        if self.whole:
+            return self.base.count(stems) + self.delta.count(stems)
+        # Those of the masked slots are looked up in every segment holding any: kept for
+        # the snapshot's life, as each search asks again for its terms.
+        held = self._counted.get(tuple(stems))
+        if held is None:
             base_dead, delta_dead = self._dead
+            held = self.base.count(stems) + self.delta.count(stems)
             held -= self.base.holders(stems, base_dead) + self.delta.holders(stems, delta_dead)
+            if len(self._counted) >= STEM_CACHE:
+                self._counted.clear()
+            self._counted[tuple(stems)] = held
         return held
 
     def _recounted(
@@ -624,8 +649,11 @@ class Index:
             idf = math.log((self.total - held + 0.5) / (held + 0.5))
             idf = idf if idf > 0.0 else 1e-6
             f = freq.astype(np.float64)
-            at = np.where(docs < size, docs - lo, docs - size + hi - lo)
-            scores[at] += idf * ((f * (K1 + 1.0)) / (f + self.norm[docs]))  # a slot once a phrase
+            # The same operations in the same order as the formula, in place.
+            score = f * (K1 + 1.0)
+            score /= f + self.norm[docs]
+            score *= idf
+            scores[_places(docs, lo, hi, size)] += score  # a slot once a phrase
         return scores
 
     def ranked(
@@ -679,7 +707,10 @@ class Index:
         all of them in [start, hi), and whether they are all of its postings in [lo, hi)
         (the rest None)."""
         base_dead = self._dead[0]
-        newest = span + int(np.diff(base_dead.searchsorted((lo, hi)))[0])
+        newest = span
+        if len(base_dead):
+            dead_lo, dead_hi = base_dead.searchsorted((lo, hi)).tolist()
+            newest += dead_hi - dead_lo
         tails = []
         read: list[tuple[np.ndarray, np.ndarray, bool] | None] = []
         for phrase in phrases:
@@ -698,6 +729,11 @@ class Index:
                 read.append((docs, freq, len(docs) < newest))
         if not tails:
             return lo, read
+        # A phrase whose newest ``newest`` were read holds ``span`` live matches from its
+        # oldest of them on: the window starts there or later, so older slots need no merge.
+        bound = max((int(t[0]) for t in tails if len(t) >= newest), default=lo)
+        if bound > lo:
+            tails = [t[int(t.searchsorted(t.dtype.type(bound))) :] for t in tails]
         # Runs of ascending slots: a stable sort merges them (quicksort sorts anew, and
         # np.unique hashes first).
         matched = np.sort(np.concatenate(tails), kind="stable")
@@ -727,7 +763,7 @@ class Index:
         size = len(self.base.rowid)
         scores = self.scores(conn, phrases, lo, hi, read)
         local = np.flatnonzero(scores > 0)
-        found = np.where(local < hi - lo, local + lo, local - (hi - lo) + size)
+        found = _slots(local, lo, hi, size)
         if not self.whole:
             live_found = self.alive[found]
             local, found = local[live_found], found[live_found]

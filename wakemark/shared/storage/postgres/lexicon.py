@@ -75,10 +75,13 @@ SELECT record_id, title, summary, array_to_string(facts, E'\\n')
   FROM memory_records WHERE record_id = ANY(%s)
 """
 # The per-search check: the record count, and the rows stamped since the index's snapshot
-# (a few: those of transactions that were open or just committed then).
+# (a few: those of transactions that were open or just committed then). In order of the
+# stamp, so that a plan made without knowing %(seq)s (``search.CHECKED_RECORDS``) walks
+# the stamp's index too: unordered, a plan guessing a third of the table past it may scan
+# the table for the first %(most)s.
 CHECK = """
 SELECT n, ARRAY(SELECT record_id || ' ' || text_xid FROM memory_records
-                 WHERE text_xid >= %(seq)s LIMIT %(most)s)
+                 WHERE text_xid >= %(seq)s ORDER BY text_xid LIMIT %(most)s)
   FROM fts_doc_count WHERE id = 1
 """
 

@@ -54,8 +54,7 @@ def stored_event(row: tuple[Any, ...]) -> StoredEvent:
 def memory_record(row: tuple[Any, ...]) -> MemoryRecord:
     (record_id, namespace, title, summary, facts, concepts, files_touched, observation_type,
      source_event_ids, strategy, quality, pinned, created_at, edited_at) = row  # fmt: skip
-    # Rows were validated on the way in; skip re-validating every read.
-    return MemoryRecord.model_construct(
+    return MemoryRecord.stored(
         record_id=record_id,
         namespace=namespace,
         title=title,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -39,6 +41,16 @@ SELECT c.*, r.* FROM ({lexicon.CHECK}) c LEFT JOIN LATERAL (
   SELECT {RECORD_COLUMNS} FROM memory_records
    WHERE record_id = ANY(%(ids)s) AND (namespace || '') {NS}) r ON true
 """
+# It is prepared once per connection (``_checked_records``) and run with a generic plan:
+# planning it took longer than running it, and each of its steps is an index lookup
+# whatever the parameters.
+_CHECKED = "wakemark_checked_records"
+PREPARE_CHECKED = f"PREPARE {_CHECKED} (bigint, int, text[], text) AS " + CHECKED_RECORDS % {
+    "seq": "$1", "most": "$2", "ids": "$3", "ns": "$4"
+}  # fmt: skip
+EXECUTE_CHECKED = f"EXECUTE {_CHECKED} (%(seq)s, %(most)s, %(ids)s, %(ns)s)"
+GENERIC_PLAN = {"plan_cache_mode": "force_generic_plan"}
+_prepared: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 
 # Per query token: its document frequency, via the lexemes Postgres makes of it (a token
 # that is only stop words can never match, so it sorts as the most common and is dropped
@@ -271,7 +283,7 @@ class PostgresSearch(PostgresBase):
             wanted = [record_id for record_id, _ in ranked[:read]]
             with self._db.connection() as conn:
                 params = {**snap.check_params, "ids": wanted, "ns": ns}
-                rows = _run(conn, CHECKED_RECORDS, params, end, "full-text search")
+                rows = _checked_records(conn, params, end)
             if snap.holds(rows[0][0], rows[0][1]):
                 records = {r[2]: memory_record(r[2:]) for r in rows if r[2] is not None}
                 # A record read is in the namespace and still there; the rest the index
@@ -344,6 +356,24 @@ class PostgresSearch(PostgresBase):
             settings = vector_settings(ef_search, sort=True)
             rows = _run(conn, SEARCH_VECTOR_EXACT, params, end, "vector search", settings)
         return [VectorHit(*r) for r in rows]
+
+
+def _checked_records(conn: psycopg.Connection, params: Any, end: float | None) -> list[Any]:
+    """``CHECKED_RECORDS``' rows, through the connection's prepared statement (prepared in
+    the same round trip, under the same deadline, on its first use)."""
+    prepared = conn in _prepared
+    sql = EXECUTE_CHECKED if prepared else f"{PREPARE_CHECKED};\n{EXECUTE_CHECKED}"
+    try:
+        rows = _run(conn, sql, params, end, "full-text search", GENERIC_PLAN)
+    except (psycopg.Error, StorageTimeoutError):
+        # Prepared anew by the connection's next search: the session may have lost it
+        # (DISCARD ALL), a migration changed the table it reads, or it was cut short.
+        _prepared.discard(conn)
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(f"DEALLOCATE {_CHECKED}")
+        raise
+    _prepared.add(conn)
+    return rows
 
 
 def _keep_tsqueries(found: Iterable[tuple[str, str]]) -> None:

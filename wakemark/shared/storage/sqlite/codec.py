@@ -61,7 +61,7 @@ def record_params(record: MemoryRecord) -> dict[str, Any]:
 
 
 def to_record(row: sqlite3.Row) -> MemoryRecord:
-    return MemoryRecord.model_construct(
+    return MemoryRecord.stored(
         record_id=row["record_id"],
         namespace=row["namespace"],
         title=row["title"],
