@@ -143,16 +143,12 @@ class SqliteHistoryTx(SqliteTxBase):
             return []
         found = [r["record_id"] for r in rows]
         matrix = codec.decode_embeddings([r["embedding"] for r in rows], found)
-        cosine = dict(history_codec.nearest(found, matrix, vector, len(rows))[0])
-        return history_codec.best_first(
-            [
-                (
-                    MemoryRecord.model_validate(json.loads(r["body"])["record"]),
-                    cosine[r["record_id"]],
-                )
-                for r in rows
-            ]  # fmt: skip
-        )
+        near = history_codec.nearest(found, matrix, vector, len(rows))[0]
+        versions = {
+            r["record_id"]: MemoryRecord.model_validate(json.loads(r["body"])["record"])
+            for r in rows
+        }
+        return history_codec.best_first([(versions[i], cosine) for i, cosine in near])
 
     def supersede(self, old_id: str, new_id: str, at: datetime) -> bool:
         row = self.conn.execute(GET_RECORD, (old_id,)).fetchone()
