@@ -337,7 +337,9 @@ def test_pool_size_setting_caps_the_connections_held_at_once(pg_url: str) -> Non
     from wakemark.shared.config import Settings
     from wakemark.shared.storage import open_storage
 
-    store = open_storage(Settings(database_url=pg_url, db_pool_size=2, db_timeout_s=0.2))
+    # The timeout also bounds opening each of the two held connections: on a busy CI box
+    # a new Postgres backend can take longer than a fraction of a second to start.
+    store = open_storage(Settings(database_url=pg_url, db_pool_size=2, db_timeout_s=2.0))
     assert isinstance(store, PostgresStorage)
     try:
         with store._db.connection() as a, store._db.connection() as b:
