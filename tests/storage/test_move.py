@@ -88,6 +88,9 @@ def _state(storage: Storage) -> dict[str, Any]:
 
 
 def _found(storage: Storage, ns: str, query: str) -> list[str]:
+    """The hits of a search answered by the full-text index held in the process, built
+    or brought up to date first (FTS5 or Postgres would answer while it is not)."""
+    assert storage.memory_index(wait_s=30) is not None  # type: ignore[attr-defined]
     return [h.record.record_id for h in search_lexical(storage, ns, query, 10)]
 
 
