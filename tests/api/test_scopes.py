@@ -298,6 +298,16 @@ def _retire(w: World, bob: Api) -> list[Any]:
     return [other, mine]
 
 
+def _move_project(w: World, bob: Api) -> list[Any]:
+    away = bob.post("/v1/projects/move", json={"from": ALICE, "to": BOB})
+    into = bob.post("/v1/projects/move", json={"from": BOB, "to": ALICE, "dry_run": True})
+    for res in (away, into):
+        assert (res.status_code, res.json["error"]) == (403, "forbidden_scope")
+    assert w.storage.get_memory_record(w.records[ALICE]).namespace == ALICE  # type: ignore[union-attr]
+    assert w.storage.get_memory_record(w.records[BOB]).namespace == BOB  # type: ignore[union-attr]
+    return [away, into]
+
+
 def _bulk_delete(w: World, bob: Api) -> list[Any]:
     by_filter = bob.post("/v1/memories/delete", json={"namespace": ALICE, "dry_run": True})
     by_ids = bob.post("/v1/memories/delete", json={"ids": [w.records[ALICE]]})
@@ -360,6 +370,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("GET", "/v1/events"): _list_events,
     ("GET", "/v1/events/<event_id>"): _by_id("events"),
     ("GET", "/v1/projects"): _projects,
+    ("POST", "/v1/projects/move"): _move_project,
     ("GET", "/v1/stats"): _stats,
 }
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from wakemark.shared.storage import (
+    ConflictError,
     DuplicateRecordError,
     NotFoundError,
     StorageFullError,
@@ -84,7 +85,8 @@ def init_app(app: Flask) -> None:
         return error_response(404, "not_found", str(exc) or "not found")
 
     @app.errorhandler(DuplicateRecordError)
-    def _duplicate(exc: DuplicateRecordError) -> Response:
+    @app.errorhandler(ConflictError)
+    def _conflict(exc: DuplicateRecordError | ConflictError) -> Response:
         return error_response(409, "conflict", str(exc) or "already exists")
 
     @app.errorhandler(TransientStorageError)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, TypeAdapter
 from wakemark.services import agents
 from wakemark.services.api import schemas as s
 from wakemark.services.api.ingest import EventBatch
-from wakemark.services.api.resources import NewMemory, RecordPatch
+from wakemark.services.api.resources import MoveProject, NewMemory, RecordPatch
 from wakemark.services.api.search import Retire
 from wakemark.services.api.viewer import BulkDelete
 from wakemark.shared import __version__
@@ -59,6 +59,7 @@ class Route:
     public: bool = False
     headers: dict[str, str] = field(default_factory=dict)  # optional request headers
     not_found: bool = False  # a 404 besides path parameters (a record named in the query)
+    conflict: bool = False  # a 409: the write clashes with what is stored
 
     @property
     def path(self) -> str:
@@ -212,6 +213,19 @@ ROUTES: tuple[Route, ...] = (
         {200: list[s.Project]},
     ),
     Route(
+        "POST", "/v1/projects/move",
+        "`{from, to, project_path?, dry_run?}`: a project whose directory was moved or "
+        "renamed (`wakemark move`): every row of the namespace `from` (records with their "
+        "vectors, versions and anchors, turns, events, retrieval audit) moves into `to` in "
+        "one transaction, merged with what `to` holds; `project_path` becomes the "
+        "project's recorded root; the token must cover both; `dry_run: true` counts and "
+        "writes nothing; 404 `not_found` if `from` holds nothing, 409 `conflict` (nothing "
+        "moved) if `from` is `to` or a session has an open turn in both; one audit "
+        "entry `move` → `{moved: {records, versions, anchors, turns, events, retrievals}, "
+        "from, to, dry_run}`",
+        {200: s.Moved}, body=MoveProject, not_found=True, conflict=True,
+    ),
+    Route(
         "GET", "/v1/memories/<record:record_id>/source",
         "a record's provenance: the turns it came from (prompt, tool uses with command, "
         "exit code and files, final answer) and the session's turns that kept no record, "
@@ -331,6 +345,7 @@ _ERRORS = {
     401: "missing or wrong bearer token",
     403: "`Host` is not loopback, or a cross-origin state-changing request",
     404: "no such record, event or agent",
+    409: "the write clashes with what is stored; nothing was written",
     405: "the record id names another route (`/v1/memories/code`) that takes no such method",
     413: f"a request over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB",
     415: "a body that is not `application/json` (UTF-8)",
@@ -354,6 +369,8 @@ def _error_statuses(route: Route) -> list[int]:
         statuses.append(400)
     if "<" in route.rule or route.not_found:
         statuses.append(404)
+    if route.conflict:
+        statuses.append(409)
     if "<record:" in route.rule:  # a sibling route answers for its own name
         statuses += [400, 405]
     if route.body is not None:

@@ -1,4 +1,4 @@
-"""Read and manage API: events, memories, timeline, projects, stats."""
+"""Read and manage API: events, memories, timeline, projects (and moving one), stats."""
 
 from __future__ import annotations
 
@@ -55,6 +55,17 @@ class NewMemory(BaseModel):
     files_touched: Files = Field(default_factory=list)
     observation_type: ObservationType = "note"
     pinned: StrictBool = False
+
+
+class MoveProject(BaseModel):
+    """``POST /v1/projects/move``: every row of one project's namespace into another."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_: Namespace = Field(alias="from")
+    to: Namespace
+    project_path: str | None = Field(default=None, min_length=1, max_length=4096)
+    dry_run: StrictBool = False
 
 
 class RecordPatch(BaseModel):
@@ -226,6 +237,25 @@ def timeline() -> Response:
 @bp.get("/v1/projects")
 def projects() -> Response:
     return jsonify([p for p in _storage().projects() if security.visible(p["namespace"])])
+
+
+@bp.post("/v1/projects/move")
+def move_project() -> Response:
+    """A project whose directory was moved or renamed (its namespace follows the path):
+    its rows join the namespace of the new place, merged with what is there already."""
+    req = MoveProject.model_validate(json_object())
+    security.require_scope(req.from_)
+    security.require_scope(req.to)
+    if req.from_ == req.to:
+        # Not a 400: the body is valid by the published schema, which cannot say "differ".
+        raise ApiError(409, f"{req.from_} would move onto itself")
+    storage = _storage()
+    moved = storage.move_namespace(req.from_, req.to, req.project_path, not req.dry_run)
+    if not req.dry_run:
+        # The audit port writes in a transaction of its own: the move committed in its.
+        with storage.transaction() as tx:
+            security.audit(tx, "move", req.from_, [req.to])
+    return jsonify({"moved": moved, "from": req.from_, "to": req.to, "dry_run": req.dry_run})
 
 
 @bp.get("/v1/stats")

@@ -342,6 +342,16 @@ class AnchorPage(BaseModel):
     next: str | None = Field(description="`after` for the next page; null: the last page")
 
 
+class Moved(BaseModel):
+    moved: dict[str, int] = Field(
+        description="rows moved (or, in a dry run, that would move) by kind: records, "
+        "versions, anchors, turns, events, retrievals"
+    )
+    from_: str = Field(alias="from")
+    to: str
+    dry_run: bool
+
+
 class Retired(BaseModel):
     retired: list[str] = Field(description="the ids deleted (one gone meanwhile is left out)")
 

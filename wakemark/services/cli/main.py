@@ -53,6 +53,10 @@ COMMANDS: Registry[types.ModuleType] = Registry(
             "wakemark.services.cli.verify",
             "check this project's memories against its files (--retire the gone ones)",
         ),
+        "move": Part(
+            "wakemark.services.cli.move",
+            "after moving or renaming a project's directory: bring its memories along",
+        ),
         "pause": Part(
             "wakemark.services.cli.pause",
             "store nothing from this project (creates .wakemarkignore)",

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from wakemark.shared.config import Settings
 from wakemark.shared.storage.base import Storage, Transactions, Tx
 from wakemark.shared.storage.errors import (
+    ConflictError,
     DuplicateRecordError,
     EmbeddingDecodeError,
     MigrationDriftError,
@@ -57,6 +58,7 @@ __all__ = [
     "ChangeHook",
     "CodeAnchors",
     "DiskUsage",
+    "ConflictError",
     "DuplicateRecordError",
     "EmbeddingDecodeError",
     "EmbeddingMatrix",

@@ -15,6 +15,11 @@ class NotFoundError(StorageError):
     """The named row does not exist."""
 
 
+class ConflictError(StorageError):
+    """The write would break a rule the stored rows keep (one open turn per session of a
+    project): nothing of it was written; the message names what clashed."""
+
+
 class EmbeddingDecodeError(StorageError):
     """A stored embedding has the wrong size; the message names the record."""
 

@@ -1,4 +1,5 @@
-"""Upkeep: export and import, retention, index upkeep and compaction, sizes, counts."""
+"""Upkeep: export and import, moving a project, retention, index upkeep and compaction,
+sizes, counts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from wakemark.shared.models import MemoryRecord, StoredEvent
+from wakemark.shared.models import NAMESPACE_RE, MemoryRecord, StoredEvent
+from wakemark.shared.storage.errors import ConflictError
 from wakemark.shared.storage.ports.anchors import CodeAnchors
 
 
@@ -34,6 +36,39 @@ def kept_model(stored: str | None, model: str | None) -> bool:
     """Whether vectors made by ``model`` (None: not recorded, taken as the stored one's)
     go into a database whose vectors are ``stored``'s (None: it records none yet)."""
     return model is None or stored in (None, model)
+
+
+# What ``Upkeep.move_namespace`` counts, and the table of each: every table whose rows
+# belong to a namespace, but the per-project counts (merged) and the audit log (history).
+MOVED_TABLES = {
+    "records": "memory_records",
+    "versions": "record_history",
+    "anchors": "code_anchors",
+    "turns": "turns",
+    "events": "events",
+    "retrievals": "retrievals",
+}
+
+
+def check_move(old: str, new: str) -> None:
+    """ValueError unless ``old`` and ``new`` are two different full namespaces."""
+    for namespace in (old, new):
+        if not NAMESPACE_RE.fullmatch(namespace):
+            raise ValueError(f"not a namespace /actor/<actor>/project/<id>/: {namespace!r}")
+    if old == new:
+        raise ValueError(f"{old} would move onto itself")
+
+
+def open_in_both(sessions: list[str]) -> ConflictError:
+    """The error of a move refused for sessions with an open turn on both sides (empty:
+    not known which)."""
+    named = ", ".join(sessions[:5]) + (
+        f" and {len(sessions) - 5} more" if len(sessions) > 5 else ""
+    )
+    return ConflictError(
+        f"a session ({named or 'opened meanwhile'}) has an open turn in both projects; move"
+        " again once it is closed (when its answer arrives, or after it has been idle a while)"
+    )
 
 
 @dataclass
@@ -99,6 +134,23 @@ class Upkeep(Protocol):
         membership and extraction marks kept). A row whose id already exists is left
         alone, so importing twice writes nothing the second time. ``commit=False`` rolls
         the transaction back: the counts say what would have been written."""
+
+    # --- moving a project -------------------------------------------------------------
+    @abc.abstractmethod
+    def move_namespace(
+        self, old: str, new: str, project_path: str | None = None, commit: bool = True
+    ) -> dict[str, int]:
+        """Move every row of the namespace ``old`` (exactly, not as a prefix) into
+        ``new``, in one transaction: the memories of a project whose directory was moved
+        or renamed. Rows already in ``new`` stay: the per-project counts end as if the
+        moved rows had been written there; the audit log stays as it was (history).
+        ``project_path``: the project's root from now on (``projects()``). Moved vectors
+        and texts are stamped as written now, so caches refreshed from a watermark take
+        them in, and the change hook is called for both namespaces after the commit.
+        Returns the rows moved by kind (``MOVED_TABLES``); ``commit=False`` rolls back:
+        the counts say what would move. Raises ValueError unless ``old`` and ``new`` are
+        two different full namespaces, NotFoundError when ``old`` holds no row, and
+        ConflictError when a session has an open turn in both (nothing moves)."""
 
     # --- retention ------------------------------------------------------------------
     @abc.abstractmethod

@@ -1,4 +1,5 @@
-"""Upkeep of the Postgres backend: export and import, retention, index upkeep, sizes and counts."""
+"""Upkeep of the Postgres backend: export and import, moving a project, retention, index
+upkeep, sizes and counts."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ from psycopg import sql
 
 from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
+from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.fields import record_fields
 from wakemark.shared.storage.ports.upkeep import (
+    MOVED_TABLES,
     DiskUsage,
     ImportBatch,
     ImportCounts,
     TurnRow,
+    check_move,
     kept_model,
+    open_in_both,
 )
 from wakemark.shared.storage.postgres import anchors as anchors_sql
 from wakemark.shared.storage.postgres.base import (
@@ -118,6 +123,73 @@ SELECT %(turn_id)s, %(namespace)s, %(session_id)s, %(opened_at)s, %(last_event_a
             THEN %(last_event_at)s ELSE %(closed_at)s::timestamptz END,
        %(extracted_at)s, %(record_ids)s, %(skip_reason)s, %(repeat_of)s
 ON CONFLICT (turn_id) DO NOTHING
+"""
+
+# move_namespace: all with %(old)s and %(new)s. A session may have one open turn per project.
+OPEN_IN_BOTH = """
+SELECT o.session_id FROM turns o JOIN turns n
+    ON n.namespace = %(new)s AND n.session_id = o.session_id AND n.closed_at IS NULL
+ WHERE o.namespace = %(old)s AND o.closed_at IS NULL
+"""
+
+# Besides the namespace: a moved vector takes this transaction's stamp, as migration
+# 0003's trigger stamps a written one, or a vector cache of the new namespace, refreshed
+# from its watermark, would never read it (the text stamp and the full-text row follow
+# the namespace by trigger); a version's body holds its record.
+_ALSO_SET = {
+    "memory_records": ", embedded_xid = CASE WHEN embedding IS NULL THEN embedded_xid"
+    " ELSE pg_current_xact_id()::text::bigint END",
+    "record_history": ", body = jsonb_set(body, '{record,namespace}', to_jsonb(%(new)s::text))",
+}
+MOVE_ROWS = {
+    kind: f"UPDATE {table} SET namespace = %(new)s{_ALSO_SET.get(table, '')}"
+    " WHERE namespace = %(old)s"
+    for kind, table in MOVED_TABLES.items()
+}
+
+# The per-project counts: an UPDATE of the namespace fires none of the triggers that keep
+# them (migration 0013), so the old project's rows are added to the new one's, as their
+# writes would have been, then dropped.
+MERGE_COUNTS = (
+    """INSERT INTO namespace_event_counts AS c
+           (namespace, events, last_event_at, project_path, project_path_at)
+    SELECT %(new)s, events, last_event_at, project_path, project_path_at
+      FROM namespace_event_counts WHERE namespace = %(old)s
+    ON CONFLICT (namespace) DO UPDATE SET
+        events = c.events + excluded.events,
+        last_event_at = greatest(c.last_event_at, excluded.last_event_at),
+        project_path = CASE
+            WHEN excluded.project_path_at >= coalesce(c.project_path_at, '-infinity')
+            THEN excluded.project_path ELSE c.project_path END,
+        project_path_at = greatest(c.project_path_at, excluded.project_path_at)""",
+    """INSERT INTO namespace_record_counts AS c (namespace, memories, embedded, last_record_at)
+    SELECT %(new)s, memories, embedded, last_record_at FROM namespace_record_counts
+     WHERE namespace = %(old)s
+    ON CONFLICT (namespace) DO UPDATE SET
+        memories = c.memories + excluded.memories,
+        embedded = c.embedded + excluded.embedded,
+        last_record_at = greatest(c.last_record_at, excluded.last_record_at)""",
+    """INSERT INTO retrieval_sessions AS s
+    SELECT %(new)s, session_id, prompts, injected, records, bytes, latency_ms, first_at, last_at
+      FROM retrieval_sessions WHERE namespace = %(old)s
+    ON CONFLICT (namespace, session_id) DO UPDATE SET
+        prompts = s.prompts + excluded.prompts,
+        injected = s.injected + excluded.injected,
+        records = s.records + excluded.records,
+        bytes = s.bytes + excluded.bytes,
+        latency_ms = s.latency_ms + excluded.latency_ms,
+        first_at = least(s.first_at, excluded.first_at),
+        last_at = greatest(s.last_at, excluded.last_at)""",
+    "DELETE FROM namespace_event_counts WHERE namespace = %(old)s",
+    "DELETE FROM namespace_record_counts WHERE namespace = %(old)s",
+    "DELETE FROM retrieval_sessions WHERE namespace = %(old)s",
+)
+
+SET_PROJECT_PATH = """
+INSERT INTO namespace_event_counts (namespace, events, project_path, project_path_at)
+VALUES (%(new)s, 0, %(path)s, %(at)s)
+ON CONFLICT (namespace) DO UPDATE SET
+    project_path = excluded.project_path, project_path_at = excluded.project_path_at
 """
 
 TRIMMABLE_TURNS = """
@@ -246,6 +318,37 @@ class PostgresUpkeep(PostgresBase):
         if changed and self._on_change is not None:
             self._on_change(changed)
         return counts
+
+    def move_namespace(
+        self, old: str, new: str, project_path: str | None = None, commit: bool = True
+    ) -> dict[str, int]:
+        check_move(old, new)
+        params = {"old": old, "new": new}
+        try:
+            with self._db.connection() as conn, conn.transaction():
+                conn.execute(LOCK_RECORDS)  # as PostgresTxBase: the records' index rows move
+                clash = [r[0] for r in conn.execute(OPEN_IN_BOTH, params).fetchall()]
+                if clash:
+                    raise open_in_both(clash)
+                moved = {
+                    kind: conn.execute(sql, params).rowcount for kind, sql in MOVE_ROWS.items()
+                }
+                if not any(moved.values()):
+                    raise NotFoundError(f"nothing stored under {old}")
+                for sql in MERGE_COUNTS:
+                    conn.execute(sql, params)
+                if project_path is not None:
+                    conn.execute(
+                        SET_PROJECT_PATH, {"new": new, "path": project_path, "at": utcnow()}
+                    )
+                if not commit:
+                    raise psycopg.Rollback()  # leaves the block, rolled back, without raising
+        except psycopg.errors.UniqueViolation:
+            # A turn opened in both since the check above.
+            raise open_in_both([]) from None
+        if commit and self._on_change is not None:
+            self._on_change({old, new})
+        return moved
 
     def trimmable_turns(self, extracted_before: datetime, limit: int) -> list[str]:
         with self._db.connection() as conn:

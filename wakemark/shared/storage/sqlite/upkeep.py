@@ -1,4 +1,5 @@
-"""Upkeep of the SQLite backend: export and import, retention, index upkeep, sizes and counts."""
+"""Upkeep of the SQLite backend: export and import, moving a project, retention, index
+upkeep, sizes and counts."""
 
 from __future__ import annotations
 
@@ -13,17 +14,26 @@ import numpy as np
 
 from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
+from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.ports.upkeep import (
+    MOVED_TABLES,
     DiskUsage,
     ImportBatch,
     ImportCounts,
     TurnRow,
+    check_move,
     kept_model,
+    open_in_both,
 )
 from wakemark.shared.storage.sqlite import anchors as anchors_sql
 from wakemark.shared.storage.sqlite import codec
 from wakemark.shared.storage.sqlite.base import NS, T_NS, SqliteBase, snapshot
-from wakemark.shared.storage.sqlite.events import INSERT_EVENT, TURNS_EVENTS, count_added_events
+from wakemark.shared.storage.sqlite.events import (
+    COUNT_ADDED_EVENTS,
+    INSERT_EVENT,
+    TURNS_EVENTS,
+    count_added_events,
+)
 from wakemark.shared.storage.sqlite.records import INSERT_RECORD, RECORD_COLUMNS
 from wakemark.shared.storage.sqlite.vectors import MODELS, SET_EMBEDDING
 
@@ -59,6 +69,66 @@ SELECT :turn_id, :namespace, :session_id, :opened_at, :last_event_at,
 """
 
 IMPORT_EVENT = INSERT_EVENT.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+
+# move_namespace: all with :old and :new. A session may have one open turn per project.
+OPEN_IN_BOTH = """
+SELECT o.session_id FROM turns o JOIN turns n
+    ON n.namespace = :new AND n.session_id = o.session_id AND n.closed_at IS NULL
+ WHERE o.namespace = :old AND o.closed_at IS NULL
+"""
+
+NEXT_EMBEDDING_SEQ = "UPDATE embedding_seq SET value = value + 1 WHERE id = 1 RETURNING value"
+
+# Besides the namespace: a moved vector takes a new stamp (:seq), or a vector cache of the
+# new namespace, refreshed from its watermark, would never read it (the text stamp and the
+# full-text scope follow the namespace by trigger); a version's body holds its record.
+_ALSO_SET = {
+    "memory_records": ", embedded_seq = iif(embedding IS NULL, embedded_seq, :seq)",
+    "record_history": ", body = json_set(body, '$.record.namespace', :new)",
+}
+MOVE_ROWS = {
+    kind: f"UPDATE {table} SET namespace = :new{_ALSO_SET.get(table, '')} WHERE namespace = :old"
+    for kind, table in MOVED_TABLES.items()
+}
+
+# The per-project counts: an UPDATE of the namespace fires none of the triggers that keep
+# them, so the old project's rows are added to the new one's, as their writes would have
+# been, then dropped.
+MERGE_COUNTS = (
+    COUNT_ADDED_EVENTS.replace(
+        "VALUES (:namespace, :events, :last_event_at, :project_path, :project_path_at)",
+        "SELECT :new, events, last_event_at, project_path, project_path_at"
+        " FROM namespace_event_counts WHERE namespace = :old",
+    ),
+    """INSERT INTO namespace_record_counts (namespace, memories, embedded, last_record_at)
+    SELECT :new, memories, embedded, last_record_at FROM namespace_record_counts
+     WHERE namespace = :old
+    ON CONFLICT (namespace) DO UPDATE SET
+        memories = memories + excluded.memories,
+        embedded = embedded + excluded.embedded,
+        last_record_at = max(coalesce(last_record_at, ''), excluded.last_record_at)""",
+    """INSERT INTO retrieval_sessions
+    SELECT :new, session_id, prompts, injected, records, bytes, latency_ms, first_at, last_at
+      FROM retrieval_sessions WHERE namespace = :old
+    ON CONFLICT (namespace, session_id) DO UPDATE SET
+        prompts = prompts + excluded.prompts,
+        injected = injected + excluded.injected,
+        records = records + excluded.records,
+        bytes = bytes + excluded.bytes,
+        latency_ms = latency_ms + excluded.latency_ms,
+        first_at = min(first_at, excluded.first_at),
+        last_at = max(last_at, excluded.last_at)""",
+    "DELETE FROM namespace_event_counts WHERE namespace = :old",
+    "DELETE FROM namespace_record_counts WHERE namespace = :old",
+    "DELETE FROM retrieval_sessions WHERE namespace = :old",
+)
+
+SET_PROJECT_PATH = """
+INSERT INTO namespace_event_counts (namespace, events, project_path, project_path_at)
+VALUES (:new, 0, :path, :at)
+ON CONFLICT (namespace) DO UPDATE SET
+    project_path = excluded.project_path, project_path_at = excluded.project_path_at
+"""
 
 TRIMMABLE_TURNS = """
 SELECT turn_id FROM turns
@@ -231,6 +301,34 @@ class SqliteUpkeep(SqliteBase):
         self._notify(changed)
         return counts
 
+    def move_namespace(
+        self, old: str, new: str, project_path: str | None = None, commit: bool = True
+    ) -> dict[str, int]:
+        check_move(old, new)
+        params: dict[str, Any] = {"old": old, "new": new}
+        try:
+            with self._conns.write() as conn:
+                clash = [r[0] for r in conn.execute(OPEN_IN_BOTH, params)]
+                if clash:
+                    raise open_in_both(clash)
+                params["seq"] = conn.execute(NEXT_EMBEDDING_SEQ).fetchone()[0]
+                moved = {
+                    kind: conn.execute(sql, params).rowcount for kind, sql in MOVE_ROWS.items()
+                }
+                if not any(moved.values()):
+                    raise NotFoundError(f"nothing stored under {old}")
+                for sql in MERGE_COUNTS:
+                    conn.execute(sql, params)
+                if project_path is not None:
+                    at = codec.ts(utcnow())
+                    conn.execute(SET_PROJECT_PATH, {"new": new, "path": project_path, "at": at})
+                if not commit:
+                    raise _RollBack
+        except _RollBack:
+            return moved
+        self._notify({old, new})
+        return moved
+
     def trimmable_turns(self, extracted_before: datetime, limit: int) -> list[str]:
         return [r[0] for r in self._read(TRIMMABLE_TURNS, (codec.ts(extracted_before), limit))]
 
@@ -323,7 +421,7 @@ def _file_bytes(conn: sqlite3.Connection) -> int:
 
 
 class _RollBack(Exception):
-    """Raised inside a write transaction to roll it back (a dry-run import)."""
+    """Raised inside a write transaction to roll it back (a dry-run import or move)."""
 
 
 def _project(row: sqlite3.Row) -> dict[str, Any]:

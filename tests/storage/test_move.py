@@ -1,0 +1,221 @@
+"""Moving a project's namespace (``Upkeep.move_namespace``), the storage contract, on each
+backend: every row follows, the per-project counts end as if written in the new place,
+caches warmed before the move find the rows after it, and a move that cannot be made
+leaves everything as it was."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.storage.conftest import T0, event, record, retrieval, vec
+from tests.storage.test_anchors import anchors
+from wakemark.shared.cache import LocalEpochs
+from wakemark.shared.config import Settings
+from wakemark.shared.models import MemoryRecord
+from wakemark.shared.retrieval.lexical import search_lexical
+from wakemark.shared.retrieval.vectors import VectorCache
+from wakemark.shared.storage import ConflictError, NotFoundError, Storage, open_storage
+
+OLD, NEW = "/actor/a/project/old/", "/actor/a/project/new/"
+ALL_KINDS = ("records", "versions", "anchors", "turns", "events", "retrievals")
+
+
+@dataclass
+class Project:
+    current: MemoryRecord  # a record with anchors and one older version
+    version: MemoryRecord
+    turn_id: str
+
+
+@dataclass
+class Watched:
+    storage: Storage
+    epochs: LocalEpochs
+    vectors: VectorCache
+
+
+@pytest.fixture
+def watched(backend_settings: Settings) -> Iterator[Watched]:
+    """A storage whose change hook bumps the epochs a vector cache over it reads."""
+    epochs = LocalEpochs()
+    storage = open_storage(backend_settings, on_change=epochs.bump)
+    cache = VectorCache(storage.list_embeddings, epochs.get, storage.embedded_ids, 2**30)
+    yield Watched(storage, epochs, cache)
+    storage.close()
+
+
+def _fill(storage: Storage, ns: str, word: str, path: str, seed: int) -> Project:
+    """A project's rows: a prompt and a tool use in one turn, its retrieval audit row, and
+    a record about ``word`` (embedded, with anchors) that superseded an older one."""
+    prompt = event("prompt", text=f"why does the {word} fail", ns=ns, project_path=path)
+    turn_id = storage.put_event(prompt).turn_id
+    storage.put_event(event("tool_use", ns=ns, project_path=path))
+    storage.put_retrieval(retrieval(prompt, minutes=seed))
+    version = record(f"{word} parser drops the last line", ns=ns, minutes=seed)
+    current = record(f"{word} parser reads to the end", ns=ns, minutes=seed + 1)
+    storage.put_memory_record(version)
+    storage.put_embedding(version.record_id, vec(seed))
+    with storage.transaction() as tx:
+        tx.put_memory_record(current)
+        tx.put_embedding(current.record_id, vec(seed + 1))
+        tx.put_anchors(anchors(current.record_id, ns=ns))
+        assert tx.supersede(version.record_id, current.record_id, T0)
+    assert turn_id is not None
+    return Project(current, version, turn_id)
+
+
+def _close(storage: Storage, project: Project) -> None:
+    """Close the project's turn, as the idle sweep does."""
+    assert storage.close_idle_turns(datetime.now(UTC) + timedelta(days=1)) == [project.turn_id]
+
+
+def _state(storage: Storage) -> dict[str, Any]:
+    """What a failed or dry-run move must leave exactly as it was."""
+    return {
+        "stats": (storage.stats(OLD), storage.stats(NEW)),
+        "projects": storage.projects(),
+        "sessions": (storage.retrieval_sessions(OLD), storage.retrieval_sessions(NEW)),
+        "events": {e.event_id: e.namespace for e in storage.list_events("/actor/a/", limit=100)},
+        "versions": storage.list_versions("/actor/a/"),
+        "records": storage.list_memory_records("/actor/a/").items,
+        "anchors": storage.list_anchors("/actor/a/", 100),
+    }
+
+
+def _found(storage: Storage, ns: str, query: str) -> list[str]:
+    """The hits of a search answered by the full-text index held in the process, built
+    or brought up to date first (FTS5 or Postgres would answer while it is not)."""
+    assert storage.memory_index(wait_s=30) is not None  # type: ignore[attr-defined]
+    return [h.record.record_id for h in search_lexical(storage, ns, query, 10)]
+
+
+def _project(storage: Storage, ns: str) -> dict[str, Any]:
+    return next(p for p in storage.projects() if p["namespace"] == ns)
+
+
+def test_a_project_moves_whole_into_an_empty_namespace(watched: Watched) -> None:
+    storage = watched.storage
+    old = _fill(storage, OLD, "invoice", "/home/u/invoicer", 1)
+    before, listed = storage.stats(OLD), _project(storage, OLD)
+    assert _found(storage, OLD, "invoice") == [old.current.record_id]  # warm: the text index
+    assert len(watched.vectors.get(OLD).ids) == 1  # type: ignore[union-attr]
+
+    moved = storage.move_namespace(OLD, NEW, "/home/u/billing")
+    assert moved == dict.fromkeys(ALL_KINDS, 1) | {"events": 2}
+    assert storage.stats(NEW) == before
+    assert storage.stats(OLD) == dict.fromkeys(before, 0)
+    (project,) = storage.projects()
+    assert project["namespace"] == NEW and project["project_path"] == "/home/u/billing"
+    assert project["display_name"] == "billing"
+    assert (project["event_count"], project["memory_count"]) == (2, 1)
+    assert project["last_activity"] == listed["last_activity"]
+
+    current = storage.get_memory_record(old.current.record_id)
+    assert current is not None and current.namespace == NEW
+    (version,) = storage.get_history(current.record_id)
+    assert version.record.record_id == old.version.record_id
+    assert version.record.namespace == NEW and version.current_id == current.record_id
+    assert storage.get_anchors([current.record_id])[current.record_id].namespace == NEW
+    assert {e.namespace for e in storage.list_events(NEW)} == {NEW}
+    assert [r.namespace for r in storage.list_retrievals(NEW)] == [NEW]
+    assert [s.prompts for s in storage.retrieval_sessions(NEW)] == [1]
+    assert storage.retrieval_sessions(OLD) == [] and storage.list_events(OLD) == []
+    assert storage.session_turns(NEW, "s1", 10)[0].turn_id == old.turn_id
+
+    assert _found(storage, NEW, "invoice") == [current.record_id]
+    assert _found(storage, OLD, "invoice") == []
+    assert watched.vectors.get(NEW).ids == [current.record_id]  # type: ignore[union-attr]
+    assert watched.vectors.get(OLD).ids == []  # type: ignore[union-attr]
+
+
+def test_a_move_merges_with_what_the_new_place_already_holds(watched: Watched) -> None:
+    """The realistic case: the agent wrote into the new place before the move. Counts,
+    sums and the newest times are those of both projects' rows together."""
+    storage = watched.storage
+    old = _fill(storage, OLD, "invoice", "/home/u/invoicer", 1)
+    _close(storage, old)  # the same session id carries on in the new place
+    new = _fill(storage, NEW, "shipping", "/home/u/billing", 10)
+    both = [storage.stats(OLD), storage.stats(NEW)]
+    projects = {p["namespace"]: p for p in storage.projects()}
+    sessions = storage.retrieval_sessions(OLD) + storage.retrieval_sessions(NEW)
+    for ns in (OLD, NEW):  # warm caches of both
+        assert len(_found(storage, ns, "parser")) == 1
+        assert len(watched.vectors.get(ns).ids) == 1  # type: ignore[union-attr]
+
+    moved = storage.move_namespace(OLD, NEW)
+    assert moved == dict.fromkeys(ALL_KINDS, 1) | {"events": 2}
+    assert storage.stats(NEW) == {k: both[0][k] + both[1][k] for k in both[0]}
+    (project,) = storage.projects()
+    assert project["project_path"] == "/home/u/billing"  # the newest event's
+    assert (project["event_count"], project["memory_count"]) == (4, 2)
+    assert project["last_activity"] == max(p["last_activity"] for p in projects.values())
+    (session,) = storage.retrieval_sessions(NEW)
+    assert (session.namespace, session.session_id, session.prompts) == (NEW, "s1", 2)
+    assert session.records == sum(s.records for s in sessions)
+    assert session.latency_ms == pytest.approx(sum(s.latency_ms for s in sessions))
+    assert session.first_at == min(s.first_at for s in sessions)
+    assert session.last_at == max(s.last_at for s in sessions)
+    assert storage.retrieval_totals(NEW)["prompts"] == 2
+
+    currents = {old.current.record_id, new.current.record_id}
+    assert set(_found(storage, NEW, "parser")) == currents
+    assert _found(storage, OLD, "parser") == []
+    assert set(watched.vectors.get(NEW).ids) == currents  # type: ignore[union-attr]
+    assert watched.vectors.get(OLD).ids == []  # type: ignore[union-attr]
+    assert {v.record.record_id for v in storage.list_versions(NEW)} == {
+        old.version.record_id,
+        new.version.record_id,
+    }
+
+
+def test_the_change_hook_names_both_namespaces_after_the_commit(watched: Watched) -> None:
+    _fill(watched.storage, OLD, "invoice", "/home/u/invoicer", 1)
+    epochs = (watched.epochs.get(OLD), watched.epochs.get(NEW))
+    watched.storage.move_namespace(OLD, NEW, commit=False)
+    assert (watched.epochs.get(OLD), watched.epochs.get(NEW)) == epochs
+    watched.storage.move_namespace(OLD, NEW)
+    assert watched.epochs.get(OLD) > epochs[0] and watched.epochs.get(NEW) > epochs[1]
+
+
+def test_a_dry_run_counts_and_writes_nothing(storage: Storage) -> None:
+    old = _fill(storage, OLD, "invoice", "/home/u/invoicer", 1)
+    _close(storage, old)
+    _fill(storage, NEW, "shipping", "/home/u/billing", 10)
+    before = _state(storage)
+    moved = storage.move_namespace(OLD, NEW, "/home/u/elsewhere", commit=False)
+    assert moved == dict.fromkeys(ALL_KINDS, 1) | {"events": 2}
+    assert _state(storage) == before
+
+
+def test_a_session_open_in_both_places_refuses_the_whole_move(storage: Storage) -> None:
+    _fill(storage, OLD, "invoice", "/home/u/invoicer", 1)
+    _fill(storage, NEW, "shipping", "/home/u/billing", 10)  # session s1, open in both
+    before = _state(storage)
+    with pytest.raises(ConflictError, match="s1"):
+        storage.move_namespace(OLD, NEW, "/home/u/billing")
+    with pytest.raises(ConflictError):
+        storage.move_namespace(OLD, NEW, commit=False)
+    assert _state(storage) == before
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [(OLD, OLD), ("/actor/a/", NEW), (OLD, "/actor/a/project/new"), (OLD, "")],
+)
+def test_a_move_needs_two_different_namespaces(storage: Storage, old: str, new: str) -> None:
+    storage.put_memory_record(record(ns=OLD))
+    with pytest.raises(ValueError):
+        storage.move_namespace(old, new)
+
+
+def test_nothing_to_move_is_not_found(storage: Storage) -> None:
+    storage.put_memory_record(record(ns=NEW))
+    with pytest.raises(NotFoundError):
+        storage.move_namespace(OLD, NEW, "/home/u/billing")
+    (project,) = storage.projects()
+    assert project["namespace"] == NEW and project["project_path"] is None
