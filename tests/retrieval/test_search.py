@@ -114,6 +114,54 @@ def test_semantic_hit_found_without_shared_words(hybrid: Runtime) -> None:
     assert hit.match_source == "hybrid" and hit.record.record_id == records[0].record_id
 
 
+def test_a_second_worker_sees_the_first_ones_writes_without_redis(
+    settings: Settings, onnx_model_path: Path
+) -> None:
+    """Two gunicorn workers over one SQLite file and no Redis: each process keeps its
+    epochs to itself, so only the database's change stamp tells one's vector cache of
+    the records another wrote or deleted."""
+    from wakemark.shared.config import prepare_home
+    from wakemark.shared.storage import migrate
+
+    shared = settings.replace(embedder="onnx", model_path=onnx_model_path)
+    prepare_home(shared)
+    migrate(shared)
+    writer, reader = Runtime.build(shared), Runtime.build(shared)
+    try:
+        for rt in (writer, reader):
+            rt.embedder.warm()
+        query = "people billed two times when pressing pay"  # no word of the record's
+        put(writer, [make_record(NS, "Sitemap generation split into pages", 0)], embed=True)
+        reader.retriever.search(NS, query, limit=5)  # the reader's cache now holds one row
+        charged = make_record(NS, "Customers were charged twice on double click", 1)
+        put(writer, [charged], embed=True)
+        first = reader.retriever.search(NS, query, limit=5).items[0]
+        assert first.record.record_id == charged.record_id
+        assert first.match_source == "semantic"
+        writer.storage.delete_memory_records([charged.record_id])
+        assert charged.record_id not in _ids(reader.retriever.search(NS, query, limit=5))
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_the_change_stamp_moves_with_every_write_of_a_record(storage: Any) -> None:
+    if storage.backend == "postgres":  # its processes share epochs through Redis
+        assert storage.change_stamp() is None
+        return
+    stamps = [storage.change_stamp()]
+    record = make_record(NS, "Sitemap generation split into pages", 0)
+    storage.put_memory_record(record)
+    stamps.append(storage.change_stamp())
+    storage.put_embedding(record.record_id, np.ones(384, dtype=np.float32))
+    stamps.append(storage.change_stamp())
+    storage.edit_memory_record(record.record_id, title="Sitemaps come in pages")
+    stamps.append(storage.change_stamp())
+    storage.delete_memory_records([record.record_id])
+    stamps.append(storage.change_stamp())
+    assert stamps == sorted(set(stamps)), stamps  # strictly growing
+
+
 def test_filters_apply_to_both_legs(hybrid: Runtime) -> None:
     old = make_record(NS, "redis cache eviction bug", 0, observation_type="bugfix")
     new_fix = make_record(NS, "redis cache eviction decision", 1, observation_type="decision")

@@ -302,7 +302,7 @@ class VectorLeg(Leg):
         # Looked up at each call rather than bound now, so a replaced method is used.
         self._cache = VectorCache(
             lambda ns, since: storage.list_embeddings(ns, since),
-            lambda ns: epochs.get(ns),
+            self._epoch,
             lambda ns: storage.embedded_ids(ns),
             settings.vector_cache_mb * 2**20,
             (lambda ns: storage.count_embeddings(ns)) if self._in_database else None,
@@ -316,6 +316,14 @@ class VectorLeg(Leg):
         self.database_searches = 0
         self.other_model: str | None = None  # why the leg is left out, for ``/health``
         self._model_read = float("-inf")  # when the stored model was last read as this one
+
+    def _epoch(self, namespace: str) -> int:
+        """The namespace's epoch as the cache compares it. Without Redis the epochs are
+        this process's own, and another gunicorn worker's writes show only in the
+        database's stamp; both only grow, so their sum moves when either does."""
+        epoch = self._epochs.get(namespace)
+        stamp = None if self._settings.redis_url else self._storage.change_stamp()
+        return epoch if stamp is None else epoch + stamp
 
     @classmethod
     def build(cls, parts: LegParts) -> VectorLeg:

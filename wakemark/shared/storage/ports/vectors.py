@@ -91,6 +91,14 @@ class Vectors(Protocol):
         """Ids of every embedded record under the namespace (no vectors: cheap)."""
 
     @abc.abstractmethod
+    def change_stamp(self) -> int | None:
+        """A number that grows with every record written, edited, deleted or embedded by
+        any process, read in one cheap statement: how a process without shared epochs
+        (no Redis) learns that another one (a second gunicorn worker) changed the
+        vectors it caches. None: the backend keeps none (Postgres' processes share
+        epochs through Redis)."""
+
+    @abc.abstractmethod
     def count_embeddings(self, namespace: str) -> int:
         """Embedded records under the namespace (``vector_index`` backends; the others
         raise NotImplementedError)."""

@@ -213,6 +213,9 @@ class PostgresVectors(PostgresBase):
             rows = conn.execute(EMBEDDED_IDS, {"ns": lexical.namespace_pattern(namespace)})
             return [r[0] for r in rows]
 
+    def change_stamp(self) -> int | None:
+        return None
+
     def count_embeddings(self, namespace: str) -> int:
         with self._db.connection() as conn:
             row = conn.execute(COUNT_EMBEDDINGS, {"ns": lexical.namespace_pattern(namespace)})

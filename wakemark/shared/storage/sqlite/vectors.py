@@ -36,6 +36,12 @@ WHERE {NS} AND embedding IS NOT NULL AND embedded_seq > :since ORDER BY created_
 
 EMBEDDED_IDS = f"SELECT record_id FROM memory_records WHERE {NS} AND embedding IS NOT NULL"
 
+# Both counters only grow (one with each vector written, one with each record written,
+# edited or deleted), so their sum moves whenever either does.
+CHANGE_STAMP = """
+SELECT (SELECT value FROM embedding_seq WHERE id = 1) + (SELECT value FROM text_seq WHERE id = 1)
+"""
+
 MISSING_EMBEDDING = f"""
 SELECT * FROM memory_records WHERE embedding IS NULL AND {NS}
 ORDER BY created_at, record_id LIMIT :limit
@@ -119,6 +125,9 @@ class SqliteVectors(SqliteBase):
     def embedded_ids(self, namespace: str) -> list[str]:
         rows = self._read(EMBEDDED_IDS, lexical.namespace_range(namespace))
         return [r[0] for r in rows]
+
+    def change_stamp(self) -> int | None:
+        return int(self._read(CHANGE_STAMP)[0][0])
 
     def count_embeddings(self, namespace: str) -> int:
         raise NotImplementedError(NO_VECTOR_INDEX)
