@@ -234,31 +234,6 @@ def test_serve_prints_the_next_steps_and_refuses_a_port_in_use(tmp_path: Path) -
         )
 
 
-@pytest.mark.parametrize(
-    ("database_url", "redis_url", "workers", "warned"),
-    [
-        ("postgresql://u@127.0.0.1/db", None, 2, True),
-        ("postgresql://u@127.0.0.1/db", None, 1, False),
-        ("postgresql://u@127.0.0.1/db", "redis://127.0.0.1:6379/0", 2, False),
-        (None, None, 2, False),  # SQLite: the database's change stamp tells the workers
-    ],
-)
-def test_serve_warns_of_workers_that_cannot_see_each_others_writes(
-    tmp_path: Path, database_url: str | None, redis_url: str | None, workers: int, warned: bool
-) -> None:
-    from wakemark.services.cli.serve import next_steps
-    from wakemark.shared.config import Settings
-
-    settings = Settings(
-        home=tmp_path, database_url=database_url, redis_url=redis_url, workers=workers
-    )
-    lines = next_steps(settings, "http://127.0.0.1:8080", 4)
-    warnings = [line for line in lines if line.startswith("warning:")]
-    assert bool(warnings) == warned
-    if warned:
-        assert "WAKEMARK_REDIS_URL" in warnings[0] and "--workers 1" in warnings[0]
-
-
 def test_serve_on_a_port_another_program_holds(tmp_path: Path) -> None:
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))

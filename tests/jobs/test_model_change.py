@@ -137,13 +137,15 @@ def test_a_rebuild_keeps_the_vector_leg_until_it_swaps_every_vector_at_once(
 
     # The new model's process searches the swapped vectors. The old one's cache holds the
     # vectors it read, of its own model (stale, never mixed), until its epochs say they
-    # changed (another process's writes do, through Redis) or its next read of the stored
-    # model (held off here: the rebuild may have outlasted MODEL_CHECK_S); then it leaves
-    # its leg out.
+    # changed (another process's writes do, through Redis, or without it the database's
+    # change stamp, which SQLite's swap moves as it re-stamps every vector) or its next
+    # read of the stored model (held off here: the rebuild may have outlasted
+    # MODEL_CHECK_S); then it leaves its leg out.
     monkeypatch.setattr(legs, "MODEL_CHECK_S", float("inf"))
     assert _semantic(_leg(new), new)[0] in billing
-    assert _semantic(service, old)[0] in billing
-    old.epochs.bump({NS})
+    if old.settings.backend == "postgres":  # its swap renames the columns: no stamp moves
+        assert _semantic(service, old)[0] in billing
+        old.epochs.bump({NS})
     with pytest.raises(Unavailable, match="stored vectors are of model"):
         _semantic(service, old)
     assert "vector_leg_off" in service.metrics()

@@ -115,18 +115,12 @@ def test_semantic_hit_found_without_shared_words(hybrid: Runtime) -> None:
 
 
 def test_a_second_worker_sees_the_first_ones_writes_without_redis(
-    settings: Settings, onnx_model_path: Path
+    onnx_settings: Settings,
 ) -> None:
-    """Two gunicorn workers over one SQLite file and no Redis: each process keeps its
+    """Two gunicorn workers over one database and no Redis: each process keeps its
     epochs to itself, so only the database's change stamp tells one's vector cache of
     the records another wrote or deleted."""
-    from wakemark.shared.config import prepare_home
-    from wakemark.shared.storage import migrate
-
-    shared = settings.replace(embedder="onnx", model_path=onnx_model_path)
-    prepare_home(shared)
-    migrate(shared)
-    writer, reader = Runtime.build(shared), Runtime.build(shared)
+    writer, reader = Runtime.build(onnx_settings), Runtime.build(onnx_settings)
     try:
         for rt in (writer, reader):
             rt.embedder.warm()
@@ -146,20 +140,19 @@ def test_a_second_worker_sees_the_first_ones_writes_without_redis(
 
 
 def test_the_change_stamp_moves_with_every_write_of_a_record(storage: Any) -> None:
-    if storage.backend == "postgres":  # its processes share epochs through Redis
-        assert storage.change_stamp() is None
-        return
-    stamps = [storage.change_stamp()]
+    stamps = [storage.change_stamp(NS)]
     record = make_record(NS, "Sitemap generation split into pages", 0)
     storage.put_memory_record(record)
-    stamps.append(storage.change_stamp())
-    storage.put_embedding(record.record_id, np.ones(384, dtype=np.float32))
-    stamps.append(storage.change_stamp())
+    stamps.append(storage.change_stamp(NS))
+    for vector in (np.ones(384, dtype=np.float32), np.arange(384, dtype=np.float32)):
+        storage.put_embedding(record.record_id, vector)  # a vector rewritten counts too
+        stamps.append(storage.change_stamp(NS))
     storage.edit_memory_record(record.record_id, title="Sitemaps come in pages")
-    stamps.append(storage.change_stamp())
+    stamps.append(storage.change_stamp(NS))
     storage.delete_memory_records([record.record_id])
-    stamps.append(storage.change_stamp())
+    stamps.append(storage.change_stamp(NS))
     assert stamps == sorted(set(stamps)), stamps  # strictly growing
+    assert storage.change_stamp("/actor/alice/") == stamps[-1]  # a prefix sums its projects
 
 
 def test_filters_apply_to_both_legs(hybrid: Runtime) -> None:

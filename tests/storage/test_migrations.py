@@ -169,7 +169,8 @@ def test_shipped_migrations_are_well_formed() -> None:
 # every other migration is in both backends under the same name (migrations/README.md).
 BACKEND_ONLY = {
     "postgres": {"doc_count", "embedding_xid", "memory_fts", "wakemark_names",
-                 "fts_namespace_gin", "trgm_namespace_gin", "text_xid", "staged_inline"},
+                 "fts_namespace_gin", "trgm_namespace_gin", "text_xid", "staged_inline",
+                 "change_count"},
     "sqlite": {"fts_scope", "embedding_seq", "event_counts_per_batch", "text_seq"},
 }  # fmt: skip
 

@@ -135,19 +135,10 @@ def next_steps(settings: Any, url: str, threads: int) -> list[str]:
     from wakemark.services import agents
 
     token = "WAKEMARK_TOKEN" if settings.token else str(settings.token_path)
-    lines = [
+    return [
         f"serving on {url} ({settings.backend}, {settings.workers} worker(s) x {threads}"
         " thread(s))",
         f"token: {token} (the hooks and the viewer use it)",
         f"next: `wakemark install <agent>` ({', '.join(agents.names())}), then restart the agent",
         "viewer: `wakemark ui`; in the background, at login: `wakemark service install`",
     ]
-    if settings.backend == "postgres" and not settings.redis_url and settings.workers > 1:
-        # Postgres keeps no change stamp: without Redis a worker's vector cache never
-        # learns of the records another worker writes.
-        lines.insert(
-            1,
-            "warning: several workers on Postgres without WAKEMARK_REDIS_URL: each one's"
-            " vector search misses the memories the others write; set it, or --workers 1",
-        )
-    return lines

@@ -320,10 +320,11 @@ class VectorLeg(Leg):
     def _epoch(self, namespace: str) -> int:
         """The namespace's epoch as the cache compares it. Without Redis the epochs are
         this process's own, and another gunicorn worker's writes show only in the
-        database's stamp; both only grow, so their sum moves when either does."""
+        database's change stamp, so the pair is compared."""
         epoch = self._epochs.get(namespace)
-        stamp = None if self._settings.redis_url else self._storage.change_stamp()
-        return epoch if stamp is None else epoch + stamp
+        if self._settings.redis_url:
+            return epoch
+        return hash((epoch, self._storage.change_stamp(namespace)))
 
     @classmethod
     def build(cls, parts: LegParts) -> VectorLeg:

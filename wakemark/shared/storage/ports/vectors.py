@@ -91,12 +91,12 @@ class Vectors(Protocol):
         """Ids of every embedded record under the namespace (no vectors: cheap)."""
 
     @abc.abstractmethod
-    def change_stamp(self) -> int | None:
-        """A number that grows with every record written, edited, deleted or embedded by
-        any process, read in one cheap statement: how a process without shared epochs
-        (no Redis) learns that another one (a second gunicorn worker) changed the
-        vectors it caches. None: the backend keeps none (Postgres' processes share
-        epochs through Redis)."""
+    def change_stamp(self, namespace: str) -> int:
+        """A number that moves with every record of the namespace (prefix) written,
+        deleted or embedded by any process, read in one cheap statement: how a process
+        without shared epochs (no Redis) learns that another one (a second gunicorn
+        worker) changed the vectors it caches. SQLite's counts every namespace's writes;
+        Postgres' only the namespace's (``namespace_record_counts.changes``)."""
 
     @abc.abstractmethod
     def count_embeddings(self, namespace: str) -> int:

@@ -162,13 +162,15 @@ MERGE_COUNTS = (
             WHEN excluded.project_path_at >= coalesce(c.project_path_at, '-infinity')
             THEN excluded.project_path ELSE c.project_path END,
         project_path_at = greatest(c.project_path_at, excluded.project_path_at)""",
-    """INSERT INTO namespace_record_counts AS c (namespace, memories, embedded, last_record_at)
-    SELECT %(new)s, memories, embedded, last_record_at FROM namespace_record_counts
+    """INSERT INTO namespace_record_counts AS c
+           (namespace, memories, embedded, last_record_at, changes)
+    SELECT %(new)s, memories, embedded, last_record_at, changes + 1 FROM namespace_record_counts
      WHERE namespace = %(old)s
     ON CONFLICT (namespace) DO UPDATE SET
         memories = c.memories + excluded.memories,
         embedded = c.embedded + excluded.embedded,
-        last_record_at = greatest(c.last_record_at, excluded.last_record_at)""",
+        last_record_at = greatest(c.last_record_at, excluded.last_record_at),
+        changes = c.changes + excluded.changes""",
     """INSERT INTO retrieval_sessions AS s
     SELECT %(new)s, session_id, prompts, injected, records, bytes, latency_ms, first_at, last_at
       FROM retrieval_sessions WHERE namespace = %(old)s

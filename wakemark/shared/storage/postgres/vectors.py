@@ -52,6 +52,11 @@ SELECT record_id, extract(epoch FROM created_at)::float8, observation_type,
  WHERE namespace {NS} AND embedding IS NOT NULL AND embedded_xid >= %(since)s
 """
 
+# Migration 0025's counter, summed over the namespaces of a prefix.
+CHANGE_STAMP = f"""
+SELECT coalesce(sum(changes), 0) FROM namespace_record_counts WHERE namespace {NS}
+"""
+
 EMBEDDED_IDS = f"""
 SELECT record_id FROM memory_records WHERE namespace {NS} AND embedding IS NOT NULL
 """
@@ -213,8 +218,10 @@ class PostgresVectors(PostgresBase):
             rows = conn.execute(EMBEDDED_IDS, {"ns": lexical.namespace_pattern(namespace)})
             return [r[0] for r in rows]
 
-    def change_stamp(self) -> int | None:
-        return None
+    def change_stamp(self, namespace: str) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(CHANGE_STAMP, {"ns": lexical.namespace_pattern(namespace)})
+            return int(row.fetchone()[0])  # type: ignore[index]
 
     def count_embeddings(self, namespace: str) -> int:
         with self._db.connection() as conn:

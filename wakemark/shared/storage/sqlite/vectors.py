@@ -126,7 +126,7 @@ class SqliteVectors(SqliteBase):
         rows = self._read(EMBEDDED_IDS, lexical.namespace_range(namespace))
         return [r[0] for r in rows]
 
-    def change_stamp(self) -> int | None:
+    def change_stamp(self, namespace: str) -> int:
         return int(self._read(CHANGE_STAMP)[0][0])
 
     def count_embeddings(self, namespace: str) -> int:
