@@ -1,17 +1,20 @@
-"""What the vector leg's read of the stored model (``legs.MODEL_CHECK_S``) costs a search.
+"""What the vector leg's reads of the database cost a search: the stored model
+(``legs.MODEL_CHECK_S``) and, without Redis, the change stamp (``Vectors.change_stamp``).
 
 A search from the cache reads the stored model when ``MODEL_CHECK_S`` has passed since
 the last read: a busy server pays it on one search in that interval, a local server
 whose searches come further apart than that on every one. Both are measured against
 the leg that never reads it (the code before the check), in one process, 10k records
-per backend (``bench/search.py``'s records and queries), the three settings taking
-turns in rounds of 50 searches so the machine's drift falls on each alike:
+per backend (``bench/search.py``'s records and queries), the settings taking turns in
+rounds of 50 searches so the machine's drift falls on each alike:
 
-- ``never``: ``MODEL_CHECK_S`` infinite (the baseline);
+- ``never``: ``MODEL_CHECK_S`` infinite (the baseline of the model's read);
 - ``default``: ``MODEL_CHECK_S`` as shipped;
-- ``every``: ``MODEL_CHECK_S`` 0, every search reads (the sparse searcher).
+- ``every``: ``MODEL_CHECK_S`` 0, every search reads (the sparse searcher);
+- ``no stamp``: as ``never``, without the change stamp's read (the baseline of that read,
+  which a process makes at every vector search when no Redis is set).
 
-Beside them: the read alone (``storage.embedding_models()``) and the query embedding's
+Beside them: each read alone and the query embedding's
 p95 (the issue's yardstick). Postgres: ``WAKEMARK_BENCH_DATABASE_URL`` (default: the test
 database), in a fresh schema dropped afterwards.
 """
@@ -35,7 +38,13 @@ from wakemark.shared.storage import migrate
 RECORDS = 10_000
 ROUND = 50
 ROUNDS = 12
-SETTINGS = {"never": float("inf"), "default": legs.MODEL_CHECK_S, "every": 0.0}
+# name -> (MODEL_CHECK_S, the change stamp read)
+SETTINGS = {
+    "never": (float("inf"), True),
+    "default": (legs.MODEL_CHECK_S, True),
+    "every": (0.0, True),
+    "no stamp": (float("inf"), False),
+}
 
 
 def _measure(settings: Settings) -> dict[str, Any]:
@@ -44,6 +53,7 @@ def _measure(settings: Settings) -> dict[str, Any]:
     migrate(settings)
     runtime = Runtime.build(settings)
     shipped = legs.MODEL_CHECK_S
+    stamp = runtime.storage.change_stamp
     try:
         runtime.embedder.warm()
         _fill(runtime, 0, RECORDS, random.Random(7))
@@ -60,18 +70,22 @@ def _measure(settings: Settings) -> dict[str, Any]:
         for r in range(ROUNDS):
             block = queries[(r * ROUND) % len(queries) :][:ROUND]
             names = list(SETTINGS)
-            for name in names[r % 3 :] + names[: r % 3]:  # each goes first in turn
-                legs.MODEL_CHECK_S = SETTINGS[name]
+            for name in names[r % len(names) :] + names[: r % len(names)]:  # each first in turn
+                legs.MODEL_CHECK_S, reads_stamp = SETTINGS[name]
+                runtime.storage.change_stamp = stamp if reads_stamp else lambda ns: 0  # type: ignore[method-assign]
                 for q in block:
                     t = time.perf_counter()
                     degraded += runtime.retriever.search(NS, q, limit=10).degraded
                     samples[name].append((time.perf_counter() - t) * 1000.0)
-        legs.MODEL_CHECK_S = shipped
-        read = []
+        legs.MODEL_CHECK_S, runtime.storage.change_stamp = shipped, stamp  # type: ignore[method-assign]
+        read, stamp_read = [], []
         for _ in range(500):
             t = time.perf_counter()
             runtime.storage.embedding_models()
             read.append((time.perf_counter() - t) * 1000.0)
+            t = time.perf_counter()
+            stamp(NS)
+            stamp_read.append((time.perf_counter() - t) * 1000.0)
         embed = []
         for q in queries[:300]:
             t = time.perf_counter()
@@ -84,7 +98,9 @@ def _measure(settings: Settings) -> dict[str, Any]:
     base = out["never"]["p95_ms"]
     for name in ("default", "every"):
         out[name]["p95_ratio"] = round(out[name]["p95_ms"] / base, 3)
+    out["never"]["p95_ratio"] = round(base / out["no stamp"]["p95_ms"], 3)  # the stamp's cost
     out["read_alone"] = percentiles(read, digits=3)
+    out["stamp_alone"] = percentiles(stamp_read, digits=3)
     out["embed_query"] = percentiles(embed)
     out["degraded"] = degraded
     return out
@@ -111,14 +127,18 @@ def markdown(result: dict[str, Any]) -> str:
     rows = [
         f"| {backend} | {name} | {r[name]['p50_ms']} | {r[name]['p95_ms']} "
         f"| {r[name].get('p95_ratio', 1)} | {r['read_alone']['p95_ms']} "
-        f"| {r['embed_query']['p95_ms']} |"
+        f"| {r['stamp_alone']['p95_ms']} | {r['embed_query']['p95_ms']} |"
         for backend, r in ((b, result[b]) for b in ("sqlite", "postgres"))
         for name in SETTINGS
     ]
     return (
-        "# model_check: the stored model's read on the search path\n\n"
+        "# model_check: the vector leg's reads on the search path\n\n"
         f"{RECORDS:,} records, {ROUNDS * ROUND} searches per setting, in alternating rounds; "
-        f"load average {result['load_before']} before, {result['load_after']} after.\n\n"
-        "| backend | setting | p50 ms | p95 ms | p95 / never | read alone p95 ms "
-        "| embed_query p95 ms |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        f"load average {result['load_before']} before, {result['load_after']} after. "
+        "p95 / baseline: default and every against never (the model's read); never against "
+        "no stamp (the change stamp's read).\n\n"
+        "| backend | setting | p50 ms | p95 ms | p95 / baseline | model read alone p95 ms "
+        "| stamp read alone p95 ms | embed_query p95 ms |\n|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n"
     )
