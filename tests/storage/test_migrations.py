@@ -170,7 +170,7 @@ def test_shipped_migrations_are_well_formed() -> None:
 BACKEND_ONLY = {
     "postgres": {"doc_count", "embedding_xid", "memory_fts", "wakemark_names",
                  "fts_namespace_gin", "trgm_namespace_gin", "text_xid", "staged_inline",
-                 "change_count"},
+                 "change_count", "fts_sync_text_only"},
     "sqlite": {"fts_scope", "embedding_seq", "event_counts_per_batch", "text_seq"},
 }  # fmt: skip
 

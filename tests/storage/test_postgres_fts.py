@@ -63,6 +63,16 @@ def test_memory_fts_follows_every_write(store: PostgresStorage, pg_url: str) -> 
             " WHERE record_id = %s",
             (records[2].record_id,),
         )
+        # Text unchanged (a project moved, a type corrected): the row follows, its tsv
+        # and the lexemes' counts stay (migration 0026).
+        conn.execute(
+            "UPDATE memory_records SET namespace = '/actor/a/project/b/' WHERE record_id = %s",
+            (records[3].record_id,),
+        )
+        conn.execute(
+            "UPDATE memory_records SET observation_type = 'bugfix' WHERE record_id = %s",
+            (records[1].record_id,),
+        )
     assert len(query(pg_url, ACTUAL_FTS)) == 3
     assert query(pg_url, ACTUAL_FTS) == query(pg_url, EXPECTED_FTS)
     assert query(pg_url, LEXEMES) == query(pg_url, TRUTH)

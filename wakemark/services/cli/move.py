@@ -24,8 +24,9 @@ ABOUT = (
     "namespace: its memories, sessions and events join the project here, merged with "
     "anything the agent wrote here since. The server must be running."
 )
-# The whole project is rewritten in one transaction, past the client's usual 5 s.
-MOVE_TIMEOUT_S = 120.0
+# The whole project is rewritten in one transaction, past the client's usual 5 s: on
+# Postgres every moved record enters each of its indexes again, the vector index too.
+MOVE_TIMEOUT_S = 900.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
