@@ -117,6 +117,23 @@ def test_the_cache_is_bounded_in_entries_too(storage: Storage) -> None:
     assert counted.rows("/actor/a/project/large-0/") is None
 
 
+def test_a_namespace_left_to_the_database_reads_no_epoch(storage: Storage) -> None:
+    """The database answers its search whatever the epoch says: reading it would cost a
+    round trip (Redis, or the database's change stamp) for nothing."""
+    asked: list[str] = []
+    cache = VectorCache(
+        storage.list_embeddings,
+        lambda ns: asked.append(ns) or 0,  # type: ignore[func-returns-value]
+        storage.embedded_ids,
+        ROW_BYTES,
+        count=lambda ns: 10**6,  # far over the budget
+    )
+    assert cache.get(NS) is None  # counted, and left to the database
+    asked.clear()
+    assert cache.get_within(NS, 0.0) is None
+    assert asked == []
+
+
 def test_nbytes_counts_the_spare_buffer_rows(storage: Storage) -> None:
     _fill(storage, NS, 10, seed=1)
     vset = VectorSet.build(storage.list_embeddings(NS))

@@ -348,13 +348,14 @@ class VectorCache:
         """``get``, but a load or refresh (a whole large namespace, or a refresh after a
         large backfill) runs on a background thread, and None comes back if it takes over
         ``wait`` seconds; it goes on, for the next search. None at once for a namespace
-        left to the database."""
-        epoch = self._epoch_of(namespace)
-        hit = self._lookup(namespace, epoch)
-        if hit is not None:
-            return hit
+        left to the database, before its epoch is read: the database answers whatever the
+        epoch says, and reading it costs a round trip (Redis, or the database's change
+        stamp)."""
         if self._searched_in_database(namespace):
             return None
+        hit = self._lookup(namespace, self._epoch_of(namespace))
+        if hit is not None:
+            return hit
         if not self._load_in_background(namespace).wait(wait):
             return None
         return self.get(namespace)
