@@ -2,7 +2,7 @@
 -- (Upkeep.move_namespace) rewrites every record's namespace, and rebuilding each tsv, with
 -- every lexeme's document count (memory_fts_lexeme_df fires on an UPDATE OF tsv), took
 -- nearly all of the move's time; the namespace, time and type are copied alone now. The
--- other branches are as migration 0004 made them.
+-- other branches are as migration 0006 last wrote them.
 CREATE OR REPLACE FUNCTION wakemark_memory_fts_sync() RETURNS trigger
 LANGUAGE plpgsql
 AS $$

@@ -25,12 +25,13 @@ VALUES (:event_id, :parent_event_id, :session_id, :actor_id, :namespace, :kind, 
         :valid_time, :source, :schema_version, :transaction_time, :turn_id)
 """
 
-# One row per project for the events a write added (``count_added_events``): the
-# migrations' delete trigger takes them off again. project_path is the newest one seen.
-COUNT_ADDED_EVENTS = """
+# How a project's row takes in more events (written, or moved in from another project):
+# project_path is the newest one seen.
+INSERT_EVENT_COUNTS = """
 INSERT INTO namespace_event_counts (namespace, events, last_event_at, project_path,
                                     project_path_at)
-VALUES (:namespace, :events, :last_event_at, :project_path, :project_path_at)
+"""
+MERGE_EVENT_COUNTS = """
 ON CONFLICT (namespace) DO UPDATE SET
     events = events + excluded.events,
     last_event_at = max(coalesce(last_event_at, ''), excluded.last_event_at),
@@ -39,6 +40,13 @@ ON CONFLICT (namespace) DO UPDATE SET
     project_path_at = CASE WHEN excluded.project_path_at >= coalesce(project_path_at, '')
                            THEN excluded.project_path_at ELSE project_path_at END
 """
+# One row per project for the events a write added (``count_added_events``): the
+# migrations' delete trigger takes them off again.
+COUNT_ADDED_EVENTS = (
+    INSERT_EVENT_COUNTS
+    + "VALUES (:namespace, :events, :last_event_at, :project_path, :project_path_at)"
+    + MERGE_EVENT_COUNTS
+)
 
 GET_EVENT = "SELECT * FROM events WHERE event_id = ?"
 

@@ -29,8 +29,9 @@ from wakemark.shared.storage.sqlite import anchors as anchors_sql
 from wakemark.shared.storage.sqlite import codec
 from wakemark.shared.storage.sqlite.base import NS, T_NS, SqliteBase, snapshot
 from wakemark.shared.storage.sqlite.events import (
-    COUNT_ADDED_EVENTS,
     INSERT_EVENT,
+    INSERT_EVENT_COUNTS,
+    MERGE_EVENT_COUNTS,
     TURNS_EVENTS,
     count_added_events,
 )
@@ -95,11 +96,8 @@ MOVE_ROWS = {
 # them, so the old project's rows are added to the new one's, as their writes would have
 # been, then dropped.
 MERGE_COUNTS = (
-    COUNT_ADDED_EVENTS.replace(
-        "VALUES (:namespace, :events, :last_event_at, :project_path, :project_path_at)",
-        "SELECT :new, events, last_event_at, project_path, project_path_at"
-        " FROM namespace_event_counts WHERE namespace = :old",
-    ),
+    INSERT_EVENT_COUNTS + "SELECT :new, events, last_event_at, project_path, project_path_at"
+    " FROM namespace_event_counts WHERE namespace = :old" + MERGE_EVENT_COUNTS,
     """INSERT INTO namespace_record_counts (namespace, memories, embedded, last_record_at)
     SELECT :new, memories, embedded, last_record_at FROM namespace_record_counts
      WHERE namespace = :old
