@@ -32,22 +32,31 @@ capped at 20 after the changelog paths go, and no negative is drawn whose words 
 (Jaccard >= 0.5) to the project's own entries or subjects ("Drop support for Python 3.8."
 is in every pallets changelog, and each project has the commit that did it).
 
-Run: ``python -m bench._history_set [project ...]`` (all of ``SOURCES`` by default). It
-reads bare git directories fetched with the search tool's ``fetch`` (``fetch
-github:<owner>/<name>``), ``/work/.mirror/<owner>+<name>/repo`` (``WAKEMARK_MIRRORS``
-overrides the root), each holding the commit pinned below: pallets/itsdangerous,
-pallets/markupsafe, pallets-eco/flask-wtf, pallets-eco/flask-sqlalchemy, pallets-eco/wtforms,
-python-attrs/attrs, marshmallow-code/marshmallow, and for negatives pallets/quart and
-urllib3/urllib3. A missing mirror or commit stops the run with its name.
+Run: ``python -m bench._history_set [project ...]`` (all of ``SOURCES`` by default). Any
+other project with a changelog citing issue or PR numbers is one more set, named on the
+command line (``--help``)::
+
+    python -m bench._history_set --source NAME=OWNER/REPO@REV:CHANGELOG \
+        --negatives OWNER/REPO@REV:CHANGELOG [--licence SPDX-ID]
+
+``REV`` is any revision the mirror holds (``HEAD``, a tag, a sha); the set's README pins
+the commit it resolved to. The run reads bare git directories fetched with the search
+tool's ``fetch`` (``fetch github:<owner>/<name>``), ``/work/.mirror/<owner>+<name>/repo``
+(``WAKEMARK_MIRRORS`` overrides the root), each holding the commit pinned below:
+pallets/itsdangerous, pallets/markupsafe, pallets-eco/flask-wtf, pallets-eco/flask-sqlalchemy,
+pallets-eco/wtforms, python-attrs/attrs, marshmallow-code/marshmallow, and for negatives
+pallets/quart and urllib3/urllib3. A missing mirror or commit stops the run with its name.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -56,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._codemem import EXTRA
+from bench._codemem import EXTRA, PROJECTS
 from wakemark.shared.retrieval.gate import STOPWORDS
 
 MIRRORS = Path(os.environ.get("WAKEMARK_MIRRORS", "/work/.mirror"))
@@ -159,8 +168,11 @@ DROP_ROLES = CITE_ROLES | {"user", "ghsa", "cve", "gh"}
 MD_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*)\)")
 RST_LINK = re.compile(r"`([^`<]*?)\s*<([^>]*)>`__?")
 GITHUB_REF = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)", re.I)
+# A link written out bare (rich's changelog ends each entry with one), or in <...>.
+BARE_REF = re.compile(r"<?https?://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/\d+[\w#/-]*>?", re.I)
 RST_UNDERLINE = re.compile(r"^([=\-~^*+#`])\1{2,}\s*$")
 MD_HEADING = re.compile(r"^#{1,6}\s+(.*)")
+ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # Markdown's and RST's: "\#12", "charset\_normalizer"
 BULLET = re.compile(r"^[-*+]\s+")
 VERSION = re.compile(r"\d+(?:\.\d+)+(?:[a-z]+\d*)?")
 THANKS = re.compile(r"\bThanks?\b[^.]*(\.|$)|\bThank you\b[^.]*(\.|$)")
@@ -311,6 +323,11 @@ def cited(raw: str, repo: str) -> tuple[int, ...]:
             if ref and ref.group(1).lower() == repo.lower():
                 numbers.append(int(ref.group(2)))
         text = pattern.sub(lambda m: " " if GITHUB_REF.search(m.group(2)) else m.group(1), text)
+    for m in BARE_REF.finditer(text):
+        ref = GITHUB_REF.search(m.group())
+        if ref and ref.group(1).lower() == repo.lower():
+            numbers.append(int(ref.group(2)))
+    text = BARE_REF.sub(" ", text)
     for m in ROLE.finditer(text):
         if m.group(1) in CITE_ROLES and "/" not in m.group(2):
             numbers.extend(int(n) for n in re.findall(r"\d+", m.group(2)))
@@ -332,10 +349,10 @@ def _role(m: re.Match[str]) -> str:
 
 def clean(raw: str) -> str:
     """An entry as a person would type it: no markup, no issue numbers, no thanks."""
-    text = ROLE.sub(_role, THANKS.sub(" ", raw))
+    text = ROLE.sub(_role, THANKS.sub(" ", ESCAPE.sub(r"\1", raw)))
     for pattern in (MD_LINK, RST_LINK):
         text = pattern.sub(lambda m: "" if GITHUB_REF.search(m.group(2)) else m.group(1), text)
-    text = PLAIN_REF.sub("", SAID_REF.sub("", text))
+    text = PLAIN_REF.sub("", SAID_REF.sub("", BARE_REF.sub("", text)))
     text = text.replace("`", "")
     text = re.sub(r"\*\*(.+?)\*\*", r"\1", text)
     text = re.sub(r"(?<![\w*])\*(?=\S)([^*]+?)(?<=\S)\*(?![\w*])", r"\1", text)
@@ -668,8 +685,34 @@ def baseline(
 # --- output ------------------------------------------------------------------------------
 
 
-def build(project: str, out_root: Path = EXTRA) -> dict[str, Any]:
-    source = SOURCES[project]
+def resolve(spec: str) -> Changelog:
+    """``OWNER/REPO@REV:PATH`` as a changelog pinned to the commit ``REV`` names in the
+    mirror; ``ValueError`` saying what is wrong, ``MissingMirror`` naming what to fetch."""
+    match = SPEC.fullmatch(spec)
+    if match is None:
+        raise ValueError(f"{spec!r} is not OWNER/REPO@REV:CHANGELOG (e.g. o/lib@HEAD:CHANGES.rst)")
+    repo, rev, path = match.groups()
+    gitdir = mirror(repo, "HEAD")
+    found = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "rev-parse", "--verify", "-q", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode:
+        raise MissingMirror(f"the mirror of {repo} at {gitdir} has no revision {rev}")
+    commit = found.stdout.strip()
+    listed = git(gitdir, "ls-tree", "--name-only", commit, "--", path).strip()
+    if listed != path:
+        raise ValueError(f"{repo} has no file {path} at {commit[:12]}")
+    return Changelog(repo, commit, path)
+
+
+SPEC = re.compile(r"([\w.-]+/[\w.-]+)@([^:\s]+):(\S+)")
+
+
+def build(project: str, out_root: Path = EXTRA, source: Source | None = None) -> dict[str, Any]:
+    """``project``'s set (``source``, else ``SOURCES[project]``) in ``out_root/project``."""
+    source = source or SOURCES[project]
     history = load_history(source)
     drops: Counter[str] = Counter()
     qs = queries(project, source, history, drops)
@@ -692,11 +735,23 @@ def build(project: str, out_root: Path = EXTRA) -> dict[str, Any]:
         "gold_per_query": sum(len(q["gold"]) for q in qs) / max(len(qs), 1),
         "negatives": len(negs),
         "negatives_from": source.negatives.repo,
+        "command": command(project, source),
         "dropped": dict(drops),
         "bm25": baseline(mems, qs, negs) if qs and negs else {},
     }
     (out / "README.md").write_text(readme(stats))
     return stats
+
+
+def command(project: str, source: Source) -> str:
+    """The arguments that build the set again, from the same commits."""
+    if SOURCES.get(project) == source:
+        return project
+    spec = "{0.repo}@{0.commit}:{0.path}".format
+    return shlex.join(
+        [f"--source={project}={spec(source.changelog)}", f"--negatives={spec(source.negatives)}",
+         f"--licence={source.licence}"]
+    )  # fmt: skip
 
 
 def readme(s: dict[str, Any]) -> str:
@@ -712,7 +767,7 @@ def readme(s: dict[str, Any]) -> str:
     )
     return f"""# {s["project"]}: coding-memory retrieval and relevance, from real project history
 
-Built by `python -m bench._history_set {s["project"]}` (wakemark's `bench/_history_set.py`)
+Built by `python -m bench._history_set {s["command"]}` (wakemark's `bench/_history_set.py`)
 from {s["repo"]} @ {s["commit"]} ({s["licence"]}), in codemem-dev's format and by its
 linking rules (see that module's docstring). Derived data: not for wakemark's repository.
 
@@ -729,14 +784,57 @@ Changelog entries citing a number but dropped: {drops}.
 """
 
 
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench._history_set",
+        description="Build codemem-dev-style sets (memories, queries, negatives) from a"
+        " project's git history and changelog, into $WAKEMARK_EXTRA_DATASETS/<name>/.",
+    )
+    parser.add_argument(
+        "projects", nargs="*", help=f"sets to build, of {', '.join(SOURCES)} (default: all)"
+    )
+    parser.add_argument(
+        "--source",
+        metavar="NAME=OWNER/REPO@REV:CHANGELOG",
+        help="build one set from any fetched repository instead, named NAME",
+    )
+    parser.add_argument(
+        "--negatives",
+        metavar="OWNER/REPO@REV:CHANGELOG",
+        help="with --source: the changelog of another project, its entries the negatives",
+    )
+    parser.add_argument(
+        "--licence", default="licence not given", help="with --source: the project's licence"
+    )
+    return parser
+
+
 def main(argv: list[str]) -> int:
-    unknown = [p for p in argv if p not in SOURCES]
-    if unknown:
-        print(f"unknown project(s) {unknown}; known: {sorted(SOURCES)}", file=sys.stderr)
-        return 2
+    parser = arguments()
+    args = parser.parse_args(argv)
+    if args.source is None and args.negatives is not None:
+        parser.error("--negatives goes with --source")
     try:
-        for project in argv or list(SOURCES):
-            s = build(project)
+        if args.source is not None:
+            name, _, spec = args.source.partition("=")
+            if args.projects or not spec or not re.fullmatch(r"[\w.-]+", name):
+                parser.error("--source takes NAME=OWNER/REPO@REV:CHANGELOG, and no project names")
+            if args.negatives is None:
+                parser.error("--source needs --negatives (another project's changelog)")
+            if name in SOURCES or name in PROJECTS:
+                parser.error(f"{name} is the name of a built-in set: give the new one another")
+            try:
+                source = Source(resolve(spec), args.licence, resolve(args.negatives))
+            except ValueError as e:
+                parser.error(str(e))
+            plan = [(name, source)]
+        else:
+            unknown = [p for p in args.projects if p not in SOURCES]
+            if unknown:
+                parser.error(f"unknown project(s) {unknown}; known: {sorted(SOURCES)}")
+            plan = [(p, SOURCES[p]) for p in args.projects or SOURCES]
+        for project, source in plan:
+            s = build(project, EXTRA, source)
             b = s["bm25"]
             print(
                 f"{project}: {s['memories']} memories, {s['queries']} queries "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -304,6 +305,13 @@ def test_a_missing_mirror_is_named(
             "Like o/else#5 and.",
             (7,),
         ),
+        ("Fixed a loop https://github.com/O/Lib/pull/31", "Fixed a loop", (31,)),
+        (
+            r"Uploads check charset\_name. (\#4) iter\* (\< 3)",
+            "Uploads check charset_name. iter* (< 3)",
+            (4,),
+        ),
+        ("Backported <https://github.com/py/cpython/issues/5#x>. (#8)", "Backported.", (8,)),
     ],
 )
 def test_cleaning_and_citations(raw: str, text: str, numbers: tuple[int, ...]) -> None:
@@ -322,3 +330,67 @@ def test_a_run_takes_the_environment_over_its_build(
     assert (run.topic_query, run.session_neighbours) == ("on", 0)
     assert (run.home, run.model_path) == (tmp_path / "lib", tmp_path / "model.onnx")
     assert (run.database_url, run.consolidate) == (built.database_url, built.consolidate)
+
+
+def test_any_fetched_project_is_a_set_from_the_command_line(
+    history: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = history["out"].parent.parent
+    monkeypatch.setattr(hs, "MIRRORS", root / "mirrors")
+    monkeypatch.setattr(hs, "EXTRA", root / "cli")
+    lib, other = "o/lib@HEAD:CHANGES.rst", "o/other@HEAD:CHANGES.md"
+    argv = ["--source", f"lib={lib}", "--negatives", other, "--licence", "MIT"]
+    assert hs.main(argv) == 0
+    assert capsys.readouterr().out.startswith("lib: 22 memories, 5 queries")
+    out = root / "cli" / "lib"
+    for name in ("memories", "queries", "negatives"):  # the set SOURCES would have built
+        assert (out / f"{name}.jsonl").read_text() == (history["out"] / f"{name}.jsonl").read_text()
+    # The README pins the commits HEAD named, and its command builds the same set again.
+    command = (out / "README.md").read_text().split("`python -m bench._history_set ")[1]
+    command = command.split("`")[0]
+    head = history["stats"]["commit"]
+    assert f"--source=lib=o/lib@{head}:CHANGES.rst" in command and "@HEAD" not in command
+    assert hs.main(shlex.split(command)) == 0
+    assert (out / "queries.jsonl").read_text() == (history["out"] / "queries.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--source", "x=o/lib@HEAD:CHANGES.rst"], "--source needs --negatives"),
+        (["--negatives", "o/other@HEAD:CHANGES.md"], "--negatives goes with --source"),
+        (["--source", "x=o/lib:CHANGES.rst", "--negatives", "o/other@HEAD:CHANGES.md"],
+         "is not OWNER/REPO@REV:CHANGELOG"),
+        (["--source", "x=o/lib@HEAD:NEWS.md", "--negatives", "o/other@HEAD:CHANGES.md"],
+         "o/lib has no file NEWS.md at"),
+        (["--source", "attrs=o/lib@HEAD:CHANGES.rst", "--negatives", "o/other@HEAD:CHANGES.md"],
+         "attrs is the name of a built-in set"),
+        (["attrs", "--source", "x=o/lib@HEAD:CHANGES.rst", "--negatives", "o/other@HEAD:x"],
+         "and no project names"),
+        (["nosuch"], "unknown project(s) ['nosuch']"),
+    ],
+)  # fmt: skip
+def test_a_bad_command_line_is_refused_in_one_line(
+    history: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    error: str,
+) -> None:
+    monkeypatch.setattr(hs, "MIRRORS", history["out"].parent.parent / "mirrors")
+    with pytest.raises(SystemExit) as exited:
+        hs.main(argv)
+    assert exited.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error in last
+
+
+def test_a_revision_the_mirror_lacks_is_named(
+    history: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(hs, "MIRRORS", history["out"].parent.parent / "mirrors")
+    argv = ["--source", "x=o/lib@v9.9:CHANGES.rst", "--negatives", "o/other@HEAD:CHANGES.md"]
+    assert hs.main(argv) == 1
+    assert "has no revision v9.9" in capsys.readouterr().err
+    assert hs.main(["--source", "x=o/gone@HEAD:C.md", "--negatives", "o/other@HEAD:x"]) == 1
+    assert "fetch github:o/gone" in capsys.readouterr().err
