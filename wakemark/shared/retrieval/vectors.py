@@ -453,17 +453,16 @@ class VectorCache:
             with self._lock:
                 stale = self._entries.get(namespace)
             if stale is not None:
-                vset = self._refresh(namespace, stale[1])
+                vset, read_whole = self._refresh(namespace, stale[1])
             else:
                 if self._count is not None:
                     rows = self._count(namespace)
                     if not self._room_for(rows * ROW_BYTES):
                         self._leave_to_database(namespace, rows)
                         return None
-                vset = VectorSet.build(self._load(namespace, None))
-                self.loads += 1
+                vset, read_whole = VectorSet.build(self._load(namespace, None)), True
                 release_free_memory()  # the fetched rows left freed heap behind
-            return self._store(namespace, epoch, vset)
+            return self._store(namespace, epoch, vset, read_whole)
 
     def _held_bytes(self) -> int:
         """What the cached sets hold; the caller holds ``_lock``."""
@@ -480,11 +479,18 @@ class VectorCache:
             )  # fmt: skip
         return active + nbytes <= self._budget
 
-    def _store(self, namespace: str, epoch: int, vset: VectorSet) -> VectorSet | None:
+    def _store(
+        self, namespace: str, epoch: int, vset: VectorSet, read_whole: bool
+    ) -> VectorSet | None:
+        """``vset`` cached, counted as a load (``read_whole``) or a refresh along with it,
+        so ``stats`` never shows a load whose set is not there yet."""
         if self._count is not None and vset.nbytes > self._budget:  # it grew past it
             self._leave_to_database(namespace, len(vset.ids))
+            with self._lock:
+                self._count_read(read_whole)
             return None
         with self._lock:
+            self._count_read(read_whole)
             self._elsewhere.pop(namespace, None)
             self._entries[namespace] = (epoch, vset)
             self._entries.move_to_end(namespace)
@@ -499,6 +505,12 @@ class VectorCache:
                 self.evictions += 1
         return vset
 
+    def _count_read(self, read_whole: bool) -> None:
+        if read_whole:
+            self.loads += 1
+        else:
+            self.refreshes += 1
+
     def _leave_to_database(self, namespace: str, rows: int) -> None:
         with self._lock:
             if self._entries.pop(namespace, None) is not None:
@@ -507,19 +519,18 @@ class VectorCache:
             if len(self._elsewhere) > self._max_entries:  # forget the longest counted
                 del self._elsewhere[min(self._elsewhere, key=lambda ns: self._elsewhere[ns][0])]
 
-    def _refresh(self, namespace: str, stale: VectorSet) -> VectorSet:
-        """``stale`` brought up to date from what changed since it."""
+    def _refresh(self, namespace: str, stale: VectorSet) -> tuple[VectorSet, bool]:
+        """``stale`` brought up to date from what changed since it, and whether that took
+        reading the namespace whole."""
         delta = self._load(namespace, stale.watermark)
         if delta.model != stale.model:  # a rebuild swapped the model: no row is kept
-            self.loads += 1
-            return VectorSet.build(self._load(namespace, None))
+            return VectorSet.build(self._load(namespace, None)), True
         # Every record embedded now was in ``stale`` (unchanged since) or is in the delta,
         # so the patched set holds them all; equal counts mean it holds nothing more.
         vset = stale.patched(delta)
         if len(vset.ids) != delta.total:
             vset = vset.keeping(set(self._embedded_ids(namespace)))
-        self.refreshes += 1
-        return vset
+        return vset, False
 
     def _lookup(self, namespace: str, epoch: int) -> VectorSet | None:
         with self._lock:
