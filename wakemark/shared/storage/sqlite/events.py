@@ -125,7 +125,7 @@ ORDER BY closed_at, turn_id LIMIT ?
 # also closes the turn, so no later event can join a turn whose records are written.
 MARK_TURN_EXTRACTED = """
 UPDATE turns SET extracted_at = :now, record_ids = :record_ids, skip_reason = :skip_reason,
-                 repeat_of = :repeat_of, closed_at = coalesce(closed_at, :now)
+                 repeat_of = :repeat_of
 WHERE turn_id = :turn_id AND extracted_at IS NULL
 """
 
