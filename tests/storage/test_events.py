@@ -270,6 +270,22 @@ def test_mark_turn_extracted_only_once(storage: Storage) -> None:
     assert storage.pending_turns() == []
 
 
+def test_an_open_turn_is_never_marked_extracted(storage: Storage) -> None:
+    # Were it marked, the next event of its session would join a turn already extracted,
+    # and never be extracted itself.
+    prompt = storage.put_event(event("prompt", at=T0))
+    assert prompt.turn_id is not None
+    with storage.transaction() as tx:
+        assert not tx.mark_turn_extracted(prompt.turn_id, [])
+    assert storage.put_event(event("tool_use")).turn_id == prompt.turn_id
+    closing = storage.put_event(event("session_summary"))
+    assert closing.closed_turns == (prompt.turn_id,)
+    with storage.transaction() as tx:
+        assert tx.mark_turn_extracted(prompt.turn_id, [])
+    turn = storage.get_turn(prompt.turn_id)
+    assert turn is not None and turn.closed and turn.extracted and len(turn.events) == 3
+
+
 def test_skip_reason_is_kept_and_counted(storage: Storage) -> None:
     closed = []
     for session in ("s1", "s2", "s3", "s4"):

@@ -139,9 +139,10 @@ SELECT turn_id FROM turns
  LIMIT %s
 """
 
+# As SQLite's: one of two racing workers gets the row, and only a closed turn is marked.
 MARK_TURN_EXTRACTED = """
 UPDATE turns SET extracted_at = %s, record_ids = %s, skip_reason = %s, repeat_of = %s
- WHERE turn_id = %s AND extracted_at IS NULL
+ WHERE turn_id = %s AND extracted_at IS NULL AND closed_at IS NOT NULL
 RETURNING turn_id
 """
 

@@ -121,12 +121,12 @@ SELECT turn_id FROM turns WHERE closed_at IS NOT NULL AND extracted_at IS NULL
 ORDER BY closed_at, turn_id LIMIT ?
 """
 
-# Conditional: of two workers racing on one turn, exactly one sees rowcount 1. Extracting
-# also closes the turn, so no later event can join a turn whose records are written.
+# Conditional: of two workers racing on one turn, exactly one sees rowcount 1. Only a
+# closed turn is marked, so no later event can join a turn whose records are written.
 MARK_TURN_EXTRACTED = """
 UPDATE turns SET extracted_at = :now, record_ids = :record_ids, skip_reason = :skip_reason,
                  repeat_of = :repeat_of
-WHERE turn_id = :turn_id AND extracted_at IS NULL
+WHERE turn_id = :turn_id AND extracted_at IS NULL AND closed_at IS NOT NULL
 """
 
 
