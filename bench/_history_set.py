@@ -685,6 +685,9 @@ def baseline(
 # --- output ------------------------------------------------------------------------------
 
 
+SPEC = re.compile(r"([\w.-]+/[\w.-]+)@([^:\s]+):(\S+)")  # OWNER/REPO@REV:PATH
+
+
 def resolve(spec: str) -> Changelog:
     """``OWNER/REPO@REV:PATH`` as a changelog pinned to the commit ``REV`` names in the
     mirror; ``ValueError`` saying what is wrong, ``MissingMirror`` naming what to fetch."""
@@ -705,9 +708,6 @@ def resolve(spec: str) -> Changelog:
     if listed != path:
         raise ValueError(f"{repo} has no file {path} at {commit[:12]}")
     return Changelog(repo, commit, path)
-
-
-SPEC = re.compile(r"([\w.-]+/[\w.-]+)@([^:\s]+):(\S+)")
 
 
 def build(project: str, out_root: Path = EXTRA, source: Source | None = None) -> dict[str, Any]:
