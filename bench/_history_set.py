@@ -200,7 +200,7 @@ def mirror(repo: str, commit: str) -> Path:
         capture_output=True,
     )
     if probe.returncode:
-        raise MissingMirror(f"the mirror of {repo} at {gitdir} lacks commit {commit}")
+        raise MissingMirror(f"the mirror of {repo} at {gitdir} has no revision {commit}")
     return gitdir
 
 
@@ -319,14 +319,10 @@ def cited(raw: str, repo: str) -> tuple[int, ...]:
     text = raw
     for pattern in (MD_LINK, RST_LINK):
         for m in pattern.finditer(text):
-            ref = GITHUB_REF.search(m.group(2))
-            if ref and ref.group(1).lower() == repo.lower():
-                numbers.append(int(ref.group(2)))
+            numbers.extend(_cites(m.group(2), repo))
         text = pattern.sub(lambda m: " " if GITHUB_REF.search(m.group(2)) else m.group(1), text)
     for m in BARE_REF.finditer(text):
-        ref = GITHUB_REF.search(m.group())
-        if ref and ref.group(1).lower() == repo.lower():
-            numbers.append(int(ref.group(2)))
+        numbers.extend(_cites(m.group(), repo))
     text = BARE_REF.sub(" ", text)
     for m in ROLE.finditer(text):
         if m.group(1) in CITE_ROLES and "/" not in m.group(2):
@@ -334,6 +330,12 @@ def cited(raw: str, repo: str) -> tuple[int, ...]:
     text = ROLE.sub(" ", text)
     numbers.extend(int(n) for n in PLAIN_REF.findall(text))
     return tuple(dict.fromkeys(numbers))
+
+
+def _cites(link: str, repo: str) -> list[int]:
+    """The issue or PR number a link cites, if it is one of ``repo``'s."""
+    ref = GITHUB_REF.search(link)
+    return [int(ref.group(2))] if ref and ref.group(1).lower() == repo.lower() else []
 
 
 def _role(m: re.Match[str]) -> str:
@@ -695,15 +697,8 @@ def resolve(spec: str) -> Changelog:
     if match is None:
         raise ValueError(f"{spec!r} is not OWNER/REPO@REV:CHANGELOG (e.g. o/lib@HEAD:CHANGES.rst)")
     repo, rev, path = match.groups()
-    gitdir = mirror(repo, "HEAD")
-    found = subprocess.run(
-        ["git", f"--git-dir={gitdir}", "rev-parse", "--verify", "-q", f"{rev}^{{commit}}"],
-        capture_output=True,
-        text=True,
-    )
-    if found.returncode:
-        raise MissingMirror(f"the mirror of {repo} at {gitdir} has no revision {rev}")
-    commit = found.stdout.strip()
+    gitdir = mirror(repo, rev)
+    commit = git(gitdir, "rev-parse", f"{rev}^{{commit}}").strip()
     listed = git(gitdir, "ls-tree", "--name-only", commit, "--", path).strip()
     if listed != path:
         raise ValueError(f"{repo} has no file {path} at {commit[:12]}")
