@@ -139,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         if known is None:
             raise
         message, code = known
-        print(f"wakemark: {message}", file=sys.stderr)
+        # One line, even where the message has several (psycopg adds a hint line).
+        line = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+        print(f"wakemark: {line}", file=sys.stderr)
         return code
 
 
