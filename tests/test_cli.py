@@ -27,6 +27,7 @@ def test_help_lists_every_command(tmp_path: Path) -> None:
     done = _wakemark("--help", env=_env(tmp_path))
     assert done.returncode == 0
     assert all(name in done.stdout for name in COMMANDS)
+    assert "wakemark hook <agent>" in done.stdout  # dispatched before the parser, still listed
 
 
 def test_a_bad_setting_is_one_line_naming_the_variable(tmp_path: Path) -> None:

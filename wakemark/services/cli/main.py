@@ -103,7 +103,11 @@ COMMANDS: Registry[types.ModuleType] = Registry(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="wakemark", description="Local-first persistent memory for AI coding agents."
+        prog="wakemark",
+        description="Local-first persistent memory for AI coding agents.",
+        # `hook` is dispatched before this parser exists (main), so it is not listed above.
+        epilog="wakemark hook <agent> [<event>]: the hook forwarder the agents' configs run "
+        "(`wakemark hook --help`). `wakemark <command> --help` shows a command's flags.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
