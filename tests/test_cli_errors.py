@@ -81,8 +81,9 @@ def test_an_unreadable_token_path(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_import_file(tmp_path: Path) -> None:
-    done = _wakemark("import", str(tmp_path / "missing.jsonl"), env=_env(tmp_path / "home"))
-    _one_line(done, "missing.jsonl")
+    missing = tmp_path / "missing.jsonl"
+    done = _wakemark("import", str(missing), env=_env(tmp_path / "home"))
+    _one_line(done, f"{missing}: No such file or directory")  # `<path>: <reason>`
 
 
 def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:

@@ -89,3 +89,29 @@ def test_ids_and_a_filter_together_are_refused(
     done = _forget(served.settings, root, rounding.record_id, "--type", "bugfix")
     assert done.returncode == 2 and "not both" in done.stderr
     assert served.storage.get_memory_record(rounding.record_id) is not None
+
+
+def test_a_query_selects_what_search_lists(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With vectors every record ranks for any query: only the hits that reach the gate's
+    # floor (what `wakemark search` lists) may be selected, as docs/cli.md says.
+    from wakemark.services.cli import main as cli
+    from wakemark.services.mcp import client
+
+    asked: list[dict[str, object]] = []
+
+    class Client:
+        def get(self, path: str, **params: object) -> dict[str, object]:
+            asked.append({"path": path, **params})
+            return {"items": []}
+
+    for name in [n for n in os.environ if n.startswith("WAKEMARK_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("WAKEMARK_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WAKEMARK_MIN_RELEVANCE", "0.25")
+    monkeypatch.setattr(client, "client_for", lambda _settings: Client())
+    assert cli.main(["forget", "--query", "zebra"]) == 1
+    assert "No memory matches" in capsys.readouterr().out
+    [search] = asked
+    assert search["path"] == "/v1/search" and search["min_relevance"] == 0.25

@@ -85,6 +85,28 @@ def missing_variables(settings_page: str) -> list[str]:
     return sorted(v for v in source_variables() if f"`{v}`" not in settings_page)
 
 
+# Named in the docs as gone, on purpose ("It replaces `WAKEMARK_MERGE`, which is gone").
+GONE_VARIABLES = frozenset({"WAKEMARK_MERGE"})
+
+
+def read_variables() -> set[str]:
+    """Every WAKEMARK_* variable something reads: a setting, or a name written in the
+    package, the tests, bench, the scripts or the deployment files."""
+    found = source_variables() | {name for name, _ in documented_settings()}
+    files = [ROOT / "compose.yaml", ROOT / "Dockerfile", ROOT / "Makefile"]
+    for top in ("tests", "bench", "scripts", "docker"):
+        files += [p for p in (ROOT / top).rglob("*") if p.suffix in (".py", ".sh", "")]
+    for path in files:
+        if path.is_file() and path != Path(__file__).resolve():  # its examples are not read
+            found.update(_VARIABLE.findall(path.read_text(errors="replace")))
+    return found
+
+
+def unknown_variables(pages: list[str]) -> list[str]:
+    named = {v for text in pages for v in _VARIABLE.findall(text)}
+    return sorted(named - read_variables() - GONE_VARIABLES)
+
+
 def doc_files() -> list[Path]:
     # docs/_incoming/ holds drafts from other branches, not yet folded into the pages.
     return [ROOT / "README.md", *sorted(DOCS.glob("*.md")), ROOT / "bench/results/README.md"]
@@ -146,6 +168,12 @@ def test_every_wakemark_variable_in_the_source_is_on_the_settings_page() -> None
     assert missing_variables(SETTINGS) == []
 
 
+def test_every_variable_the_docs_name_is_read_somewhere() -> None:
+    # The other direction of the test above: no page tells a user to set a variable
+    # that nothing reads (renamed, removed, or a typo).
+    assert unknown_variables([p.read_text() for p in doc_files()]) == []
+
+
 def test_the_generated_reference_is_up_to_date() -> None:
     # A process of its own, as `make docs` runs it: no WAKEMARK_* variable of this one
     # and no module state of the tests may change what it renders.
@@ -181,6 +209,11 @@ def test_a_route_missing_from_the_api_section_is_reported(tmp_path: Path) -> Non
 def test_an_undocumented_variable_is_reported() -> None:
     settings = SETTINGS.replace("`WAKEMARK_ACTOR`", "`ACTOR`")
     assert missing_variables(settings) == ["WAKEMARK_ACTOR"]
+
+
+def test_a_variable_nothing_reads_is_reported() -> None:
+    page = "Set `WAKEMARK_PORT`, `WAKEMARK_PORTS` or `WAKEMARK_MERGE` (gone)."
+    assert unknown_variables([page]) == ["WAKEMARK_PORTS"]
 
 
 def test_an_edited_generated_block_is_reported(

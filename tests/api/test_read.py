@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from wakemark.services.api.schemas import Project
+
 from .conftest import NS, Api, make_event
 
 OTHER = "/actor/alice/project/p2/"
@@ -97,6 +99,8 @@ def test_projects_and_stats(api: Api) -> None:
     assert set(by_ns) == {NS, OTHER}
     assert by_ns[NS]["event_count"] == 1 and by_ns[NS]["memory_count"] == 1
     assert by_ns[NS]["display_name"] == "p1"
+    # The spec (and the route table in docs/api.md) lists every field the reply has.
+    assert set(by_ns[NS]) == set(Project.model_fields)
     stats = api.get(f"/v1/stats?namespace={NS}").json
     assert stats["events"] == 1 and stats["memories"] == 1
     for key in ("pending_extraction", "pending_embedding", "embedded"):

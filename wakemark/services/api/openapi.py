@@ -209,7 +209,8 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/v1/projects",
-        "`[{namespace, project_id, display_name, event_count, memory_count, last_activity}]`",
+        "`[{namespace, project_id, display_name, project_path, event_count, memory_count, "
+        "last_activity}]`; `project_path` is the root its newest event named (or null)",
         {200: list[s.Project]},
     ),
     Route(

@@ -396,6 +396,9 @@ class Project(BaseModel):
     namespace: Annotated[str, Field(pattern=NAMESPACE_PATTERN)]
     project_id: str
     display_name: str
+    project_path: str | None = Field(
+        description="the project's root as its newest event named it; null if none did"
+    )
     event_count: int
     memory_count: int
     last_activity: datetime | None

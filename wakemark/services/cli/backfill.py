@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Any, TextIO
 
+from wakemark.services.cli.args import namespace_prefix, positive_int
+
 
 class ProgressBar:
     """``\\r``-updated bar on a TTY; a plain line every few seconds otherwise (logs, CI)."""
@@ -61,7 +63,9 @@ class ProgressBar:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namespace", default=None, help="only records under this namespace")
+    parser.add_argument(
+        "--namespace", type=namespace_prefix, help="only records under this namespace"
+    )
     parser.add_argument(
         "--rebuild",
         action="store_true",
@@ -70,7 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "services switch to the new model by themselves if they can read its file at the "
         "same path",
     )
-    parser.add_argument("--batch", type=int, default=64, help="records per batch (default 64)")
+    parser.add_argument(
+        "--batch", type=positive_int, default=64, help="records per batch (default 64)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: _interrupt(stop, previous))
     progress = ProgressBar()
-    batch = max(1, args.batch)
+    batch = args.batch
     try:
         if args.rebuild:
             result: dict[str, Any] = rebuild_embeddings(

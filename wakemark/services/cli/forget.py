@@ -26,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--before", type=_time, help="only records created before (ISO time)")
     what.add_argument("--after", type=_time, help="only records created after (ISO time)")
     what.add_argument("--session", help="only records of this session")
-    what.add_argument("--query", help="the best hits of this search (at most 100)")
+    what.add_argument(
+        "--query", help="the hits `wakemark search` lists for this query (at most 100)"
+    )
     parser.add_argument("--events", action="store_true", help="also delete the source events")
     parser.add_argument("--yes", action="store_true", help="delete (else: a dry run)")
 
@@ -57,7 +59,12 @@ def run(args: argparse.Namespace) -> int:
     client = client_for(settings)
     try:
         if args.query:
-            found = client.get("/v1/search", namespace=namespace, q=args.query, limit=SEARCH_LIMIT)
+            # The hits `wakemark search` lists: those that reach the gate's floor, not
+            # every record the vectors rank (any query ranks them all).
+            found = client.get(
+                "/v1/search", namespace=namespace, q=args.query, limit=SEARCH_LIMIT,
+                min_relevance=settings.min_relevance,
+            )  # fmt: skip
             hits = [item["record"] for item in found.get("items") or []]
             body: dict[str, Any] = {
                 "ids": [r["record_id"] for r in hits if args.type in (None, r["observation_type"])]

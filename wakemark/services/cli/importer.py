@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         stream: Any = sys.stdin.buffer if args.path == "-" else open(args.path, "rb")  # noqa: SIM115
     except OSError as exc:
-        print(f"wakemark import: {exc}", file=sys.stderr)
+        print(f"wakemark import: {args.path}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     runtime = migrated_runtime()
     size = _size(stream)

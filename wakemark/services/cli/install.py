@@ -21,7 +21,7 @@ from wakemark.services import agents
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "install into") -> None:
-    parser.add_argument("agent", choices=agents.names())
+    parser.add_argument("agent", choices=agents.names(), help="the agent whose config to change")
     parser.add_argument(
         "--project",
         nargs="?",

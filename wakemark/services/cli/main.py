@@ -103,7 +103,11 @@ COMMANDS: Registry[types.ModuleType] = Registry(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="wakemark", description="Local-first persistent memory for AI coding agents."
+        prog="wakemark",
+        description="Local-first persistent memory for AI coding agents.",
+        # `hook` is dispatched before this parser exists (main), so it is not listed above.
+        epilog="wakemark hook <agent> [<event>]: the hook forwarder the agents' configs run "
+        "(`wakemark hook --help`). `wakemark <command> --help` shows a command's flags.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
@@ -139,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         if known is None:
             raise
         message, code = known
-        print(f"wakemark: {message}", file=sys.stderr)
+        # One line, even where the message has several (psycopg adds a hint line).
+        line = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+        print(f"wakemark: {line}", file=sys.stderr)
         return code
 
 

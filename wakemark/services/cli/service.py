@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wakemark.services.cli.args import positive_int
+
 if TYPE_CHECKING:
     import subprocess
 
@@ -39,15 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.add_parser("status", help="installed? running? does the server answer?")
     logs = sub.add_parser("logs", help="the server's output")
     logs.add_argument(
-        "-n", "--lines", type=_lines, default=100, metavar="N", help="last N lines (100)"
+        "-n", "--lines", type=positive_int, default=100, metavar="N", help="last N lines (100)"
     )
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-
-
-def _lines(raw: str) -> int:
-    if not raw.isdigit() or int(raw) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {raw!r}")
-    return int(raw)
 
 
 def server_argv() -> list[str]:

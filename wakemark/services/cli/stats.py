@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from wakemark.services.cli.args import namespace_prefix
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namespace", default=None, help="counts of this namespace or prefix")
+    parser.add_argument(
+        "--namespace", type=namespace_prefix, help="counts of this namespace or prefix"
+    )
     parser.add_argument("--disk", action="store_true", help="size by table and by project")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     create.add_argument("--name", default="", help="a label for `token list` and the audit log")
     sub.add_parser("list", help="every token: scope, flags, dates (never the secret)")
     revoke = sub.add_parser("revoke", help="revoke a token (effective within seconds)")
-    revoke.add_argument("token_id", metavar="ID")
+    revoke.add_argument("token_id", metavar="ID", help="the token's id, as `token list` shows it")
 
 
 @contextmanager
