@@ -67,3 +67,40 @@ def test_a_multi_line_failure_is_printed_on_one_line(
     assert err == (
         "wakemark: database error: connection refused; Is the server running on that host?\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["serve", "--port", "99999"], "argument --port: expected an integer from 1 to 65535"),
+        (["serve", "--port", "http"], "argument --port: expected an integer, got 'http'"),
+        (["serve", "--workers", "0"], "argument --workers: expected an integer from 1 to 64"),
+    ],
+)
+def test_a_flag_standing_for_a_setting_is_checked_as_the_flag(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    # serve passes its flags on through the environment; the error names the flag typed.
+    line = _error(capsys, *argv)
+    assert expected in line
+    assert "WAKEMARK_" not in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["install", "claude-code", "--project"],
+        ["uninstall", "claude-code", "--project"],
+        ["pause", "--project"],
+        ["resume", "--project"],
+        ["mcp", "--project"],
+    ],
+)
+def test_a_project_directory_that_is_not_there_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    # A typo is refused: install would have created the directory and written its config.
+    missing = tmp_path / "typo"
+    line = _error(capsys, *argv, str(missing))
+    assert f"argument --project: no such directory: '{missing}'" in line
+    assert not missing.exists()

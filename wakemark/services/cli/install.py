@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from wakemark.services import agents
+from wakemark.services.cli.args import existing_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser, verb: str = "install into") -> None:
@@ -26,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser, verb: str = "install into") -
         "--project",
         nargs="?",
         const=".",
+        type=existing_dir,
         metavar="DIR",
         help=f"{verb} this project's config instead of your user config"
         " (DIR defaults to the project of the cwd)",

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from wakemark.services.cli.args import existing_dir
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--project",
+        type=existing_dir,
         metavar="DIR",
         help="project whose memories the tools use (default: the agent's project dir or cwd)",
     )

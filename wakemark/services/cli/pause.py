@@ -10,6 +10,8 @@ import argparse
 import os
 import sys
 
+from wakemark.services.cli.args import existing_dir
+
 NOTE = (
     "# wakemark stores nothing from this project while this file exists.\n"
     "# `wakemark resume` removes it. Safe to commit: it opts the project out for everyone.\n"
@@ -17,7 +19,9 @@ NOTE = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--project", metavar="DIR", help="a project other than the cwd's")
+    parser.add_argument(
+        "--project", type=existing_dir, metavar="DIR", help="a project other than the cwd's"
+    )
 
 
 def _root(args: argparse.Namespace) -> str | None:

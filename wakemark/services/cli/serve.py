@@ -9,6 +9,8 @@ import socket
 import sys
 from typing import Any
 
+from wakemark.services.cli.args import setting
+
 # Threads per worker, by backend. Requests are short and CPU-bound (the GIL), so threads
 # only help where a request waits on I/O outside the process: Postgres round trips. With
 # SQLite every step holds the GIL or the write lock, and a second thread only contends
@@ -22,9 +24,11 @@ POLLED_WORKER = "wakemark.services.api.polled.PolledWorker"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help=f"bind address (default: {_default('host')})")
-    parser.add_argument("--port", type=int, help=f"port (default: {_default('port')})")
+    parser.add_argument("--port", type=setting("port"), help=f"port (default: {_default('port')})")
     parser.add_argument(
-        "--workers", type=int, help=f"gunicorn worker processes (default: {_default('workers')})"
+        "--workers",
+        type=setting("workers"),
+        help=f"gunicorn worker processes (default: {_default('workers')})",
     )
     parser.add_argument(
         "--threads",
