@@ -291,6 +291,10 @@ def test_a_nul_in_a_body_string_is_stored_as_a_replacement_character(api: Api, c
         f"/v1/search?namespace={NS}&q=a%00b",
         "/v1/memories?namespace=/actor/a%00/",
         "/v1/timeline?record_id=mr_%00",
+        # Patterns of one project's namespace, not a prefix: a 500 on Postgres, and a
+        # preview that hid the storage error behind an empty 200.
+        "/v1/retrievals/sessions?namespace=/actor/a%00/project/p/",
+        "/v1/context/preview?namespace=/actor/a/project/p%00/&prompt=hi",
     ],
 )
 def test_a_nul_in_a_query_is_400(api: Api, path: str) -> None:
