@@ -51,6 +51,10 @@ def init_app(app: Flask) -> None:
             raise ApiError(415, "Content-Type must be application/json")
         if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
             raise ApiError(415, "JSON must be UTF-8 (charset=utf-8 or none)")
+        # The body is parsed as it arrives: a compressed one would be garbage to the
+        # parser, and one merely labelled so would be taken as if it were not.
+        if request.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+            raise ApiError(415, "Content-Encoding must be identity: send the JSON uncompressed")
 
 
 def _has_body() -> bool:
