@@ -54,6 +54,15 @@ def test_non_json_content_type_is_415(sqlite_api: Api, ctype: str | None) -> Non
     _is_error(res, 415, "unsupported_media_type")
 
 
+def test_a_post_without_a_body_needs_no_content_type(api: Api) -> None:
+    # A split takes no body (the spec gives it none), so a plain `curl -X POST` is a
+    # request like any other; a route that needs a body finds none: malformed JSON.
+    res = api.post("/v1/memories/mr_00000000000000000000000000/split")
+    _is_error(res, 404, "not_found")
+    _is_error(api.post("/v1/memories"), 400, "bad_json")
+    _is_error(api.post("/v1/memories", headers={"Content-Length": "0"}), 400, "bad_json")
+
+
 @pytest.mark.parametrize("raw", [b"{", b"not json", b"", b"\xff\xfe", b'{"a": 1,}'])
 def test_malformed_json_is_400(sqlite_api: Api, raw: bytes) -> None:
     res = sqlite_api.post("/v1/events", data=raw, content_type="application/json")

@@ -6,6 +6,7 @@ route reads JSON through; before it bounded nesting, a deep body was a 500 every
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -129,6 +130,23 @@ def test_a_utf16_body_cannot_slip_a_private_tag_past_the_scrub(sqlite_api: Api) 
 def test_non_utf8_or_non_json_content_type_is_415(sqlite_api: Api, ctype: str) -> None:
     raw = json.dumps(make_event()).encode()
     _error(_send(sqlite_api, "/v1/events", raw, ctype), 415, "unsupported_media_type")
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "gzip, identity"])
+def test_a_compressed_body_is_415(api: Api, encoding: str) -> None:
+    # The body is parsed as it arrives: a gzipped event was a misleading "not valid
+    # UTF-8", and plain JSON labelled gzip was stored as if it were not labelled.
+    event = make_event()
+    raw = json.dumps(event).encode()
+    for sent in (gzip.compress(raw), raw):
+        headers = {"Content-Encoding": encoding}
+        res = api.post("/v1/events", data=sent, content_type="application/json", headers=headers)
+        message = _error(res, 415, "unsupported_media_type")
+        assert message == "Content-Encoding must be identity: send the JSON uncompressed"
+    assert api.get(f"/v1/events/{event['event_id']}").status_code == 404
+    res = api.post("/v1/events", data=raw, content_type="application/json",
+                   headers={"Content-Encoding": "Identity"})  # fmt: skip
+    assert res.status_code == 201, res.get_data(as_text=True)[:300]
 
 
 @pytest.mark.parametrize("ctype", ["application/json; charset=UTF-8", "Application/JSON"])
@@ -291,6 +309,10 @@ def test_a_nul_in_a_body_string_is_stored_as_a_replacement_character(api: Api, c
         f"/v1/search?namespace={NS}&q=a%00b",
         "/v1/memories?namespace=/actor/a%00/",
         "/v1/timeline?record_id=mr_%00",
+        # Patterns of one project's namespace, not a prefix: a 500 on Postgres, and a
+        # preview that hid the storage error behind an empty 200.
+        "/v1/retrievals/sessions?namespace=/actor/a%00/project/p/",
+        "/v1/context/preview?namespace=/actor/a/project/p%00/&prompt=hi",
     ],
 )
 def test_a_nul_in_a_query_is_400(api: Api, path: str) -> None:

@@ -204,6 +204,22 @@ def test_serve_answers_hostile_bodies_with_400(server: tuple[int, dict[str, str]
     assert _call(port, "GET", "/health", None)[0] == 200
 
 
+def test_serve_takes_a_bodyless_post_without_a_content_type(
+    server: tuple[int, dict[str, str]],
+) -> None:
+    # gunicorn marks every request's input terminated: the body is judged by its headers.
+    port, env = server
+    token = (Path(env["WAKEMARK_HOME"]) / "token").read_text().strip()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        path = "/v1/memories/mr_00000000000000000000000000/split"
+        conn.request("POST", path, headers={"Authorization": f"Bearer {token}"})
+        res = conn.getresponse()
+        assert (res.status, json.loads(res.read())["error"]) == (404, "not_found")
+    finally:
+        conn.close()
+
+
 def test_serve_scrubs_a_backtracking_bait_quickly_and_keeps_answering(
     server: tuple[int, dict[str, str]],
 ) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from wakemark.services.api.hooks import CAPTURE_MISSES
 from wakemark.shared import project
+from wakemark.shared.models import MAX_BATCH
 
 from .conftest import ACTOR, FIXTURES, HOST, Hooks, load, remember
 
@@ -267,6 +268,27 @@ def test_odd_payloads_are_answered_in_the_agents_format_never_a_500(
     grown = {k: v - before.get(k, 0) for k, v in _misses().items() if v != before.get(k, 0)}
     key = f'wakemark_hook_capture_misses_total{{agent="{agent}",reason="{miss}"}}'
     assert grown == ({key: 1} if miss else {})
+
+
+def test_a_deferred_delivery_past_the_batch_limit_stores_the_first_ones(
+    hooks: Hooks, project_dir: Path, namespace: str
+) -> None:
+    # Each delivery costs a project lookup and an event: a body of a few hundred thousand
+    # empty ones held a worker for a minute. The limit is POST /v1/events' own.
+    before = _misses()
+    uses = [
+        {"cwd": str(project_dir), "tool_name": "execute_bash", "tool_input": {"command": f"ls {i}"}}
+        for i in range(MAX_BATCH + 3)
+    ]
+    payload = {"hook_event_name": "postToolUse", "session_id": "s", "hook_events": uses}
+    res = hooks.post("kiro-cli", payload)
+    assert (res.status_code, res.data) == (204, b"")
+    stored = hooks.runtime.storage.list_events(namespace=namespace, limit=MAX_BATCH + 3)
+    commands = {e.body.data["tool_input"]["command"] for e in stored}
+    assert commands == {f"ls {i}" for i in range(MAX_BATCH)}
+    grown = {k: v - before.get(k, 0) for k, v in _misses().items() if v != before.get(k, 0)}
+    reason = f"more than {MAX_BATCH} deliveries in one payload"
+    assert grown == {f'wakemark_hook_capture_misses_total{{agent="kiro-cli",reason="{reason}"}}': 3}
 
 
 def test_capture_misses_are_on_the_metrics_scrape(sqlite_hooks: Hooks) -> None:

@@ -31,7 +31,7 @@ from wakemark.services.api.errors import ApiError
 from wakemark.services.api.params import json_object, query
 from wakemark.services.api.schemas import HookQuery
 from wakemark.shared import project
-from wakemark.shared.models import FILE_HASHES, Event, JsonBody, utcnow
+from wakemark.shared.models import FILE_HASHES, MAX_BATCH, Event, JsonBody, utcnow
 from wakemark.shared.privacy import scrub
 from wakemark.shared.retrieval import staleness
 from wakemark.shared.storage import CodeAnchors, PutEventResult
@@ -56,9 +56,9 @@ class CaptureMisses:
         self._counts: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
-    def inc(self, agent: str, reason: str) -> None:
+    def inc(self, agent: str, reason: str, n: int = 1) -> None:
         with self._lock:
-            self._counts[(agent, reason)] = self._counts.get((agent, reason), 0) + 1
+            self._counts[(agent, reason)] = self._counts.get((agent, reason), 0) + n
 
     def lines(self) -> list[str]:
         with self._lock:
@@ -88,7 +88,17 @@ def post_hook(agent: str) -> Response | tuple[Response, int]:
     hook = str(payload.get("hook_event_name") or query(HookQuery).event or "")
     mapped = Mapped(hook, IGNORE)
     namespace = root = None
-    for part in handler.deliveries(payload):
+    parts = handler.deliveries(payload)
+    if len(parts) > MAX_BATCH:
+        # Each delivery costs a project lookup and an event: a body of tiny ones would
+        # hold the worker for a minute. The first ones are kept, as the agent sent them.
+        reason = f"more than {MAX_BATCH} deliveries in one payload"
+        log.info(
+            "hook %s %r: %d deliveries, the first %d kept", agent, hook[:40], len(parts), MAX_BATCH
+        )
+        CAPTURE_MISSES.inc(agent, reason, len(parts) - MAX_BATCH)
+        parts = parts[:MAX_BATCH]
+    for part in parts:
         ctx = _context(agent, part)
         if namespace is None:
             namespace, root = ctx.namespace, ctx.project_path

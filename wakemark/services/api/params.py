@@ -40,14 +40,27 @@ def init_app(app: Flask) -> None:
     @app.before_request
     def _require_json() -> None:
         # Only JSON is accepted; anything else is refused before a view reads it. A
-        # body-less DELETE or GET carries no content type and is not checked, nor is a
-        # request no route takes (its 404 or 405 says more than a 415 would).
+        # body-less request carries no content type and is not checked (a split takes
+        # no body; a view that needs one finds it empty: 400), nor is a request no route
+        # takes (its 404 or 405 says more than a 415 would).
         if request.method not in _BODY_METHODS or request.routing_exception is not None:
+            return
+        if not request.mimetype and not _has_body():
             return
         if request.mimetype != "application/json":
             raise ApiError(415, "Content-Type must be application/json")
         if request.mimetype_params.get("charset", "utf-8").lower() not in ("utf-8", "utf8"):
             raise ApiError(415, "JSON must be UTF-8 (charset=utf-8 or none)")
+        # The body is parsed as it arrives: a compressed one would be garbage to the
+        # parser, and one merely labelled so would be taken as if it were not.
+        if request.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+            raise ApiError(415, "Content-Encoding must be identity: send the JSON uncompressed")
+
+
+def _has_body() -> bool:
+    # HTTP/1.1's rule (RFC 9112, 6.3): a request has a body when it gives a length or
+    # a transfer coding. (Not ``wsgi.input_terminated``: gunicorn sets it on every one.)
+    return bool(request.content_length) or "Transfer-Encoding" in request.headers
 
 
 def json_body() -> Any:

@@ -19,7 +19,6 @@ from wakemark.shared.models import (
     NAMESPACE_PREFIX_RE,
     RECORD_ID_PATTERN,
     MemoryRecord,
-    Namespace,
     ObservationType,
     Retrieval,
     StoredEvent,
@@ -76,6 +75,11 @@ _CURSOR = r"^[0-9]{1,18},[^\x00]{1,200}$"
 Cursor = Annotated[str, Field(max_length=300, pattern=_CURSOR)]
 QueryBool = Annotated[bool, BeforeValidator(_flag)]
 NamespaceOrPrefix = Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_OR_PREFIX)]
+# One project's namespace as a query parameter: ``Namespace`` without NUL (a body's NUL is
+# replaced when it is parsed, a query string's is not).
+ProjectNamespace = Annotated[
+    str, Field(max_length=NAMESPACE_MAX, pattern=r"^/actor/[^/\x00]+/project/[^/\x00]+/$")
+]
 _NS_DOC = "a namespace `/actor/<actor>/project/<id>/`, or an actor prefix `/actor/<actor>/`"
 
 
@@ -117,9 +121,6 @@ class CodeStateQuery(Query):
 
 MAX_ANCHORS_PAGE = 500  # records a page of ``GET /v1/memories/anchors`` holds
 MAX_RETIRE_IDS = 1000  # ids one ``POST /v1/memories/retire`` takes
-ProjectNamespace = Annotated[
-    str, Field(max_length=NAMESPACE_MAX, pattern=r"^/actor/[^/\x00]+/project/[^/\x00]+/$")
-]
 
 
 class AnchorsQuery(Query):
@@ -193,7 +194,7 @@ class RetrievalsQuery(Query):
 
 
 class RetrievalSessionsQuery(Query):
-    namespace: Namespace = Field(description="one namespace `/actor/<actor>/project/<id>/`")
+    namespace: ProjectNamespace = Field(description="one namespace `/actor/<actor>/project/<id>/`")
     limit: QueryInt = Field(20, ge=1, le=100, description="most sessions returned")
     after: Cursor | None = Field(None, description="the `next` of the previous page")
 
@@ -205,9 +206,7 @@ class ExportQuery(Query):
 
 
 class ContextPreviewQuery(Query):
-    namespace: Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_PATTERN)] = Field(
-        description="a namespace `/actor/<actor>/project/<id>/`"
-    )
+    namespace: ProjectNamespace = Field(description="a namespace `/actor/<actor>/project/<id>/`")
     prompt: str | None = Field(
         None, max_length=MAX_QUERY_CHARS, pattern=NO_NUL, description="a prompt to preview"
     )
