@@ -1,15 +1,17 @@
 """Moving a project's namespace (``Upkeep.move_namespace``), the storage contract, on each
 backend: every row follows, the per-project counts end as if written in the new place,
-caches warmed before the move find the rows after it, and a move that cannot be made
-leaves everything as it was."""
+caches warmed before the move find the rows after it, the move's audit entry commits with
+it, and a move that cannot be made leaves everything as it was, its audit entry too."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.storage.conftest import T0, event, record, retrieval, vec
@@ -19,10 +21,17 @@ from wakemark.shared.config import Settings
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.vectors import VectorCache
-from wakemark.shared.storage import ConflictError, NotFoundError, Storage, open_storage
+from wakemark.shared.storage import (
+    AuditEntry,
+    ConflictError,
+    NotFoundError,
+    Storage,
+    open_storage,
+)
 
 OLD, NEW = "/actor/a/project/old/", "/actor/a/project/new/"
 ALL_KINDS = ("records", "versions", "anchors", "turns", "events", "retrievals")
+ENTRY = AuditEntry("cli:u", "move", OLD, (NEW,), 1, T0)
 
 
 @dataclass
@@ -197,10 +206,50 @@ def test_a_session_open_in_both_places_refuses_the_whole_move(storage: Storage) 
     _fill(storage, NEW, "shipping", "/home/u/billing", 10)  # session s1, open in both
     before = _state(storage)
     with pytest.raises(ConflictError, match="s1"):
-        storage.move_namespace(OLD, NEW, "/home/u/billing")
+        storage.move_namespace(OLD, NEW, "/home/u/billing", audit=ENTRY)
     with pytest.raises(ConflictError):
         storage.move_namespace(OLD, NEW, commit=False)
     assert _state(storage) == before
+    assert storage.list_audit() == []
+
+
+def test_the_audit_entry_commits_with_the_move(storage: Storage) -> None:
+    _fill(storage, OLD, "invoice", "/home/u/invoicer", 1)
+    storage.move_namespace(OLD, NEW, audit=ENTRY, commit=False)
+    assert storage.list_audit() == []
+    storage.move_namespace(OLD, NEW, audit=ENTRY)
+    (entry,) = storage.list_audit()
+    assert entry == AuditEntry("cli:u", "move", OLD, (NEW,), 1, T0, id=entry.id)
+
+
+def refuse_audit(storage: Storage) -> None:
+    """A real failure of the audit insert, a move's last write: a trigger that raises."""
+    if storage.backend == "sqlite":
+        with storage._conns.write() as conn:  # type: ignore[attr-defined]
+            conn.execute(
+                "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log"
+                " BEGIN SELECT RAISE(ABORT, 'audit refused'); END"
+            )
+        return
+    with storage._db.connection() as conn:  # type: ignore[attr-defined]
+        conn.execute(
+            "CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql"
+            " AS $$ BEGIN RAISE EXCEPTION 'audit refused'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_audit()"
+        )
+
+
+def test_a_move_whose_audit_entry_fails_moves_nothing(storage: Storage) -> None:
+    _fill(storage, OLD, "invoice", "/home/u/invoicer", 1)
+    before = _state(storage)
+    refuse_audit(storage)
+    with pytest.raises((sqlite3.Error, psycopg.Error), match="audit refused"):
+        storage.move_namespace(OLD, NEW, "/home/u/billing", audit=ENTRY)
+    assert _state(storage) == before
+    assert storage.list_audit() == []
 
 
 @pytest.mark.parametrize(

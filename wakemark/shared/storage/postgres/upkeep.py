@@ -16,6 +16,7 @@ from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
 from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.fields import record_fields
+from wakemark.shared.storage.ports.audit import AuditEntry
 from wakemark.shared.storage.ports.upkeep import (
     MOVED_TABLES,
     DiskUsage,
@@ -27,6 +28,7 @@ from wakemark.shared.storage.ports.upkeep import (
     open_in_both,
 )
 from wakemark.shared.storage.postgres import anchors as anchors_sql
+from wakemark.shared.storage.postgres.audit import INSERT_AUDIT
 from wakemark.shared.storage.postgres.base import (
     LOCK_RECORDS,
     NS,
@@ -322,7 +324,12 @@ class PostgresUpkeep(PostgresBase):
         return counts
 
     def move_namespace(
-        self, old: str, new: str, project_path: str | None = None, commit: bool = True
+        self,
+        old: str,
+        new: str,
+        project_path: str | None = None,
+        commit: bool = True,
+        audit: AuditEntry | None = None,
     ) -> dict[str, int]:
         check_move(old, new)
         params = {"old": old, "new": new}
@@ -343,6 +350,8 @@ class PostgresUpkeep(PostgresBase):
                     conn.execute(
                         SET_PROJECT_PATH, {"new": new, "path": project_path, "at": utcnow()}
                     )
+                if audit is not None:
+                    conn.execute(INSERT_AUDIT, audit.row())
                 if not commit:
                     raise psycopg.Rollback()  # leaves the block, rolled back, without raising
         except psycopg.errors.UniqueViolation:
