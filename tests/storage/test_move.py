@@ -6,7 +6,9 @@ it, and a move that cannot be made leaves everything as it was, its audit entry 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +30,7 @@ from wakemark.shared.storage import (
     Storage,
     open_storage,
 )
+from wakemark.shared.storage.postgres import PostgresStorage
 
 OLD, NEW = "/actor/a/project/old/", "/actor/a/project/new/"
 ALL_KINDS = ("records", "versions", "anchors", "turns", "events", "retrievals")
@@ -268,3 +271,56 @@ def test_nothing_to_move_is_not_found(storage: Storage) -> None:
         storage.move_namespace(OLD, NEW, "/home/u/billing")
     (project,) = storage.projects()
     assert project["namespace"] == NEW and project["project_path"] is None
+
+
+def _waiting(pg_url: str, locktype: str) -> int:
+    with psycopg.connect(pg_url) as conn:
+        sql = "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = %s"
+        return int(conn.execute(sql, (locktype,)).fetchone()[0])  # type: ignore[index]
+
+
+def _until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_events_posted_into_the_old_place_during_a_move_land_whole(
+    store: PostgresStorage, pg_url: str
+) -> None:
+    """Postgres (SQLite's one writer serializes a move whole): the move is held after
+    its last UPDATE while two prompts are posted into the old namespace, one of the
+    session whose open turn moves, one of a new session. They wait for the move, then
+    open turns there: each event in its turn's namespace, every project counted right."""
+    storage = store
+    storage.put_event(event("prompt", ns=OLD, session="s1"))
+    storage.put_memory_record(record(ns=OLD))
+    holder = psycopg.connect(pg_url)
+    holder.execute("LOCK TABLE retrieval_sessions IN EXCLUSIVE MODE")  # the move's merge
+    mover = threading.Thread(target=storage.move_namespace, args=(OLD, NEW))
+    mover.start()
+    _until(lambda: _waiting(pg_url, "relation") == 1)
+    posted: list[str] = []
+    posters = [
+        threading.Thread(
+            target=lambda s=s: posted.append(
+                storage.put_event(event("prompt", ns=OLD, session=s)).event_id
+            )
+        )  # fmt: skip
+        for s in ("s1", "s2")
+    ]
+    for t in posters:
+        t.start()
+    _until(lambda: len(posted) == 2 or _waiting(pg_url, "advisory") == 2)
+    holder.rollback()
+    holder.close()
+    for t in (mover, *posters):
+        t.join(timeout=30)
+
+    with psycopg.connect(pg_url) as conn:
+        stray = "SELECT count(*) FROM events e JOIN turns t USING (turn_id)"
+        assert conn.execute(stray + " WHERE e.namespace <> t.namespace").fetchone() == (0,)
+    events = storage.list_events("/actor/a/", limit=10)
+    assert {e.event_id for e in events if e.namespace == OLD} == set(posted)
+    assert [storage.stats(ns)["events"] for ns in (OLD, NEW)] == [2, 1]
+    assert {p["namespace"]: p["event_count"] for p in storage.projects()} == {OLD: 2, NEW: 1}

@@ -152,9 +152,11 @@ class Upkeep(Protocol):
         moved rows had been written there; the audit log stays as it was (history).
         ``project_path``: the project's root from now on (``projects()``). ``audit``: the
         audit log's entry of the move, written in the same transaction, so neither
-        commits without the other. Moved vectors
-        and texts are stamped as written now, so caches refreshed from a watermark take
-        them in, and the change hook is called for both namespaces after the commit.
+        commits without the other. An event or retrieval row written into ``old`` while
+        the move runs waits for it, then lands in ``old`` (in a turn opened there). Moved
+        vectors and texts are stamped as written now, so caches refreshed from a
+        watermark take them in, and the change hook is called for both namespaces after
+        the commit.
         Returns the rows moved by kind (``MOVED_TABLES``); ``commit=False`` rolls back:
         the counts say what would move. Raises ValueError unless ``old`` and ``new`` are
         two different full namespaces, NotFoundError when ``old`` holds no row, and

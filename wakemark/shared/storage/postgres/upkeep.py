@@ -31,6 +31,7 @@ from wakemark.shared.storage.postgres import anchors as anchors_sql
 from wakemark.shared.storage.postgres.audit import INSERT_AUDIT
 from wakemark.shared.storage.postgres.base import (
     LOCK_RECORDS,
+    NAMESPACE_LOCK,
     NS,
     PostgresBase,
 )
@@ -126,6 +127,9 @@ SELECT %(turn_id)s, %(namespace)s, %(session_id)s, %(opened_at)s, %(last_event_a
        %(extracted_at)s, %(record_ids)s, %(skip_reason)s, %(repeat_of)s
 ON CONFLICT (turn_id) DO NOTHING
 """
+
+# move_namespace: the writers of the old namespace's events wait for the move to commit.
+MOVING = f"SELECT pg_advisory_xact_lock({NAMESPACE_LOCK})"
 
 # move_namespace: all with %(old)s and %(new)s. A session may have one open turn per project.
 OPEN_IN_BOTH = """
@@ -335,6 +339,11 @@ class PostgresUpkeep(PostgresBase):
         params = {"old": old, "new": new}
         try:
             with self._db.connection() as conn, conn.transaction():
+                # Writers into ``new`` are not held off (the agent works there, and would
+                # wait the whole move): their counts add to the merged ones, and a turn
+                # opened in both is refused below. Both locks first, in this order: a
+                # writer of events takes the records' lock after its own, if at all.
+                conn.execute(MOVING, {"namespace": old})
                 conn.execute(LOCK_RECORDS)  # as PostgresTxBase: the records' index rows move
                 clash = [r[0] for r in conn.execute(OPEN_IN_BOTH, params).fetchall()]
                 if clash:
