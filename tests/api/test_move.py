@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.api.test_scopes import mint
+from tests.storage.test_move import refuse_audit
 from wakemark.shared.runtime import Runtime
 
 from .conftest import Api, make_event
@@ -75,6 +76,18 @@ def test_a_session_open_in_both_is_a_conflict(api: Api, runtime: Runtime) -> Non
     assert (res.status_code, res.json["error"]) == (409, "conflict")
     assert "s1" in res.json["message"]
     assert set(_where(api)) == {OLD, NEW}
+    assert runtime.storage.list_audit() == []
+
+
+def test_a_move_that_cannot_be_audited_is_not_made(api: Api, runtime: Runtime) -> None:
+    record_id = _project(api, OLD, "zanzibar", "s1")
+    before = _where(api)
+    refuse_audit(runtime.storage)
+    res = api.post(ROUTE, json={"from": OLD, "to": NEW, "project_path": "/home/a/p2"})
+    assert res.status_code == 500
+    assert api.get(f"/v1/memories/{record_id}").json["namespace"] == OLD
+    assert _titles(api, OLD, "zanzibar") == ["zanzibar notes"]
+    assert _where(api) == before
     assert runtime.storage.list_audit() == []
 
 

@@ -1,15 +1,19 @@
 """Moving a project's namespace (``Upkeep.move_namespace``), the storage contract, on each
 backend: every row follows, the per-project counts end as if written in the new place,
-caches warmed before the move find the rows after it, and a move that cannot be made
-leaves everything as it was."""
+caches warmed before the move find the rows after it, the move's audit entry commits with
+it, and a move that cannot be made leaves everything as it was, its audit entry too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.storage.conftest import T0, event, record, retrieval, vec
@@ -19,10 +23,18 @@ from wakemark.shared.config import Settings
 from wakemark.shared.models import MemoryRecord
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.vectors import VectorCache
-from wakemark.shared.storage import ConflictError, NotFoundError, Storage, open_storage
+from wakemark.shared.storage import (
+    AuditEntry,
+    ConflictError,
+    NotFoundError,
+    Storage,
+    open_storage,
+)
+from wakemark.shared.storage.postgres import PostgresStorage
 
 OLD, NEW = "/actor/a/project/old/", "/actor/a/project/new/"
 ALL_KINDS = ("records", "versions", "anchors", "turns", "events", "retrievals")
+ENTRY = AuditEntry("cli:u", "move", OLD, (NEW,), 1, T0)
 
 
 @dataclass
@@ -197,10 +209,50 @@ def test_a_session_open_in_both_places_refuses_the_whole_move(storage: Storage) 
     _fill(storage, NEW, "shipping", "/home/u/billing", 10)  # session s1, open in both
     before = _state(storage)
     with pytest.raises(ConflictError, match="s1"):
-        storage.move_namespace(OLD, NEW, "/home/u/billing")
+        storage.move_namespace(OLD, NEW, "/home/u/billing", audit=ENTRY)
     with pytest.raises(ConflictError):
         storage.move_namespace(OLD, NEW, commit=False)
     assert _state(storage) == before
+    assert storage.list_audit() == []
+
+
+def test_the_audit_entry_commits_with_the_move(storage: Storage) -> None:
+    _fill(storage, OLD, "invoice", "/home/u/invoicer", 1)
+    storage.move_namespace(OLD, NEW, audit=ENTRY, commit=False)
+    assert storage.list_audit() == []
+    storage.move_namespace(OLD, NEW, audit=ENTRY)
+    (entry,) = storage.list_audit()
+    assert entry == AuditEntry("cli:u", "move", OLD, (NEW,), 1, T0, id=entry.id)
+
+
+def refuse_audit(storage: Storage) -> None:
+    """A real failure of the audit insert, a move's last write: a trigger that raises."""
+    if storage.backend == "sqlite":
+        with storage._conns.write() as conn:  # type: ignore[attr-defined]
+            conn.execute(
+                "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log"
+                " BEGIN SELECT RAISE(ABORT, 'audit refused'); END"
+            )
+        return
+    with storage._db.connection() as conn:  # type: ignore[attr-defined]
+        conn.execute(
+            "CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql"
+            " AS $$ BEGIN RAISE EXCEPTION 'audit refused'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_audit()"
+        )
+
+
+def test_a_move_whose_audit_entry_fails_moves_nothing(storage: Storage) -> None:
+    _fill(storage, OLD, "invoice", "/home/u/invoicer", 1)
+    before = _state(storage)
+    refuse_audit(storage)
+    with pytest.raises((sqlite3.Error, psycopg.Error), match="audit refused"):
+        storage.move_namespace(OLD, NEW, "/home/u/billing", audit=ENTRY)
+    assert _state(storage) == before
+    assert storage.list_audit() == []
 
 
 @pytest.mark.parametrize(
@@ -219,3 +271,56 @@ def test_nothing_to_move_is_not_found(storage: Storage) -> None:
         storage.move_namespace(OLD, NEW, "/home/u/billing")
     (project,) = storage.projects()
     assert project["namespace"] == NEW and project["project_path"] is None
+
+
+def _waiting(pg_url: str, locktype: str) -> int:
+    with psycopg.connect(pg_url) as conn:
+        sql = "SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = %s"
+        return int(conn.execute(sql, (locktype,)).fetchone()[0])  # type: ignore[index]
+
+
+def _until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_events_posted_into_the_old_place_during_a_move_land_whole(
+    store: PostgresStorage, pg_url: str
+) -> None:
+    """Postgres (SQLite's one writer serializes a move whole): the move is held after
+    its last UPDATE while two prompts are posted into the old namespace, one of the
+    session whose open turn moves, one of a new session. They wait for the move, then
+    open turns there: each event in its turn's namespace, every project counted right."""
+    storage = store
+    storage.put_event(event("prompt", ns=OLD, session="s1"))
+    storage.put_memory_record(record(ns=OLD))
+    holder = psycopg.connect(pg_url)
+    holder.execute("LOCK TABLE retrieval_sessions IN EXCLUSIVE MODE")  # the move's merge
+    mover = threading.Thread(target=storage.move_namespace, args=(OLD, NEW))
+    mover.start()
+    _until(lambda: _waiting(pg_url, "relation") == 1)
+    posted: list[str] = []
+    posters = [
+        threading.Thread(
+            target=lambda s=s: posted.append(
+                storage.put_event(event("prompt", ns=OLD, session=s)).event_id
+            )
+        )  # fmt: skip
+        for s in ("s1", "s2")
+    ]
+    for t in posters:
+        t.start()
+    _until(lambda: len(posted) == 2 or _waiting(pg_url, "advisory") == 2)
+    holder.rollback()
+    holder.close()
+    for t in (mover, *posters):
+        t.join(timeout=30)
+
+    with psycopg.connect(pg_url) as conn:
+        stray = "SELECT count(*) FROM events e JOIN turns t USING (turn_id)"
+        assert conn.execute(stray + " WHERE e.namespace <> t.namespace").fetchone() == (0,)
+    events = storage.list_events("/actor/a/", limit=10)
+    assert {e.event_id for e in events if e.namespace == OLD} == set(posted)
+    assert [storage.stats(ns)["events"] for ns in (OLD, NEW)] == [2, 1]
+    assert {p["namespace"]: p["event_count"] for p in storage.projects()} == {OLD: 2, NEW: 1}

@@ -222,7 +222,8 @@ ROUTES: tuple[Route, ...] = (
         "project's recorded root; the token must cover both; `dry_run: true` counts and "
         "writes nothing; 404 `not_found` if `from` holds nothing, 409 `conflict` (nothing "
         "moved) if `from` is `to` or a session has an open turn in both; one audit "
-        "entry `move` → `{moved: {records, versions, anchors, turns, events, retrievals}, "
+        "entry `move`, committed with the move → `{moved: {records, versions, anchors, "
+        "turns, events, retrievals}, "
         "from, to, dry_run}`",
         {200: s.Moved}, body=MoveProject, not_found=True, conflict=True,
     ),

@@ -249,12 +249,10 @@ def move_project() -> Response:
     if req.from_ == req.to:
         # Not a 400: the body is valid by the published schema, which cannot say "differ".
         raise ApiError(409, f"{req.from_} would move onto itself")
-    storage = _storage()
-    moved = storage.move_namespace(req.from_, req.to, req.project_path, not req.dry_run)
-    if not req.dry_run:
-        # The audit port writes in a transaction of its own: the move committed in its.
-        with storage.transaction() as tx:
-            security.audit(tx, "move", req.from_, [req.to])
+    entry = security.audit_entry("move", req.from_, [req.to])  # a dry run rolls it back
+    moved = _storage().move_namespace(
+        req.from_, req.to, req.project_path, not req.dry_run, audit=entry
+    )
     return jsonify({"moved": moved, "from": req.from_, "to": req.to, "dry_run": req.dry_run})
 
 

@@ -269,7 +269,11 @@ def write_actor(given: str | None) -> str | None:
     return mine
 
 
+def audit_entry(action: str, namespace: str | None, targets: Sequence[str]) -> AuditEntry:
+    """The audit log's entry of a destructive action by this request's caller."""
+    return AuditEntry(principal().who, action, namespace, tuple(targets), len(targets), utcnow())
+
+
 def audit(tx: Tx, action: str, namespace: str | None, targets: Sequence[str]) -> None:
     """Record a destructive action in ``tx``, so it commits (or not) with the action."""
-    entry = AuditEntry(principal().who, action, namespace, tuple(targets), len(targets), utcnow())
-    tx.audit(entry)
+    tx.audit(audit_entry(action, namespace, targets))

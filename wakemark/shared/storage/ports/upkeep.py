@@ -14,6 +14,7 @@ import numpy as np
 from wakemark.shared.models import NAMESPACE_RE, MemoryRecord, StoredEvent
 from wakemark.shared.storage.errors import ConflictError
 from wakemark.shared.storage.ports.anchors import CodeAnchors
+from wakemark.shared.storage.ports.audit import AuditEntry
 
 
 @dataclass(frozen=True)
@@ -138,15 +139,24 @@ class Upkeep(Protocol):
     # --- moving a project -------------------------------------------------------------
     @abc.abstractmethod
     def move_namespace(
-        self, old: str, new: str, project_path: str | None = None, commit: bool = True
+        self,
+        old: str,
+        new: str,
+        project_path: str | None = None,
+        commit: bool = True,
+        audit: AuditEntry | None = None,
     ) -> dict[str, int]:
         """Move every row of the namespace ``old`` (exactly, not as a prefix) into
         ``new``, in one transaction: the memories of a project whose directory was moved
         or renamed. Rows already in ``new`` stay: the per-project counts end as if the
         moved rows had been written there; the audit log stays as it was (history).
-        ``project_path``: the project's root from now on (``projects()``). Moved vectors
-        and texts are stamped as written now, so caches refreshed from a watermark take
-        them in, and the change hook is called for both namespaces after the commit.
+        ``project_path``: the project's root from now on (``projects()``). ``audit``: the
+        audit log's entry of the move, written in the same transaction, so neither
+        commits without the other. An event or retrieval row written into ``old`` while
+        the move runs waits for it, then lands in ``old`` (in a turn opened there). Moved
+        vectors and texts are stamped as written now, so caches refreshed from a
+        watermark take them in, and the change hook is called for both namespaces after
+        the commit.
         Returns the rows moved by kind (``MOVED_TABLES``); ``commit=False`` rolls back:
         the counts say what would move. Raises ValueError unless ``old`` and ``new`` are
         two different full namespaces, NotFoundError when ``old`` holds no row, and

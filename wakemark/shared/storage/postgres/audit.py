@@ -12,15 +12,18 @@ from wakemark.shared.storage import lexical
 from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.ports.audit import ApiToken, AuditEntry, RetrievalSession
 from wakemark.shared.storage.postgres.base import (
+    NAMESPACE_LOCK,
     NS,
     PostgresBase,
     PostgresTxBase,
 )
 
-INSERT_RETRIEVAL = """
+# The namespace's lock first (base.NAMESPACE_LOCK): not between a move's statements.
+INSERT_RETRIEVAL = f"""
 INSERT INTO retrievals (retrieval_id, event_id, namespace, session_id, created_at, body)
-VALUES (%(retrieval_id)s, %(event_id)s, %(namespace)s, %(session_id)s, %(created_at)s,
-        %(body)s::jsonb)
+SELECT %(retrieval_id)s, %(event_id)s, %(namespace)s, %(session_id)s, %(created_at)s,
+       %(body)s::jsonb
+  FROM (SELECT pg_advisory_xact_lock_shared({NAMESPACE_LOCK})) AS not_moving
 """
 
 RETRIEVAL_COLUMNS = "retrieval_id, event_id, namespace, session_id, created_at, body"

@@ -27,6 +27,12 @@ LOCK_RECORDS = (
     "SELECT pg_advisory_xact_lock(hashtextextended('wakemark.records:' || current_schema(), 0))"
 )
 
+# Held shared by each writer of a namespace's events or retrieval rows, and exclusive by a
+# move out of it (``Upkeep.move_namespace``), with %(namespace)s. Between the move's
+# statements such a write would leave an event moved without its turn, or counted in the
+# project it is not in; it waits for the move instead and writes into the old namespace.
+NAMESPACE_LOCK = "hashtextextended('wakemark.namespace:' || current_schema() || %(namespace)s, 0)"
+
 
 class PostgresTxBase(Tx):
     """One transaction. One that adds or removes records first waits for every other

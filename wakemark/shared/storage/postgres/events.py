@@ -12,6 +12,7 @@ from wakemark.shared.models import NAMESPACE_RE, Event, StoredEvent, utcnow
 from wakemark.shared.storage import lexical, turns
 from wakemark.shared.storage.ports.events import PutEventResult, Turn, TurnInfo
 from wakemark.shared.storage.postgres.base import (
+    NAMESPACE_LOCK,
     NS,
     PostgresBase,
     PostgresTxBase,
@@ -28,8 +29,11 @@ EVENT_COLUMNS = (
 )
 
 # Serializes turn bookkeeping per session across processes (key: schema, namespace and
-# session; the schema as in base.LOCK_RECORDS).
-LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':' || %s, 0))"
+# session; the schema as in base.LOCK_RECORDS), and holds off a move of the namespace.
+LOCK_SESSION = f"""
+SELECT pg_advisory_xact_lock_shared({NAMESPACE_LOCK}),
+       pg_advisory_xact_lock(hashtextextended(current_schema() || ':' || %(session)s, 0))
+"""
 
 # One statement for a whole batch, a column array each (in EVENT_COLUMNS order): the
 # count trigger of migration 0013 then runs once per batch, not once per event, and
@@ -154,7 +158,8 @@ class PostgresEventsTx(PostgresTxBase):
         # Lock every session of the batch up front, in one order, so two batches
         # touching the same sessions cannot deadlock.
         for namespace, session_id in turns.sessions(events):
-            conn.execute(LOCK_SESSION, (f"{namespace}\n{session_id}",))
+            key = {"namespace": namespace, "session": f"{namespace}\n{session_id}"}
+            conn.execute(LOCK_SESSION, key)
         ids = turns.lookup_ids(events)
         stored = {r[0]: (r[1], r[2]) for r in conn.execute(EVENTS_TURNS, (ids,)).fetchall()}
 

@@ -16,6 +16,7 @@ from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
 from wakemark.shared.storage.errors import NotFoundError
 from wakemark.shared.storage.fields import record_fields
+from wakemark.shared.storage.ports.audit import AuditEntry
 from wakemark.shared.storage.ports.upkeep import (
     MOVED_TABLES,
     DiskUsage,
@@ -27,8 +28,10 @@ from wakemark.shared.storage.ports.upkeep import (
     open_in_both,
 )
 from wakemark.shared.storage.postgres import anchors as anchors_sql
+from wakemark.shared.storage.postgres.audit import INSERT_AUDIT
 from wakemark.shared.storage.postgres.base import (
     LOCK_RECORDS,
+    NAMESPACE_LOCK,
     NS,
     PostgresBase,
 )
@@ -124,6 +127,9 @@ SELECT %(turn_id)s, %(namespace)s, %(session_id)s, %(opened_at)s, %(last_event_a
        %(extracted_at)s, %(record_ids)s, %(skip_reason)s, %(repeat_of)s
 ON CONFLICT (turn_id) DO NOTHING
 """
+
+# move_namespace: the writers of the old namespace's events wait for the move to commit.
+MOVING = f"SELECT pg_advisory_xact_lock({NAMESPACE_LOCK})"
 
 # move_namespace: all with %(old)s and %(new)s. A session may have one open turn per project.
 OPEN_IN_BOTH = """
@@ -322,12 +328,22 @@ class PostgresUpkeep(PostgresBase):
         return counts
 
     def move_namespace(
-        self, old: str, new: str, project_path: str | None = None, commit: bool = True
+        self,
+        old: str,
+        new: str,
+        project_path: str | None = None,
+        commit: bool = True,
+        audit: AuditEntry | None = None,
     ) -> dict[str, int]:
         check_move(old, new)
         params = {"old": old, "new": new}
         try:
             with self._db.connection() as conn, conn.transaction():
+                # Writers into ``new`` are not held off (the agent works there, and would
+                # wait the whole move): their counts add to the merged ones, and a turn
+                # opened in both is refused below. Both locks first, in this order: a
+                # writer of events takes the records' lock after its own, if at all.
+                conn.execute(MOVING, {"namespace": old})
                 conn.execute(LOCK_RECORDS)  # as PostgresTxBase: the records' index rows move
                 clash = [r[0] for r in conn.execute(OPEN_IN_BOTH, params).fetchall()]
                 if clash:
@@ -343,6 +359,8 @@ class PostgresUpkeep(PostgresBase):
                     conn.execute(
                         SET_PROJECT_PATH, {"new": new, "path": project_path, "at": utcnow()}
                     )
+                if audit is not None:
+                    conn.execute(INSERT_AUDIT, audit.row())
                 if not commit:
                     raise psycopg.Rollback()  # leaves the block, rolled back, without raising
         except psycopg.errors.UniqueViolation:

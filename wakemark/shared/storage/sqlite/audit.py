@@ -85,11 +85,15 @@ ORDER BY id DESC LIMIT ?
 """
 
 
+def audit_params(entry: AuditEntry) -> dict[str, Any]:
+    """``INSERT_AUDIT``'s parameters: the time as stored, the targets as JSON text."""
+    params = entry.row()
+    return params | {"at": codec.ts(entry.at), "targets": json.dumps(params["targets"])}
+
+
 class SqliteAuditTx(SqliteTxBase):
     def audit(self, entry: AuditEntry) -> None:
-        params = entry.row()
-        params |= {"at": codec.ts(entry.at), "targets": json.dumps(params["targets"])}
-        self.conn.execute(INSERT_AUDIT, params)
+        self.conn.execute(INSERT_AUDIT, audit_params(entry))
 
     def put_token(self, token: ApiToken, secret_sha256: str) -> None:
         params = {

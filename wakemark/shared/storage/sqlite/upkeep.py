@@ -15,6 +15,7 @@ import numpy as np
 from wakemark.shared.models import MemoryRecord, StoredEvent, utcnow
 from wakemark.shared.storage import columns, lexical
 from wakemark.shared.storage.errors import NotFoundError
+from wakemark.shared.storage.ports.audit import AuditEntry
 from wakemark.shared.storage.ports.upkeep import (
     MOVED_TABLES,
     DiskUsage,
@@ -27,6 +28,7 @@ from wakemark.shared.storage.ports.upkeep import (
 )
 from wakemark.shared.storage.sqlite import anchors as anchors_sql
 from wakemark.shared.storage.sqlite import codec
+from wakemark.shared.storage.sqlite.audit import INSERT_AUDIT, audit_params
 from wakemark.shared.storage.sqlite.base import NS, T_NS, SqliteBase, snapshot
 from wakemark.shared.storage.sqlite.events import (
     INSERT_EVENT,
@@ -300,7 +302,12 @@ class SqliteUpkeep(SqliteBase):
         return counts
 
     def move_namespace(
-        self, old: str, new: str, project_path: str | None = None, commit: bool = True
+        self,
+        old: str,
+        new: str,
+        project_path: str | None = None,
+        commit: bool = True,
+        audit: AuditEntry | None = None,
     ) -> dict[str, int]:
         check_move(old, new)
         params: dict[str, Any] = {"old": old, "new": new}
@@ -320,6 +327,8 @@ class SqliteUpkeep(SqliteBase):
                 if project_path is not None:
                     at = codec.ts(utcnow())
                     conn.execute(SET_PROJECT_PATH, {"new": new, "path": project_path, "at": at})
+                if audit is not None:
+                    conn.execute(INSERT_AUDIT, audit_params(audit))
                 if not commit:
                     raise _RollBack
         except _RollBack:
