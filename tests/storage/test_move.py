@@ -20,14 +20,17 @@ from tests.storage.conftest import T0, event, record, retrieval, vec
 from tests.storage.test_anchors import anchors
 from wakemark.shared.cache import LocalEpochs
 from wakemark.shared.config import Settings
-from wakemark.shared.models import MemoryRecord
+from wakemark.shared.models import MemoryRecord, StoredEvent, new_ulid
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.vectors import VectorCache
 from wakemark.shared.storage import (
     AuditEntry,
     ConflictError,
+    ImportBatch,
+    ImportCounts,
     NotFoundError,
     Storage,
+    TurnRow,
     open_storage,
 )
 from wakemark.shared.storage.postgres import PostgresStorage
@@ -322,5 +325,45 @@ def test_events_posted_into_the_old_place_during_a_move_land_whole(
         assert conn.execute(stray + " WHERE e.namespace <> t.namespace").fetchone() == (0,)
     events = storage.list_events("/actor/a/", limit=10)
     assert {e.event_id for e in events if e.namespace == OLD} == set(posted)
+    assert [storage.stats(ns)["events"] for ns in (OLD, NEW)] == [2, 1]
+    assert {p["namespace"]: p["event_count"] for p in storage.projects()} == {OLD: 2, NEW: 1}
+
+
+def test_an_import_into_the_old_place_during_a_move_lands_whole(
+    store: PostgresStorage, pg_url: str
+) -> None:
+    """Postgres: an import batch of a closed turn and its events (no records, so not
+    held off by the records' lock) into the old namespace, made while the move is held
+    after its last UPDATE, waits for the move and lands whole in the old namespace."""
+    storage = store
+    storage.put_event(event("prompt", ns=OLD, session="s1"))
+    storage.put_memory_record(record(ns=OLD))
+    turn_id = new_ulid()
+    batch = ImportBatch(turns=[TurnRow(turn_id, OLD, "s9", T0, T0, T0, None, [])])
+    for kind in ("prompt", "tool_use"):
+        e = event(kind, ns=OLD, session="s9", at=T0)
+        batch.events.append(StoredEvent(**e.model_dump(), transaction_time=T0, turn_id=turn_id))
+    holder = psycopg.connect(pg_url)
+    holder.execute("LOCK TABLE retrieval_sessions IN EXCLUSIVE MODE")  # the move's merge
+    mover = threading.Thread(target=storage.move_namespace, args=(OLD, NEW))
+    mover.start()
+    _until(lambda: _waiting(pg_url, "relation") == 1)
+    imported: list[ImportCounts] = []
+    importer = threading.Thread(target=lambda: imported.append(storage.import_batch(batch)))
+    importer.start()
+    _until(lambda: bool(imported) or _waiting(pg_url, "advisory") == 1)
+    waited = not imported
+    holder.rollback()
+    holder.close()
+    for t in (mover, importer):
+        t.join(timeout=30)
+
+    assert waited
+    assert imported == [ImportCounts(turns=1, events=2)]
+    with psycopg.connect(pg_url) as conn:
+        sql = "SELECT namespace, count(*) FROM events GROUP BY namespace"
+        assert dict(conn.execute(sql).fetchall()) == {OLD: 2, NEW: 1}
+        sql = "SELECT namespace, session_id FROM turns ORDER BY namespace"
+        assert conn.execute(sql).fetchall() == [(NEW, "s1"), (OLD, "s9")]
     assert [storage.stats(ns)["events"] for ns in (OLD, NEW)] == [2, 1]
     assert {p["namespace"]: p["event_count"] for p in storage.projects()} == {OLD: 2, NEW: 1}
