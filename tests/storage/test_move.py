@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -288,6 +289,23 @@ def _until(done: Callable[[], bool]) -> None:
         time.sleep(0.02)
 
 
+@contextmanager
+def _move_held(storage: Storage, pg_url: str) -> Iterator[None]:
+    """A move of OLD to NEW, held mid-way (its rows moved, its merge of the counts
+    waiting on a table lock a second connection holds) until the block ends."""
+    holder = psycopg.connect(pg_url)
+    holder.execute("LOCK TABLE retrieval_sessions IN EXCLUSIVE MODE")  # the move's merge
+    mover = threading.Thread(target=storage.move_namespace, args=(OLD, NEW))
+    mover.start()
+    try:
+        _until(lambda: _waiting(pg_url, "relation") == 1)
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+        mover.join(timeout=30)
+
+
 def test_events_posted_into_the_old_place_during_a_move_land_whole(
     store: PostgresStorage, pg_url: str
 ) -> None:
@@ -298,11 +316,6 @@ def test_events_posted_into_the_old_place_during_a_move_land_whole(
     storage = store
     storage.put_event(event("prompt", ns=OLD, session="s1"))
     storage.put_memory_record(record(ns=OLD))
-    holder = psycopg.connect(pg_url)
-    holder.execute("LOCK TABLE retrieval_sessions IN EXCLUSIVE MODE")  # the move's merge
-    mover = threading.Thread(target=storage.move_namespace, args=(OLD, NEW))
-    mover.start()
-    _until(lambda: _waiting(pg_url, "relation") == 1)
     posted: list[str] = []
     posters = [
         threading.Thread(
@@ -312,12 +325,11 @@ def test_events_posted_into_the_old_place_during_a_move_land_whole(
         )  # fmt: skip
         for s in ("s1", "s2")
     ]
+    with _move_held(storage, pg_url):
+        for t in posters:
+            t.start()
+        _until(lambda: len(posted) == 2 or _waiting(pg_url, "advisory") == 2)
     for t in posters:
-        t.start()
-    _until(lambda: len(posted) == 2 or _waiting(pg_url, "advisory") == 2)
-    holder.rollback()
-    holder.close()
-    for t in (mover, *posters):
         t.join(timeout=30)
 
     with psycopg.connect(pg_url) as conn:
@@ -333,8 +345,8 @@ def test_an_import_into_the_old_place_during_a_move_lands_whole(
     store: PostgresStorage, pg_url: str
 ) -> None:
     """Postgres: an import batch of a closed turn and its events (no records, so not
-    held off by the records' lock) into the old namespace, made while the move is held
-    after its last UPDATE, waits for the move and lands whole in the old namespace."""
+    held off by the records' lock) into the old namespace, made while a move is held
+    mid-way, waits for the move, then lands whole in the old namespace, counted there."""
     storage = store
     storage.put_event(event("prompt", ns=OLD, session="s1"))
     storage.put_memory_record(record(ns=OLD))
@@ -343,20 +355,13 @@ def test_an_import_into_the_old_place_during_a_move_lands_whole(
     for kind in ("prompt", "tool_use"):
         e = event(kind, ns=OLD, session="s9", at=T0)
         batch.events.append(StoredEvent(**e.model_dump(), transaction_time=T0, turn_id=turn_id))
-    holder = psycopg.connect(pg_url)
-    holder.execute("LOCK TABLE retrieval_sessions IN EXCLUSIVE MODE")  # the move's merge
-    mover = threading.Thread(target=storage.move_namespace, args=(OLD, NEW))
-    mover.start()
-    _until(lambda: _waiting(pg_url, "relation") == 1)
     imported: list[ImportCounts] = []
     importer = threading.Thread(target=lambda: imported.append(storage.import_batch(batch)))
-    importer.start()
-    _until(lambda: bool(imported) or _waiting(pg_url, "advisory") == 1)
-    waited = not imported
-    holder.rollback()
-    holder.close()
-    for t in (mover, importer):
-        t.join(timeout=30)
+    with _move_held(storage, pg_url):
+        importer.start()
+        _until(lambda: bool(imported) or _waiting(pg_url, "advisory") == 1)
+        waited = not imported
+    importer.join(timeout=30)
 
     assert waited
     assert imported == [ImportCounts(turns=1, events=2)]
