@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,14 +21,17 @@ from tests.storage.conftest import T0, event, record, retrieval, vec
 from tests.storage.test_anchors import anchors
 from wakemark.shared.cache import LocalEpochs
 from wakemark.shared.config import Settings
-from wakemark.shared.models import MemoryRecord
+from wakemark.shared.models import MemoryRecord, StoredEvent, new_ulid
 from wakemark.shared.retrieval.lexical import search_lexical
 from wakemark.shared.retrieval.vectors import VectorCache
 from wakemark.shared.storage import (
     AuditEntry,
     ConflictError,
+    ImportBatch,
+    ImportCounts,
     NotFoundError,
     Storage,
+    TurnRow,
     open_storage,
 )
 from wakemark.shared.storage.postgres import PostgresStorage
@@ -285,6 +289,23 @@ def _until(done: Callable[[], bool]) -> None:
         time.sleep(0.02)
 
 
+@contextmanager
+def _move_held(storage: Storage, pg_url: str) -> Iterator[None]:
+    """A move of OLD to NEW, held mid-way (its rows moved, its merge of the counts
+    waiting on a table lock a second connection holds) until the block ends."""
+    holder = psycopg.connect(pg_url)
+    holder.execute("LOCK TABLE retrieval_sessions IN EXCLUSIVE MODE")  # the move's merge
+    mover = threading.Thread(target=storage.move_namespace, args=(OLD, NEW))
+    mover.start()
+    try:
+        _until(lambda: _waiting(pg_url, "relation") == 1)
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+        mover.join(timeout=30)
+
+
 def test_events_posted_into_the_old_place_during_a_move_land_whole(
     store: PostgresStorage, pg_url: str
 ) -> None:
@@ -295,11 +316,6 @@ def test_events_posted_into_the_old_place_during_a_move_land_whole(
     storage = store
     storage.put_event(event("prompt", ns=OLD, session="s1"))
     storage.put_memory_record(record(ns=OLD))
-    holder = psycopg.connect(pg_url)
-    holder.execute("LOCK TABLE retrieval_sessions IN EXCLUSIVE MODE")  # the move's merge
-    mover = threading.Thread(target=storage.move_namespace, args=(OLD, NEW))
-    mover.start()
-    _until(lambda: _waiting(pg_url, "relation") == 1)
     posted: list[str] = []
     posters = [
         threading.Thread(
@@ -309,12 +325,11 @@ def test_events_posted_into_the_old_place_during_a_move_land_whole(
         )  # fmt: skip
         for s in ("s1", "s2")
     ]
+    with _move_held(storage, pg_url):
+        for t in posters:
+            t.start()
+        _until(lambda: len(posted) == 2 or _waiting(pg_url, "advisory") == 2)
     for t in posters:
-        t.start()
-    _until(lambda: len(posted) == 2 or _waiting(pg_url, "advisory") == 2)
-    holder.rollback()
-    holder.close()
-    for t in (mover, *posters):
         t.join(timeout=30)
 
     with psycopg.connect(pg_url) as conn:
@@ -322,5 +337,38 @@ def test_events_posted_into_the_old_place_during_a_move_land_whole(
         assert conn.execute(stray + " WHERE e.namespace <> t.namespace").fetchone() == (0,)
     events = storage.list_events("/actor/a/", limit=10)
     assert {e.event_id for e in events if e.namespace == OLD} == set(posted)
+    assert [storage.stats(ns)["events"] for ns in (OLD, NEW)] == [2, 1]
+    assert {p["namespace"]: p["event_count"] for p in storage.projects()} == {OLD: 2, NEW: 1}
+
+
+def test_an_import_into_the_old_place_during_a_move_lands_whole(
+    store: PostgresStorage, pg_url: str
+) -> None:
+    """Postgres: an import batch of a closed turn and its events (no records, so not
+    held off by the records' lock) into the old namespace, made while a move is held
+    mid-way, waits for the move, then lands whole in the old namespace, counted there."""
+    storage = store
+    storage.put_event(event("prompt", ns=OLD, session="s1"))
+    storage.put_memory_record(record(ns=OLD))
+    turn_id = new_ulid()
+    batch = ImportBatch(turns=[TurnRow(turn_id, OLD, "s9", T0, T0, T0, None, [])])
+    for kind in ("prompt", "tool_use"):
+        e = event(kind, ns=OLD, session="s9", at=T0)
+        batch.events.append(StoredEvent(**e.model_dump(), transaction_time=T0, turn_id=turn_id))
+    imported: list[ImportCounts] = []
+    importer = threading.Thread(target=lambda: imported.append(storage.import_batch(batch)))
+    with _move_held(storage, pg_url):
+        importer.start()
+        _until(lambda: bool(imported) or _waiting(pg_url, "advisory") == 1)
+        waited = not imported
+    importer.join(timeout=30)
+
+    assert waited
+    assert imported == [ImportCounts(turns=1, events=2)]
+    with psycopg.connect(pg_url) as conn:
+        sql = "SELECT namespace, count(*) FROM events GROUP BY namespace"
+        assert dict(conn.execute(sql).fetchall()) == {OLD: 2, NEW: 1}
+        sql = "SELECT namespace, session_id FROM turns ORDER BY namespace"
+        assert conn.execute(sql).fetchall() == [(NEW, "s1"), (OLD, "s9")]
     assert [storage.stats(ns)["events"] for ns in (OLD, NEW)] == [2, 1]
     assert {p["namespace"]: p["event_count"] for p in storage.projects()} == {OLD: 2, NEW: 1}

@@ -36,6 +36,7 @@ from wakemark.shared.models import MAX_BODY_BYTES, Event
 # with room for the input, far below the 1 MiB body limit.
 MAX_TOOL_TEXT = 64 * 1024
 MAX_JSON_BYTES = MAX_BODY_BYTES // 4
+SHORTEST_CLIP = MAX_TOOL_TEXT // 4**4  # the last limit clip_json tries (256)
 MAX_SESSION_ID = 200
 
 # What the hook view does with a mapped hook besides storing its events.
@@ -107,28 +108,53 @@ def payload_time(payload: dict[str, Any], key: str = "timestamp") -> datetime | 
 
 def clip_text(value: Any, limit: int = MAX_TOOL_TEXT) -> Any:
     """Strings longer than ``limit`` keep their head and tail (errors often sit at the end)."""
-    if isinstance(value, str) and len(value) > limit:
-        half = limit // 2
-        cut = len(value) - 2 * half
-        return f"{value[:half]}\n... [{cut} characters truncated] ...\n{value[-half:]}"
+    return _clip(value, limit, None)
+
+
+def _clip(value: Any, limit: int, long: list[str] | None) -> Any:
+    """``clip_text``; with ``long``, also collects the clipped strings longer than
+    ``SHORTEST_CLIP`` (dict values and list items: keys are never clipped)."""
+    if isinstance(value, str):
+        if len(value) > limit:
+            half = limit // 2
+            cut = len(value) - 2 * half
+            value = f"{value[:half]}\n... [{cut} characters truncated] ...\n{value[-half:]}"
+        if long is not None and len(value) > SHORTEST_CLIP:
+            long.append(value)
+        return value
     if isinstance(value, dict):
-        return {str(k): clip_text(v, limit) for k, v in value.items()}
+        return {str(k): _clip(v, limit, long) for k, v in value.items()}
     if isinstance(value, list):
-        return [clip_text(v, limit) for v in value]
+        return [_clip(v, limit, long) for v in value]
     return value
 
 
+def _fits(value: Any) -> bool:
+    return len(json.dumps(value, default=str)) <= MAX_JSON_BYTES
+
+
 def clip_json(value: Any) -> Any:
-    """A JSON-able value under ``MAX_JSON_BYTES``: strings clipped harder until it fits."""
+    """A JSON-able value under ``MAX_JSON_BYTES``: strings clipped harder until it fits
+    (each limit a quarter of the last, down to ``SHORTEST_CLIP``), else a clipped
+    serialization as text."""
+    long: list[str] = []
+    clipped = _clip(value, MAX_TOOL_TEXT, long)
+    size = len(json.dumps(clipped, default=str))
+    if size <= MAX_JSON_BYTES:
+        return clipped
+    # Every harder clip leaves the strings of up to SHORTEST_CLIP characters as they are
+    # and keeps more than that of each longer one, so ``floor`` (those counted as that
+    # many, in quotes) is at most the size at any limit: when it does not fit, none does.
+    # That is a huge structure of small strings, which trying each limit would rebuild
+    # and serialize four times for nothing.
+    floor = size - sum(len(json.dumps(s)) - (SHORTEST_CLIP + 2) for s in long)
     limit = MAX_TOOL_TEXT
-    clipped = clip_text(value, limit)
-    while len(json.dumps(clipped, default=str)) > MAX_JSON_BYTES and limit > 256:
+    while floor <= MAX_JSON_BYTES and limit > SHORTEST_CLIP:
         limit //= 4
         clipped = clip_text(value, limit)
-    if len(json.dumps(clipped, default=str)) > MAX_JSON_BYTES:
-        # Huge structure of small strings: keep a clipped serialization as text.
-        return clip_text(json.dumps(value, default=str)[: MAX_JSON_BYTES // 2], limit)
-    return clipped
+        if _fits(clipped):
+            return clipped
+    return clip_text(json.dumps(value, default=str)[: MAX_JSON_BYTES // 2], SHORTEST_CLIP)
 
 
 def tool_data(tool_name: Any, tool_input: Any, tool_response: Any, **extra: Any) -> dict[str, Any]:

@@ -133,8 +133,10 @@ class Upkeep(Protocol):
     def import_batch(self, batch: ImportBatch, commit: bool = True) -> ImportCounts:
         """Write the batch in one transaction, exactly as given (ids, times, turn
         membership and extraction marks kept). A row whose id already exists is left
-        alone, so importing twice writes nothing the second time. ``commit=False`` rolls
-        the transaction back: the counts say what would have been written."""
+        alone, so importing twice writes nothing the second time. A batch into a
+        namespace a move is leaving waits for the move, then lands whole in it
+        (``move_namespace``). ``commit=False`` rolls the transaction back: the counts say
+        what would have been written."""
 
     # --- moving a project -------------------------------------------------------------
     @abc.abstractmethod
@@ -152,11 +154,11 @@ class Upkeep(Protocol):
         moved rows had been written there; the audit log stays as it was (history).
         ``project_path``: the project's root from now on (``projects()``). ``audit``: the
         audit log's entry of the move, written in the same transaction, so neither
-        commits without the other. An event or retrieval row written into ``old`` while
-        the move runs waits for it, then lands in ``old`` (in a turn opened there). Moved
-        vectors and texts are stamped as written now, so caches refreshed from a
-        watermark take them in, and the change hook is called for both namespaces after
-        the commit.
+        commits without the other. An event, retrieval row or import batch written into
+        ``old`` while the move runs waits for it, then lands in ``old`` (an event in a turn
+        opened there, an import in its own turns). Moved vectors and texts are stamped as
+        written now, so caches refreshed from a watermark take them in, and the change
+        hook is called for both namespaces after the commit.
         Returns the rows moved by kind (``MOVED_TABLES``); ``commit=False`` rolls back:
         the counts say what would move. Raises ValueError unless ``old`` and ``new`` are
         two different full namespaces, NotFoundError when ``old`` holds no row, and

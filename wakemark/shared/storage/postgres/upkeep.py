@@ -130,6 +130,8 @@ ON CONFLICT (turn_id) DO NOTHING
 
 # move_namespace: the writers of the old namespace's events wait for the move to commit.
 MOVING = f"SELECT pg_advisory_xact_lock({NAMESPACE_LOCK})"
+# import_batch: as each writer of a namespace's rows, held off by a move out of it.
+NOT_MOVING = f"SELECT pg_advisory_xact_lock_shared({NAMESPACE_LOCK})"
 
 # move_namespace: all with %(old)s and %(new)s. A session may have one open turn per project.
 OPEN_IN_BOTH = """
@@ -292,6 +294,14 @@ class PostgresUpkeep(PostgresBase):
                 # lock): held shared until commit, so no swap commits meanwhile.
                 stored = (conn.execute(MODELS_SHARED).fetchone() or (None,))[0]
                 keep = kept_model(stored, batch.model)
+            # Wait for a move out of a namespace the batch writes: it merges that
+            # namespace's counts, then deletes them, and rows landing in between would
+            # be left uncounted (or split, between its UPDATEs). Sorted, and before the
+            # records' lock, as the move and the event writers take theirs: no deadlock.
+            written = {r.namespace for r, _ in batch.records} | {t.namespace for t in batch.turns}
+            written |= {a.namespace for a in batch.anchors.values()}
+            for namespace in sorted(written | {e.namespace for e in batch.events}):
+                conn.execute(NOT_MOVING, {"namespace": namespace})
             if batch.records:
                 conn.execute(LOCK_RECORDS)  # as PostgresTxBase: records are added
             for record, vector in batch.records:
