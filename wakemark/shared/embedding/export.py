@@ -122,7 +122,8 @@ def load_source(path: Path) -> tuple[bytes, bytes]:
                 raise ExportError(f"{path} holds no model.safetensors and tokenizer.json")
             found = found_in_zip
     except (OSError, zipfile.BadZipFile) as exc:
-        raise ExportError(f"cannot read the model weights from {path}: {exc}") from exc
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ExportError(f"cannot read the model weights from {path}: {reason}") from exc
     weights, tokenizer = found
     if _sha256_bytes(weights) != WEIGHTS_SHA256 or _sha256_bytes(tokenizer) != TOKENIZER_SHA256:
         raise ExportError(
