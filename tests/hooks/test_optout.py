@@ -185,7 +185,10 @@ def test_pause_outside_a_project_fails_clearly(home: Path, tmp_path: Path) -> No
     bare.mkdir()
     done = _cli(home, bare, "pause", HOME=str(tmp_path))
     assert done.returncode == 1
-    assert "is in no project" in done.stderr
+    assert "is in no project" in done.stderr and "pass --project DIR" in done.stderr
+    named = _cli(home, tmp_path, "pause", "--project", str(bare), HOME=str(tmp_path))
+    assert named.returncode == 1
+    assert "is in no project" in named.stderr and "--project" not in named.stderr
     assert not (bare / ".wakemarkignore").exists()
 
 

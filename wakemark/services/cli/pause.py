@@ -30,9 +30,10 @@ def _root(args: argparse.Namespace) -> str | None:
     start = args.project or project.agent_start_dir()
     root = project.find_root(start)
     if root is None:
+        hint = "" if args.project else "; pass --project DIR"
         print(
             f"wakemark: {os.path.abspath(start)} is in no project (no .git, pyproject.toml, "
-            "package.json ... at or above it); pass --project DIR",
+            f"package.json ... at or above it){hint}",
             file=sys.stderr,
         )
     return root
