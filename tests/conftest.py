@@ -42,9 +42,13 @@ def _unavailable(what: str, exc: BaseException) -> None:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Embedded-mode settings in a fresh home; the embedder is off unless a test asks.
-    The search deadline is roomy: what a search finds must not depend on how busy the
-    machine is (the deadline's own tests set theirs)."""
-    return Settings(home=tmp_path / "home", embedder="off", retrieval_budget_ms=10_000)
+    The search deadline and the wait for a pooled Postgres connection are roomy: what a
+    test finds must not depend on how busy the machine is (on a loaded box a fresh
+    pool's first connection can take over the hooks' 1 s; the tests of the deadline and
+    of the pool's timeout set theirs)."""
+    return Settings(
+        home=tmp_path / "home", embedder="off", retrieval_budget_ms=10_000, db_timeout_s=10.0
+    )
 
 
 @pytest.fixture(scope="session")
