@@ -9,7 +9,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import pytest
 from tests.conftest import free_port
 from tests.served import serving
 from wakemark.services.api.security import ensure_token
+from wakemark.services.forwarder import forward
 from wakemark.shared.config import Settings, prepare_home
 from wakemark.shared.runtime import Runtime
 from wakemark.shared.storage import migrate
@@ -272,3 +275,111 @@ def test_the_forwarders_files_parse_as_python_3_9(path: str) -> None:
 
     source = (Path(HOOK).parents[3] / path).read_text()
     ast.parse(source, feature_version=(3, 9))
+
+
+@contextmanager
+def _answering(reply: bytes) -> Iterator[int]:
+    """A server on a free port that reads one request and answers it with ``reply``
+    (the raw bytes, status line and all); yields the port."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+
+        def answer() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(re.findall(rb"Content-Length: (\d+)", head)[0])
+                while len(body) < length:
+                    body += conn.recv(65536)
+                conn.sendall(reply)
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        yield listener.getsockname()[1]
+        thread.join(5)
+
+
+GEMINI_REPLY = b'{"hookSpecificOutput": {"additionalContext": "remember the cart"}}'
+
+
+def test_a_reply_is_printed_once_when_keeping_the_watch_list_fails(
+    tmp_path: Path, project_dir: Path
+) -> None:
+    # A team server asks which files to hash; the forwarder cannot write that down
+    # (`watch` is a file here). The agent must still read exactly one JSON reply.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "watch").write_text("")
+    reply = b"HTTP/1.0 200 OK\r\nX-Wakemark-Watch: a.py\r\n\r\n" + GEMINI_REPLY
+    payload = json.dumps(load("gemini-cli", "BeforeAgent", project_dir)).encode()
+    with _answering(reply) as port:
+        out = _hook(_env(home, port, "t"), project_dir, "gemini-cli", stdin=payload)
+    assert (out.returncode, json.loads(out.stdout)) == (0, json.loads(GEMINI_REPLY))
+    assert "watch" in (home / "logs" / "hook.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("agent", "body"),
+    [
+        ("gemini-cli", b"<html><body>Not wakemark</body></html>"),
+        ("cursor", b"[1, 2]"),
+        ("gemini-cli", GEMINI_REPLY[:30]),  # the server died mid-reply
+    ],
+)
+def test_a_2xx_reply_the_agent_cannot_parse_gets_its_failsafe(
+    tmp_path: Path, project_dir: Path, agent: str, body: bytes
+) -> None:
+    head = f"HTTP/1.0 200 OK\r\nContent-Length: {len(GEMINI_REPLY)}\r\n\r\n".encode()
+    with _answering(head + body) as port:
+        out = _hook(_env(tmp_path / "home", port, "t"), project_dir, agent, stdin=b"{}")
+    assert (out.returncode, out.stdout.decode().strip()) == (0, forward.FAILSAFE[agent])
+
+
+def test_a_truncated_reply_prints_nothing_rather_than_part_of_it(
+    tmp_path: Path, project_dir: Path
+) -> None:
+    # Claude Code reads a non-JSON stdout as plain context: half a reply would be injected.
+    head = f"HTTP/1.0 200 OK\r\nContent-Length: {len(GEMINI_REPLY)}\r\n\r\n".encode()
+    with _answering(head + GEMINI_REPLY[:30]) as port:
+        out = _hook(_env(tmp_path / "home", port, "t"), project_dir, "claude-code", stdin=b"{}")
+    assert (out.returncode, out.stdout) == (0, b"")
+    assert "truncated" in (tmp_path / "home" / "logs" / "hook.log").read_text()
+
+
+def _fifo_edit(project_dir: Path) -> bytes:
+    os.mkfifo(project_dir / "pipe")  # opening it to read waits for a writer, forever
+    return b'{"tool_name": "write_file", "tool_input": {"file_path": "pipe"}}'
+
+
+HOSTILE_EDITS = {
+    # Each escaped quote used to re-scan the whole string before it.
+    "escaped quotes": lambda _: (
+        b'{"tool_name": "write_file", "file_path": "' + b'\\"' * 400_000 + b'"}'
+    ),
+    # Each patch marker used to search the rest of the payload for a newline.
+    "patch markers, no newline": lambda _: (
+        b'{"tool_name": "apply_patch", "x": "' + b"*** Add File: a" * 100_000 + b'"}'
+    ),
+    "a named pipe": _fifo_edit,
+    # Not a file name this system can have: the event must still be sent.
+    "a lone surrogate": lambda _: b'{"tool_name": "write_file", "file_path": "a\\ud800"}',
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_EDITS))
+def test_a_hostile_edit_payload_is_still_forwarded_within_the_deadline(
+    tmp_path: Path, project_dir: Path, case: str
+) -> None:
+    # The edited files are hashed before the connect: no port answers, so reaching the
+    # connect (ConnectionRefusedError) within _hook's timeout is the behaviour under test.
+    payload = HOSTILE_EDITS[case](project_dir)
+    env = _env(tmp_path / "home", free_port(), "t")
+    out = _hook(env, project_dir, "gemini-cli", "AfterTool", stdin=payload)
+    assert (out.returncode, out.stdout.strip()) == (0, b"{}")
+    log = (tmp_path / "home" / "logs" / "hook.log").read_text()
+    assert "ConnectionRefusedError" in log

@@ -72,14 +72,15 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         return 0
     try:
-        _forward(agent, argv[1:], time.monotonic() + TIMEOUT_S)
+        reply = _forward(agent, argv[1:], time.monotonic() + TIMEOUT_S)
     except BaseException as exc:  # noqa: BLE001 - fail open, always
-        _print(FAILSAFE.get(agent, ""))
+        reply = FAILSAFE.get(agent, "")
         _log(f"{agent or '-'}: {exc.__class__.__name__}: {exc}")
+    _print(reply)  # once: a second JSON document after the first is not JSON to the agent
     return 0
 
 
-def _forward(agent: str, rest: list[str], deadline: float) -> None:
+def _forward(agent: str, rest: list[str], deadline: float) -> str:
     if not agent or not set(agent) <= _SAFE:
         raise ValueError("usage: wakemark hook <agent> [<event>] (payload on stdin)")
     event = ""
@@ -97,13 +98,17 @@ def _forward(agent: str, rest: list[str], deadline: float) -> None:
     status, head, body = _post(agent, event, payload, deadline, root)
     if not 200 <= status < 300:
         raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
-    _print(_stdout_for(agent, body))
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == IGNORED_HEADER:
-            _log(f"{agent} {event or '-'}: {value.strip().decode('ascii', 'replace')}")
-        elif name.strip().lower() == WATCH_HEADER:
-            _keep_watch(root, value.strip().decode("utf-8", "replace"))
+    reply = _stdout_for(agent, body)
+    try:
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == IGNORED_HEADER:
+                _log(f"{agent} {event or '-'}: {value.strip().decode('ascii', 'replace')}")
+            elif name.strip().lower() == WATCH_HEADER:
+                _keep_watch(root, value.strip().decode("utf-8", "replace"))
+    except Exception as exc:  # noqa: BLE001 - the reply stands; only the watch list is lost
+        _log(f"{agent} {event or '-'}: watch list not kept: {exc.__class__.__name__}: {exc}")
+    return reply
 
 
 def _watch_file(root: str) -> str:
@@ -175,15 +180,25 @@ def _sha256():  # -> the constructor; `typing` costs more than it tells
 def _digest(full: str, sha256) -> str | None:  # sha256: _sha256()
     """The file's SHA-256, ``-`` when it is not there, None when it is not reported
     (larger than the limit, a directory, unreadable)."""
+    from stat import S_ISREG  # imported by os already
+
     try:
-        with open(full, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size > MAX_HASHED_BYTES:
-                return None
-            return sha256(fh.read(MAX_HASHED_BYTES)).hexdigest()
+        # Non-blocking: opening a named pipe to read would wait for a writer, forever.
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return "-"
     except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not S_ISREG(info.st_mode) or info.st_size > MAX_HASHED_BYTES:
+            return None
+        with open(fd, "rb", closefd=False) as fh:
+            return sha256(fh.read(MAX_HASHED_BYTES)).hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _json_string(payload: bytes, at: int) -> str | None:
@@ -194,8 +209,14 @@ def _json_string(payload: bytes, at: int) -> str | None:
     if payload[at : at + 1] != b'"':
         return None
     end = payload.find(b'"', at + 1)
-    # A quote after an odd run of backslashes is escaped: part of the string.
-    while end > 0 and (end - at - 1 - len(payload[at + 1 : end].rstrip(b"\\"))) % 2:
+    while end > 0:
+        # A quote after an odd run of backslashes is escaped: part of the string. Only
+        # the run just before this quote is counted, so each byte is looked at once.
+        run = end
+        while run > at + 1 and payload[run - 1] == 92:  # a backslash
+            run -= 1
+        if not (end - run) % 2:
+            break
         end = payload.find(b'"', end + 1)
     if end < 0:
         return None
@@ -203,7 +224,12 @@ def _json_string(payload: bytes, at: int) -> str | None:
     if b"\\" in raw:  # rare in a path: let json decode its escapes
         import json
 
-        return str(json.loads(payload[at : end + 1]))
+        try:
+            value = str(json.loads(payload[at : end + 1]))
+            value.encode("utf-8", "surrogateescape")  # a lone surrogate names no file
+        except ValueError:  # JSONDecodeError, UnicodeEncodeError: not a path to report
+            return None
+        return value
     return raw.decode("utf-8", "surrogateescape")
 
 
@@ -227,6 +253,8 @@ def _edited_paths(payload: bytes, named: bytes) -> list[str]:
         while at >= 0 and len(found) < MAX_WATCHED:
             start = at + len(marker)
             end = payload.find(b"\\n", start)
+            if end < 0:
+                break  # no newline after this marker, so none after a later one either
             if end > start:
                 found.append(payload[start:end].strip().decode("utf-8", "surrogateescape"))
             at = payload.find(marker, start)
@@ -251,6 +279,9 @@ def _edited(root: str, payload: bytes, named: bytes) -> str:
 
 def _stdout_for(agent: str, body: bytes) -> str:
     text = body.decode("utf-8", "replace").strip()
+    if text and agent in FAILSAFE and not (text.startswith("{") and text.endswith("}")):
+        # Not the JSON object this agent parses (HTML, a list: not wakemark answering).
+        raise ValueError(f"reply is not a JSON object: {text[:80]!r}")
     if text.startswith('{"context"'):
         import json  # only Kiro-style replies need unwrapping to plain text
 
@@ -359,6 +390,11 @@ def _post(
         sock.close()
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        # A server that died mid-reply closes early: part of a reply is not a reply.
+        if name.strip().lower() == b"content-length" and len(body) < int(value):
+            raise ValueError(f"reply truncated: {len(body)} of {int(value)} bytes")
     return int(status_line[1]), head, body
 
 
