@@ -150,6 +150,24 @@ def test_server_down_gemini_still_gets_json(tmp_path: Path, project_dir: Path) -
     assert (out.returncode, out.stdout.strip()) == (0, b"{}")
 
 
+def test_a_payload_over_the_limit_is_read_to_its_end(tmp_path: Path, project_dir: Path) -> None:
+    # Written as an agent writes it: had the hook stopped reading at the limit and
+    # exited, the rest of the write would fail with a broken pipe on the agent's side.
+    env = _env(tmp_path / "home", free_port(), "t")
+    payload = json.dumps({"cwd": str(project_dir), "x": "a" * (3 * forward.MAX_STDIN)}).encode()
+    proc = subprocess.Popen(
+        [sys.executable, "-S", "-E", "-s", HOOK, "cursor"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=project_dir,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(payload)  # raises BrokenPipeError if the hook has gone
+    proc.stdin.close()
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.wait(timeout=10)
+    assert (proc.returncode, out.strip(), err) == (0, b'{"continue": true}', b"")
+    assert "payload over" in (tmp_path / "home" / "logs" / "hook.log").read_text()
+
+
 def test_a_server_that_never_answers_is_abandoned(tmp_path: Path, project_dir: Path) -> None:
     # Accepts the connection, never replies: the 2 s deadline must end the hook.
     with socket.socket() as sink:

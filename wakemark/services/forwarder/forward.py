@@ -304,11 +304,16 @@ def _read_stdin(deadline: float) -> bytes:
             raise TimeoutError("stdin not closed in time")
         chunk = os.read(0, 65536)
         if not chunk:
+            if size > MAX_STDIN:
+                raise ValueError(f"payload over {MAX_STDIN} bytes")
             return b"".join(chunks)
         size += len(chunk)
-        if size > MAX_STDIN:
-            raise ValueError(f"payload over {MAX_STDIN} bytes")
-        chunks.append(chunk)
+        if size <= MAX_STDIN:
+            chunks.append(chunk)
+        else:
+            # Read to the end all the same: exiting now would leave the agent writing
+            # into a closed pipe (EPIPE), which it may take for a failed hook.
+            chunks.clear()
 
 
 def _token() -> str:
