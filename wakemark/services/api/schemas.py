@@ -78,7 +78,7 @@ NamespaceOrPrefix = Annotated[str, Field(max_length=NAMESPACE_MAX, pattern=NAMES
 # One project's namespace as a query parameter: ``Namespace`` without NUL (a body's NUL is
 # replaced when it is parsed, a query string's is not).
 ProjectNamespace = Annotated[
-    str, Field(max_length=NAMESPACE_MAX, pattern=r"^/actor/[^/\x00]+/project/[^/\x00]+/$")
+    str, Field(max_length=NAMESPACE_MAX, pattern=NAMESPACE_PATTERN.replace("[^/]", "[^/\\x00]"))
 ]
 _NS_DOC = "a namespace `/actor/<actor>/project/<id>/`, or an actor prefix `/actor/<actor>/`"
 

@@ -95,17 +95,15 @@ def _forward(agent: str, rest: list[str], deadline: float) -> str:
     if not payload.strip():
         raise ValueError("empty payload")
     root = _project_dir()
-    status, head, body = _post(agent, event, payload, deadline, root)
+    status, headers, body = _post(agent, event, payload, deadline, root)
     if not 200 <= status < 300:
         raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
     reply = _stdout_for(agent, body)
     try:
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == IGNORED_HEADER:
-                _log(f"{agent} {event or '-'}: {value.strip().decode('ascii', 'replace')}")
-            elif name.strip().lower() == WATCH_HEADER:
-                _keep_watch(root, value.strip().decode("utf-8", "replace"))
+        if IGNORED_HEADER in headers:
+            _log(f"{agent} {event or '-'}: {headers[IGNORED_HEADER].decode('ascii', 'replace')}")
+        if WATCH_HEADER in headers:
+            _keep_watch(root, headers[WATCH_HEADER].decode("utf-8", "replace"))
     except Exception as exc:  # noqa: BLE001 - the reply stands; only the watch list is lost
         _log(f"{agent} {event or '-'}: watch list not kept: {exc.__class__.__name__}: {exc}")
     return reply
@@ -349,7 +347,8 @@ def _project_module():  # -> ModuleType; `types` and `typing` cost more than the
 
 def _post(
     agent: str, event: str, payload: bytes, deadline: float, root: str
-) -> tuple[int, bytes, bytes]:
+) -> tuple[int, dict[bytes, bytes], bytes]:
+    """The reply's status, its headers (names lower-cased) and its body."""
     import _socket  # the C module: see the module docstring
 
     port = int(os.environ.get("WAKEMARK_PORT") or DEFAULT_PORT)
@@ -394,13 +393,16 @@ def _post(
     finally:
         sock.close()
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].split()
-    for line in head.split(b"\r\n")[1:]:
+    status_line, *lines = head.split(b"\r\n")
+    got: dict[bytes, bytes] = {}
+    for line in lines:
         name, _, value = line.partition(b":")
-        # A server that died mid-reply closes early: part of a reply is not a reply.
-        if name.strip().lower() == b"content-length" and len(body) < int(value):
-            raise ValueError(f"reply truncated: {len(body)} of {int(value)} bytes")
-    return int(status_line[1]), head, body
+        got[name.strip().lower()] = value.strip()
+    # A server that died mid-reply closes early: part of a reply is not a reply.
+    length = int(got.get(b"content-length", len(body)))
+    if len(body) < length:
+        raise ValueError(f"reply truncated: {len(body)} of {length} bytes")
+    return int(status_line.split()[1]), got, body
 
 
 def _left(deadline: float) -> float:
